@@ -1,0 +1,125 @@
+"""Curated Gymnasium Benchmarks with scoring floors, success thresholds and baselines.
+
+Each factory is an ``evopolicygym.benchmarks`` entry point. Failed Episodes
+(exception, timeout, invalid action, ...) score ``failure_return``, a floor
+at or below the worst return an Episode can reach, so failing never pays.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from benchmarks.gymnasium_adapter import GymnasiumBenchmark
+from evopolicygym.benchmark import BenchmarkError
+
+__all__ = [
+    "BASELINES_DIR",
+    "FrozenLakeConfig",
+    "acrobot",
+    "cartpole",
+    "frozen_lake",
+    "lunar_lander",
+    "mountain_car_continuous",
+]
+
+BASELINES_DIR = Path(__file__).resolve().parent / "baselines"
+
+# The fixed FrozenLake maps, published in the spec so policies can plan on them.
+FROZEN_LAKE_MAPS: dict[str, list[str]] = {
+    "4x4": ["SFFF", "FHFH", "FFFH", "HFFG"],
+    "8x8": [
+        "SFFFFFFF",
+        "FFFFFFFF",
+        "FFFHFFFF",
+        "FFFFFHFF",
+        "FFFHFFFF",
+        "FHHFFFHF",
+        "FHFFHFHF",
+        "FFFHFFFG",
+    ],
+}
+
+
+def _baseline(benchmark_id: str) -> str:
+    return str(BASELINES_DIR / benchmark_id)
+
+
+def cartpole() -> GymnasiumBenchmark:
+    return GymnasiumBenchmark(
+        "CartPole-v1",
+        benchmark_id="cartpole",
+        description="Balance a pole on a cart by pushing it left or right, for up to 500 steps.",
+        failure_return=0.0,
+        success_threshold=475.0,
+        baseline=_baseline("cartpole"),
+    )
+
+
+class FrozenLakeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    map: Literal["4x4", "8x8"] = "4x4"
+    slippery: bool = True
+
+
+def frozen_lake(map: str = "4x4", slippery: bool | str = True) -> GymnasiumBenchmark:
+    """FrozenLake-v1; ``slippery`` also accepts the strings ``"true"``/``"false"`` from the CLI."""
+    try:
+        config = msgspec.convert({"map": map, "slippery": slippery}, FrozenLakeConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(
+            f"frozen-lake: invalid config ({exc}); map is '4x4' or '8x8', slippery is true or false"
+        ) from exc
+    return GymnasiumBenchmark(
+        "FrozenLake-v1",
+        benchmark_id="frozen-lake",
+        description=(
+            f"Walk from S to the goal G across the {config.map} frozen lake without falling "
+            f"into a hole H{'; the ice is slippery' if config.slippery else ''}."
+        ),
+        make_kwargs={"map_name": config.map, "is_slippery": config.slippery},
+        # Gymnasium registers 100 steps for 4x4 and 200 for its 8x8 variant.
+        max_episode_steps=100 if config.map == "4x4" else 200,
+        failure_return=0.0,
+        success_threshold=1.0,
+        metadata={"map": FROZEN_LAKE_MAPS[config.map]},
+        baseline=_baseline("frozen-lake"),
+    )
+
+
+def acrobot() -> GymnasiumBenchmark:
+    return GymnasiumBenchmark(
+        "Acrobot-v1",
+        benchmark_id="acrobot",
+        description="Swing the two-link Acrobot's tip above the target height as fast as possible.",
+        failure_return=-500.0,
+        success_threshold=-100.0,
+        baseline=_baseline("acrobot"),
+    )
+
+
+def mountain_car_continuous() -> GymnasiumBenchmark:
+    return GymnasiumBenchmark(
+        "MountainCarContinuous-v0",
+        benchmark_id="mountain-car-continuous",
+        description="Drive an underpowered car up the right hill to the flag, spending little force.",
+        failure_return=-100.0,
+        success_threshold=90.0,
+        baseline=_baseline("mountain-car-continuous"),
+    )
+
+
+def lunar_lander() -> GymnasiumBenchmark:
+    try:
+        import Box2D  # noqa: F401
+    except ImportError as exc:
+        raise BenchmarkError("lunar-lander needs the box2d extra: uv sync --extra box2d") from exc
+    return GymnasiumBenchmark(
+        "LunarLander-v3",
+        benchmark_id="lunar-lander",
+        description="Land the lunar module softly on the pad with four discrete engine actions.",
+        failure_return=-500.0,
+        success_threshold=200.0,
+        baseline=_baseline("lunar-lander"),
+    )

@@ -1,0 +1,676 @@
+"""Any Gymnasium environment as a Benchmark.
+
+``GymnasiumBenchmark`` stores only the environment id and its parameters, so it
+pickles cheaply into evaluation workers; the Gymnasium spaces are built lazily
+from one throwaway environment and cached per process. Actions are validated
+against the Gymnasium action space and never clipped. ``make_gymnasium_benchmark``
+is the entry point behind ids such as ``gymnasium:CartPole-v1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import msgspec
+import numpy as np
+from gymnasium import spaces
+
+from evopolicygym.benchmark import (
+    Artifact,
+    BenchmarkError,
+    BenchmarkSpec,
+    EpisodeRecord,
+    EpisodeSpec,
+    Feedback,
+    InvalidAction,
+    StepResult,
+)
+from evopolicygym.policy import TensorValue
+from evopolicygym.seeds import derive_seed
+from evopolicygym.values import PolicyValueError, encode_value, tensor_to_array
+
+__all__ = [
+    "GymnasiumBenchmark",
+    "GymnasiumEnvironment",
+    "describe_space",
+    "make_gymnasium_benchmark",
+]
+
+SPLITS = ("train", "validation", "assessment")
+DEFAULT_MAX_EPISODE_STEPS = 1000
+
+TRACE_EPISODES = 3
+TRACE_STEPS = 200
+TRACE_BYTES = 256 * 1024
+# Larger arrays are summarised in traces; a full image frame per step would crowd out the rest.
+TRACE_ARRAY_ITEMS = 1024
+FAILURE_CHARS = 500
+# Larger Box bounds are written as one scalar when uniform, to keep the spec small.
+BOUNDS_ITEMS = 1024
+
+# Public descriptions of what observations and actions mean, keyed by environment name.
+KNOWN_ENVIRONMENTS: dict[str, dict[str, str]] = {
+    "CartPole": {
+        "observation": "[cart position, cart velocity, pole angle (rad), pole angular velocity]",
+        "action": "0 pushes the cart left, 1 pushes it right",
+        "reward": "+1 per step while the pole stays up; the Episode ends when it falls",
+    },
+    "FrozenLake": {
+        "observation": "current cell as row * ncols + col",
+        "action": "0 left, 1 down, 2 right, 3 up; on slippery ice the move may go sideways",
+        "reward": "1 on reaching the goal G, else 0; falling into a hole H ends the Episode",
+    },
+    "Acrobot": {
+        "observation": "[cos t1, sin t1, cos t2, sin t2, dt1, dt2] (joint angles, velocities)",
+        "action": "torque on the middle joint: 0 is -1, 1 is 0, 2 is +1",
+        "reward": "-1 per step until the tip swings above the target height",
+    },
+    "MountainCarContinuous": {
+        "observation": "[car position, car velocity]",
+        "action": "[force] in [-1, 1]",
+        "reward": "+100 on reaching the flag at position 0.45, minus 0.1 * force^2 per step",
+    },
+    "MountainCar": {
+        "observation": "[car position, car velocity]",
+        "action": "0 pushes left, 1 does nothing, 2 pushes right",
+        "reward": "-1 per step until the car reaches the flag",
+    },
+    "Pendulum": {
+        "observation": "[cos theta, sin theta, angular velocity]",
+        "action": "[torque] in [-2, 2]",
+        "reward": "minus a cost on angle from upright, velocity and torque",
+    },
+    "LunarLander": {
+        "observation": "[x, y, vx, vy, angle, angular velocity, left leg contact, right leg contact]",
+        "action": "0 noop, 1 fire left engine, 2 fire main engine, 3 fire right engine",
+        "reward": "shaped by distance, speed, tilt and leg contact; -100 on crash, +100 on landing",
+    },
+}
+
+
+def describe_space(space: spaces.Space[Any]) -> Any:
+    """A PolicyValue description of a Gymnasium space (see the module docs of values.py)."""
+    if isinstance(space, spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.Box):
+        return {
+            "type": "box",
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).name,
+            "low": _bounds(space.low),
+            "high": _bounds(space.high),
+        }
+    if isinstance(space, spaces.MultiDiscrete):
+        return {
+            "type": "multi_discrete",
+            "nvec": np.asarray(space.nvec).tolist(),
+            "start": np.asarray(space.start).tolist(),
+        }
+    if isinstance(space, spaces.MultiBinary):
+        n = space.n
+        return {"type": "multi_binary", "n": n if isinstance(n, int) else [int(d) for d in n]}
+    if isinstance(space, spaces.Tuple):
+        return {"type": "tuple", "spaces": [describe_space(s) for s in space.spaces]}
+    if isinstance(space, spaces.Dict):
+        return {
+            "type": "dict",
+            "spaces": {str(k): describe_space(s) for k, s in space.spaces.items()},
+        }
+    return {"type": "other", "repr": str(space)}
+
+
+def _bounds(array: np.ndarray[Any, Any]) -> Any:
+    def finite(x: Any) -> Any:
+        return x if not isinstance(x, float) or math.isfinite(x) else None
+
+    if array.size > BOUNDS_ITEMS and bool(np.all(array == array.flat[0])):
+        return finite(array.flat[0].item())
+
+    def walk(x: Any) -> Any:
+        return [walk(v) for v in x] if isinstance(x, list) else finite(x)
+
+    return walk(array.tolist())
+
+
+# --- action validation -------------------------------------------------------------------------
+
+Validator = Callable[[Any], Any]
+_REAL_SCALARS = (int, float)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _discrete_validator(space: spaces.Discrete) -> Validator:
+    start = int(space.start)
+    stop = start + int(space.n)
+
+    def validate(action: Any) -> Any:
+        if type(action) is int and start <= action < stop:
+            return action
+        if isinstance(action, np.integer) and start <= action < stop:
+            return int(action)
+        if type(action) is int or isinstance(action, np.integer):
+            raise InvalidAction(f"action {action} is outside [{start}, {stop})")
+        raise InvalidAction(
+            f"action must be an int in [{start}, {stop}), got {type(action).__name__} "
+            f"{_short(action)}"
+        )
+
+    return validate
+
+
+def _all_real(items: Any) -> bool:
+    """True when a (nested) list/tuple holds only ints and floats (no bools, strings, None)."""
+    for x in items:
+        kind = type(x)
+        if kind is float or kind is int:
+            continue
+        if kind is list or kind is tuple:
+            if not _all_real(x):
+                return False
+        elif not isinstance(x, np.floating | np.integer):
+            return False
+    return True
+
+
+def _numeric_array(action: Any, shape: tuple[int, ...], what: str) -> np.ndarray[Any, Any]:
+    """``action`` as a float64 array of ``shape``, or InvalidAction. Bare scalars fit shape (1,)."""
+    kind = type(action)
+    if kind is np.ndarray:
+        if action.dtype.kind not in "iuf":
+            raise InvalidAction(f"{what} array has dtype {action.dtype}, expected a numeric dtype")
+    elif kind is list or kind is tuple:
+        if not _all_real(action):
+            raise InvalidAction(f"{what} must hold only numbers, got {_short(action)}")
+    elif not (kind is float or kind is int or isinstance(action, np.floating | np.integer)):
+        raise InvalidAction(
+            f"{what} must be a list of numbers or an array, got {type(action).__name__}"
+        )
+    try:
+        values = np.asarray(action, dtype=np.float64)
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise InvalidAction(f"{what} is not a rectangular array of numbers") from exc
+    if values.shape != shape:
+        if values.ndim == 0 and shape == (1,):
+            values = values.reshape(1)
+        else:
+            raise InvalidAction(f"{what} has shape {list(values.shape)}, expected {list(shape)}")
+    return values
+
+
+def _box_validator(space: spaces.Box) -> Validator:
+    shape = tuple(space.shape)
+    dtype = space.dtype
+    low = space.low.astype(np.float64)
+    high = space.high.astype(np.float64)
+    integral = np.dtype(dtype).kind in "iu"
+    # With finite bounds one comparison also rejects NaN and infinities (the per-step fast path).
+    bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
+
+    def validate(action: Any) -> Any:
+        values = _numeric_array(action, shape, "action")
+        if not (bounded and ((values >= low) & (values <= high)).all()):
+            if not np.isfinite(values).all():
+                raise InvalidAction(f"action has a non-finite value: {_short(values.tolist())}")
+            if not (values >= low).all():
+                raise InvalidAction(f"action {_short(values.tolist())} is below the lower bound")
+            if not (values <= high).all():
+                raise InvalidAction(f"action {_short(values.tolist())} is above the upper bound")
+        if integral and not (values == np.floor(values)).all():
+            raise InvalidAction(f"action {_short(values.tolist())} must be integral")
+        return values.astype(dtype)
+
+    return validate
+
+
+def _integer_array_validator(
+    shape: tuple[int, ...], low: np.ndarray[Any, Any], high: np.ndarray[Any, Any], dtype: Any
+) -> Validator:
+    """Integer arrays with inclusive per-element bounds (MultiDiscrete, MultiBinary)."""
+
+    def validate(action: Any) -> Any:
+        if type(action) is np.ndarray and action.dtype.kind not in "iu":
+            raise InvalidAction(f"action array has dtype {action.dtype}, expected integers")
+        if (type(action) is list or type(action) is tuple) and not _all_ints(action):
+            raise InvalidAction(f"action must hold only ints, got {_short(action)}")
+        values = _numeric_array(action, shape, "action")
+        if not ((values >= low).all() and (values <= high).all()):
+            raise InvalidAction(f"action {_short(values.tolist())} is out of range")
+        return values.astype(dtype)
+
+    return validate
+
+
+def _all_ints(items: Any) -> bool:
+    for x in items:
+        kind = type(x)
+        if kind is list or kind is tuple:
+            if not _all_ints(x):
+                return False
+        elif kind is not int and not isinstance(x, np.integer):
+            return False
+    return True
+
+
+def _make_validator(space: spaces.Space[Any]) -> Validator:
+    if isinstance(space, spaces.Discrete):
+        return _discrete_validator(space)
+    if isinstance(space, spaces.Box):
+        return _box_validator(space)
+    if isinstance(space, spaces.MultiDiscrete):
+        start = np.asarray(space.start, dtype=np.float64)
+        high = start + np.asarray(space.nvec, dtype=np.float64) - 1
+        return _integer_array_validator(tuple(space.shape), start, high, space.dtype)
+    if isinstance(space, spaces.MultiBinary):
+        zeros = np.zeros(space.shape, dtype=np.float64)
+        return _integer_array_validator(tuple(space.shape), zeros, zeros + 1, space.dtype)
+    if isinstance(space, spaces.Tuple):
+        parts = [_make_validator(s) for s in space.spaces]
+
+        def validate_tuple(action: Any) -> Any:
+            if type(action) not in (tuple, list) or len(action) != len(parts):
+                raise InvalidAction(f"action must be a sequence of {len(parts)} actions")
+            return tuple(v(a) for v, a in zip(parts, action, strict=True))
+
+        return validate_tuple
+    if isinstance(space, spaces.Dict):
+        fields = {k: _make_validator(s) for k, s in space.spaces.items()}
+
+        def validate_dict(action: Any) -> Any:
+            if type(action) is not dict or action.keys() != fields.keys():
+                raise InvalidAction(f"action must be a dict with keys {sorted(fields)}")
+            return {k: v(action[k]) for k, v in fields.items()}
+
+        return validate_dict
+
+    def validate_other(action: Any) -> Any:
+        try:
+            ok = space.contains(action)
+        except Exception:
+            ok = False
+        if not ok:
+            raise InvalidAction(f"action {_short(action)} is not in {space}")
+        return action
+
+    return validate_other
+
+
+def _sample(space: spaces.Space[Any], rng: random.Random) -> Any:
+    if isinstance(space, spaces.Discrete):
+        return int(space.start) + rng.randrange(int(space.n))
+    if isinstance(space, spaces.Box):
+        integral = np.dtype(space.dtype).kind in "iu"
+        out = []
+        for lo, hi in zip(space.low.flat, space.high.flat, strict=True):
+            lo, hi = float(lo), float(hi)
+            if integral:
+                lo = max(lo, -(2.0**31)) if math.isinf(lo) else lo
+                hi = min(hi, 2.0**31) if math.isinf(hi) else hi
+                out.append(float(rng.randint(math.ceil(lo), math.floor(hi))))
+            elif math.isfinite(lo) and math.isfinite(hi):
+                out.append(rng.uniform(lo, hi))
+            elif math.isfinite(lo):
+                out.append(lo + rng.expovariate(1.0))
+            elif math.isfinite(hi):
+                out.append(hi - rng.expovariate(1.0))
+            else:
+                out.append(rng.gauss(0.0, 1.0))
+        return np.asarray(out, dtype=space.dtype).reshape(space.shape)
+    if isinstance(space, spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        start = np.asarray(space.start)
+        picks = [int(s) + rng.randrange(int(n)) for n, s in zip(nvec.flat, start.flat, strict=True)]
+        return np.asarray(picks, dtype=space.dtype).reshape(space.shape)
+    if isinstance(space, spaces.MultiBinary):
+        bits = [rng.randrange(2) for _ in range(int(np.prod(space.shape)))]
+        return np.asarray(bits, dtype=space.dtype).reshape(space.shape)
+    if isinstance(space, spaces.Tuple):
+        return tuple(_sample(s, rng) for s in space.spaces)
+    if isinstance(space, spaces.Dict):
+        return {k: _sample(s, rng) for k, s in space.spaces.items()}
+    # Unknown space: its own sampler, reseeded from ``rng`` so the draw stays deterministic.
+    space.seed(rng.getrandbits(63))
+    return space.sample()
+
+
+# --- environment -------------------------------------------------------------------------------
+
+
+def _observation(value: Any) -> Any:
+    """Arrays stay arrays (the codec makes them tensors); NumPy scalars become Python scalars."""
+    kind = type(value)
+    if kind is np.ndarray or kind is int or kind is float:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if kind is tuple:
+        return tuple(_observation(v) for v in value)
+    if kind is dict:
+        return {str(k): _observation(v) for k, v in value.items()}
+    if kind is list:
+        return [_observation(v) for v in value]
+    return value
+
+
+class GymnasiumEnvironment:
+    """One Episode of a Gymnasium environment, reset with the Episode's seed."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], seed: int) -> None:
+        self._env: gymnasium.Env[Any, Any] | None = env
+        self._seed = seed
+
+    def reset(self) -> Any:
+        if self._env is None:
+            raise BenchmarkError("reset() after close()")
+        observation, _info = self._env.reset(seed=self._seed)
+        return _observation(observation)
+
+    def step(self, action: Any) -> StepResult:
+        if self._env is None:
+            raise BenchmarkError("step() after close()")
+        observation, reward, terminated, truncated, _info = self._env.step(action)
+        reward = float(reward)
+        if not math.isfinite(reward):
+            raise BenchmarkError(f"environment returned a non-finite reward {reward!r}")
+        return StepResult(_observation(observation), reward, bool(terminated), bool(truncated))
+
+    def close(self) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            env.close()
+
+
+# --- the Benchmark -----------------------------------------------------------------------------
+
+
+def _lookup_spec(env_id: str) -> Any:
+    """The registered EnvSpec; ``module:Env-v0`` imports ``module`` first, like gymnasium.make."""
+    name = env_id
+    if ":" in env_id:
+        module, name = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise BenchmarkError(
+                f"Gymnasium environment {env_id!r}: cannot import {module!r} ({exc})"
+            ) from exc
+    try:
+        return gymnasium.spec(name)
+    except gymnasium.error.Error as exc:
+        raise BenchmarkError(f"unknown Gymnasium environment id {env_id!r}: {exc}") from exc
+
+
+class GymnasiumBenchmark:
+    """A Benchmark over one Gymnasium environment id.
+
+    Episode return is the undiscounted sum of rewards; failed Episodes score
+    ``failure_return`` when set, else their partial return. The score is the
+    mean return (maximize).
+    """
+
+    splits: tuple[str, ...] = SPLITS
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        benchmark_id: str | None = None,
+        description: str | None = None,
+        make_kwargs: dict[str, Any] | None = None,
+        max_episode_steps: int | None = None,
+        failure_return: float | None = None,
+        metadata: dict[str, Any] | None = None,
+        success_threshold: float | None = None,
+        baseline: str | None = None,
+    ) -> None:
+        registered = _lookup_spec(env_id)
+        self.env_id = env_id
+        self.benchmark_id = benchmark_id or f"gymnasium:{env_id}"
+        self.description = description or f"Gymnasium environment {env_id}"
+        self.make_kwargs = dict(make_kwargs or {})
+        if max_episode_steps is None:
+            max_episode_steps = registered.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
+        if type(max_episode_steps) is not int or max_episode_steps <= 0:
+            raise BenchmarkError(
+                f"max_episode_steps must be a positive int, got {max_episode_steps!r}"
+            )
+        self.max_episode_steps = max_episode_steps
+        self.failure_return = None if failure_return is None else float(failure_return)
+        self.success_threshold = None if success_threshold is None else float(success_threshold)
+        self.extra_metadata = dict(metadata or {})
+        self.reward_threshold = registered.reward_threshold
+        self.baseline = baseline
+        for name, value in (("make_kwargs", self.make_kwargs), ("metadata", self.extra_metadata)):
+            try:
+                encode_value(value)
+            except PolicyValueError as exc:
+                raise BenchmarkError(
+                    f"{self.benchmark_id}: {name} must be PolicyValues: {exc}"
+                ) from exc
+        self._spaces: tuple[spaces.Space[Any], spaces.Space[Any]] | None = None
+        self._validator: Validator | None = None
+        self._spec: BenchmarkSpec | None = None
+
+    # Gymnasium spaces and the compiled validator are rebuilt lazily in each process.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_spaces"] = None
+        state["_validator"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"GymnasiumBenchmark({self.env_id!r}, benchmark_id={self.benchmark_id!r})"
+
+    def _make(self) -> gymnasium.Env[Any, Any]:
+        try:
+            return gymnasium.make(
+                self.env_id,
+                max_episode_steps=self.max_episode_steps,
+                disable_env_checker=True,
+                **self.make_kwargs,
+            )
+        except gymnasium.error.DependencyNotInstalled as exc:
+            raise BenchmarkError(f"{self.benchmark_id}: missing dependency: {exc}") from exc
+        except gymnasium.error.Error as exc:
+            raise BenchmarkError(
+                f"{self.benchmark_id}: cannot make {self.env_id!r}: {exc}"
+            ) from exc
+
+    @property
+    def spaces(self) -> tuple[spaces.Space[Any], spaces.Space[Any]]:
+        """(observation space, action space), from one throwaway environment."""
+        if self._spaces is None:
+            env = self._make()
+            try:
+                self._spaces = (env.observation_space, env.action_space)
+            finally:
+                env.close()
+        return self._spaces
+
+    @property
+    def spec(self) -> BenchmarkSpec:
+        if self._spec is None:
+            observation_space, action_space = self.spaces
+            metadata: dict[str, Any] = {"env_id": self.env_id}
+            if self.reward_threshold is not None:
+                metadata["reward_threshold"] = float(self.reward_threshold)
+            name = self.env_id.rsplit(":", 1)[-1].rsplit("/", 1)[-1].split("-v", 1)[0]
+            metadata.update(KNOWN_ENVIRONMENTS.get(name, {}))
+            metadata["episode_return"] = "undiscounted sum of rewards"
+            if self.failure_return is not None:
+                metadata["failure_return"] = self.failure_return
+            if self.success_threshold is not None:
+                metadata["success_threshold"] = self.success_threshold
+            metadata.update(self.extra_metadata)
+            self._spec = BenchmarkSpec(
+                id=self.benchmark_id,
+                description=self.description,
+                observation_space=describe_space(observation_space),
+                action_space=describe_space(action_space),
+                max_episode_steps=self.max_episode_steps,
+                primary_metric="mean_return",
+                score_direction="maximize",
+                metadata=metadata,
+                environment_parameters={
+                    **self.make_kwargs,
+                    "max_episode_steps": self.max_episode_steps,
+                },
+            )
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: BenchmarkSpec) -> None:
+        self._spec = value
+
+    def baseline_dir(self) -> Path | None:
+        return None if self.baseline is None else Path(self.baseline)
+
+    def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
+        if split not in self.splits:
+            raise ValueError(f"unknown split {split!r}; expected one of {', '.join(self.splits)}")
+        return [
+            EpisodeSpec(
+                split=split,
+                index=i,
+                seed=derive_seed("episode", self.benchmark_id, split, seed, i),
+            )
+            for i in range(count)
+        ]
+
+    def make_environment(self, episode: EpisodeSpec) -> GymnasiumEnvironment:
+        return GymnasiumEnvironment(self._make(), episode.seed)
+
+    def validate_action(self, action: Any) -> Any:
+        validator = self._validator
+        if validator is None:
+            validator = self._validator = _make_validator(self.spaces[1])
+        return validator(action)
+
+    def sample_action(self, rng: random.Random) -> Any:
+        return _sample(self.spaces[1], rng)
+
+    def episode_return(self, record: EpisodeRecord) -> float:
+        if record.status == "ok" or self.failure_return is None:
+            return float(record.total_reward)
+        return self.failure_return
+
+    def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
+        returns = [self.episode_return(r) for r in records]
+        failures: dict[str, int] = {}
+        episodes = []
+        for record, ret in zip(records, returns, strict=True):
+            if record.status != "ok":
+                failures[record.status] = failures.get(record.status, 0) + 1
+            failure = record.failure
+            episodes.append(
+                {
+                    "index": record.spec.index,
+                    "status": record.status,
+                    "return": ret,
+                    "length": record.steps,
+                    "terminated": record.terminated,
+                    "truncated": record.truncated,
+                    "failure": None if failure is None else failure[:FAILURE_CHARS],
+                }
+            )
+        mean = statistics.fmean(returns) if returns else 0.0
+        content: dict[str, Any] = {
+            "episodes": episodes,
+            "mean_return": mean,
+            "std_return": statistics.pstdev(returns) if returns else 0.0,
+            "min_return": min(returns) if returns else 0.0,
+            "max_return": max(returns) if returns else 0.0,
+            "failures": failures,
+        }
+        if self.success_threshold is not None:
+            hits = sum(1 for r in returns if r >= self.success_threshold)
+            content["success_rate"] = hits / len(returns) if returns else 0.0
+        trace = _trace_artifact(records)
+        return Feedback(score=mean, content=content, artifacts=(trace,) if trace else ())
+
+
+def _trace_default(value: Any) -> Any:
+    if isinstance(value, TensorValue):
+        value = tensor_to_array(value, writable=False)
+    if isinstance(value, np.ndarray):
+        if value.size > TRACE_ARRAY_ITEMS:
+            return {"dtype": value.dtype.name, "shape": list(value.shape), "omitted": True}
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)
+
+
+_TRACE_ENCODER = msgspec.json.Encoder(enc_hook=_trace_default)
+
+
+def _trace_artifact(records: Sequence[EpisodeRecord]) -> Artifact | None:
+    """The first steps of the first traced Episodes as JSON lines, bounded in size."""
+    lines: list[bytes] = []
+    size = 0
+    traced = [r for r in records if r.trace][:TRACE_EPISODES]
+    for record in traced:
+        assert record.trace is not None
+        for t, step in enumerate(record.trace[:TRACE_STEPS]):
+            line = _TRACE_ENCODER.encode(
+                {
+                    "episode": record.spec.index,
+                    "t": t,
+                    "action": step.action,
+                    "reward": step.reward,
+                    "observation": step.observation,
+                }
+            )
+            if size + len(line) + 1 > TRACE_BYTES:
+                break
+            lines.append(line)
+            size += len(line) + 1
+    if not lines:
+        return None
+    return Artifact(
+        name="trace.jsonl",
+        media_type="application/jsonl",
+        data=b"\n".join(lines) + b"\n",
+        retention="bulk",
+    )
+
+
+def _coerce(value: Any) -> Any:
+    """CLI parameters arrive as strings: read JSON scalars (``true``, ``3``, ``0.5``) as such."""
+    if type(value) is not str:
+        return value
+    try:
+        decoded = msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        return value
+    return decoded if decoded is None or type(decoded) in (bool, int, float) else value
+
+
+def make_gymnasium_benchmark(env_id: str, **params: Any) -> GymnasiumBenchmark:
+    """The ``gymnasium:<env id>`` entry point.
+
+    ``max_episode_steps``, ``failure_return``, ``success_threshold`` and
+    ``description`` configure the Benchmark; every other parameter is passed to
+    ``gymnasium.make``. String values that read as JSON scalars become those scalars.
+    """
+    options: dict[str, Any] = {}
+    if "description" in params:
+        options["description"] = str(params.pop("description"))
+    params = {k: _coerce(v) for k, v in params.items()}
+    for key in ("max_episode_steps", "failure_return", "success_threshold"):
+        if key in params:
+            options[key] = params.pop(key)
+    return GymnasiumBenchmark(env_id, make_kwargs=params, **options)

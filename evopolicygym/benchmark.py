@@ -1,0 +1,319 @@
+"""The Benchmark authoring contract.
+
+A Benchmark owns deterministic Episode planning per split and seed,
+Environment construction, action validation, scoring with a direction, and the
+public Feedback. EpisodeSpecs are Host-private: they never reach a policy or
+an Agent. ``check_benchmark`` runs the conformance checks any Benchmark must
+pass; ``evopolicy benchmarks check ID`` prints them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from evopolicygym.values import PolicyValueError, encode_value, to_policy_value, values_equal
+
+__all__ = [
+    "FAILURE_STATUSES",
+    "Artifact",
+    "Benchmark",
+    "BenchmarkError",
+    "BenchmarkSpec",
+    "CheckResult",
+    "ConformanceReport",
+    "Environment",
+    "EpisodeRecord",
+    "EpisodeSpec",
+    "Feedback",
+    "InvalidAction",
+    "Step",
+    "StepResult",
+    "canonical_digest",
+    "check_benchmark",
+]
+
+ScoreDirection = Literal["maximize", "minimize"]
+EpisodeStatus = Literal["ok", "exception", "timeout", "invalid_action", "protocol_error", "resource_limit"]
+FAILURE_STATUSES: tuple[str, ...] = ("exception", "timeout", "invalid_action", "protocol_error", "resource_limit")
+
+
+class InvalidAction(Exception):
+    """Raised by ``validate_action`` (or an Environment) for an action outside the action space."""
+
+
+class BenchmarkError(Exception):
+    """A trusted fault in a Benchmark or Environment; it aborts the Evaluation."""
+
+
+def canonical_digest(value: Any) -> str:
+    """``sha256:<hex>`` over canonical JSON (sorted keys, no whitespace) of ``value``."""
+    raw = msgspec.json.encode(value, order="sorted")
+    return "sha256:" + hashlib.sha256(b"evopolicygym:canonical-json:v1\x00" + raw).hexdigest()
+
+
+class BenchmarkSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """The public description of a Benchmark; Agents and policies may see all of it."""
+
+    id: str
+    description: str
+    observation_space: Any
+    action_space: Any
+    max_episode_steps: int
+    primary_metric: str = "mean_return"
+    score_direction: ScoreDirection = "maximize"
+    metadata: dict[str, Any] = {}
+    environment_parameters: dict[str, Any] = {}
+
+    @property
+    def environment_digest(self) -> str:
+        """Identifies the Environment family and its parameters, so scores compare like with like."""
+        return canonical_digest({"id": self.id, "environment_parameters": self.environment_parameters})
+
+
+class EpisodeSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """Trusted, Host-private inputs of one Episode."""
+
+    split: str
+    index: int
+    seed: int
+    scenario: dict[str, Any] = {}
+
+
+class StepResult(msgspec.Struct, frozen=True):
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+
+
+class Step(msgspec.Struct, frozen=True):
+    """One recorded transition of a trace."""
+
+    action: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    observation: Any
+
+
+class EpisodeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What happened in one Episode, as the Host saw it (the spec stays Host-side)."""
+
+    spec: EpisodeSpec
+    policy_seed: int
+    status: EpisodeStatus
+    total_reward: float
+    steps: int
+    terminated: bool = False
+    truncated: bool = False
+    failure: str | None = None
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    initial_observation: Any = None
+    trace: list[Step] | None = None
+
+
+class Artifact(msgspec.Struct, frozen=True, kw_only=True):
+    """Feedback bytes. ``bulk`` artifacts may be pruned by retention; ``permanent`` never are."""
+
+    name: str
+    media_type: str
+    data: bytes
+    retention: Literal["permanent", "bulk"] = "bulk"
+
+
+class Feedback(msgspec.Struct, frozen=True, kw_only=True):
+    """A finite scalar score, public content, and artifacts."""
+
+    score: float
+    content: dict[str, Any] = {}
+    artifacts: tuple[Artifact, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.score, float | int) or not math.isfinite(self.score):
+            raise BenchmarkError(f"feedback score must be a finite number, got {self.score!r}")
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One Episode's environment, created fresh in the Host for each Episode."""
+
+    def reset(self) -> Any:
+        """Start the Episode (seeded from its EpisodeSpec) and return the first observation."""
+        ...
+
+    def step(self, action: Any) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """What the Host needs from a Benchmark. Must be picklable for parallel evaluation."""
+
+    spec: BenchmarkSpec
+    splits: tuple[str, ...]
+
+    def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
+        """Deterministic Episodes for ``split``: the same arguments give the same list."""
+        ...
+
+    def make_environment(self, episode: EpisodeSpec) -> Environment: ...
+
+    def validate_action(self, action: Any) -> Any:
+        """Return the action as the Environment takes it, or raise InvalidAction. Never clip."""
+        ...
+
+    def sample_action(self, rng: random.Random) -> Any:
+        """A valid random action (used by conformance checks and random baselines)."""
+        ...
+
+    def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
+        """Public Feedback for the Episodes, in order; must not reveal EpisodeSpecs."""
+        ...
+
+
+class CheckResult(msgspec.Struct, frozen=True):
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class ConformanceReport(msgspec.Struct, frozen=True):
+    benchmark_id: str
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+class _ClosingProbe:
+    """Wraps an Environment to count close() calls."""
+
+    def __init__(self, inner: Environment) -> None:
+        self.inner = inner
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+        self.inner.close()
+
+
+def _rollout(benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed: int) -> tuple[list[Any], _ClosingProbe]:
+    rng = random.Random(action_seed)
+    env = benchmark.make_environment(episode)
+    probe = _ClosingProbe(env)
+    frames: list[Any] = []
+    try:
+        obs = env.reset()
+        frames.append(to_policy_value(obs))
+        for _ in range(steps):
+            action = benchmark.validate_action(benchmark.sample_action(rng))
+            result = env.step(action)
+            if not math.isfinite(result.reward):
+                raise BenchmarkError(f"non-finite reward {result.reward!r}")
+            frames.append((to_policy_value(result.observation), float(result.reward), result.terminated, result.truncated))
+            if result.terminated or result.truncated:
+                break
+    finally:
+        probe.close()
+    return frames, probe
+
+
+def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200) -> ConformanceReport:
+    """Run the conformance checks: interface, spec, planning and replay determinism, close, scoring."""
+    checks: list[CheckResult] = []
+
+    def check(name: str, fn: Any) -> Any:
+        try:
+            value = fn()
+        except Exception as exc:
+            checks.append(CheckResult(name, False, f"{type(exc).__name__}: {exc}"))
+            return None
+        checks.append(CheckResult(name, True, "" if value is None or value is True else str(value)))
+        return value
+
+    def interface() -> None:
+        missing = [m for m in ("plan", "make_environment", "validate_action", "sample_action", "score") if not callable(getattr(benchmark, m, None))]
+        if missing or not isinstance(getattr(benchmark, "spec", None), BenchmarkSpec):
+            raise BenchmarkError(f"missing {missing or ['spec']}")
+        if not benchmark.splits or len(set(benchmark.splits)) != len(benchmark.splits):
+            raise BenchmarkError("splits must be non-empty and distinct")
+
+    def spec() -> None:
+        s = benchmark.spec
+        if not s.id or s.score_direction not in ("maximize", "minimize") or s.max_episode_steps <= 0:
+            raise BenchmarkError("spec needs an id, a score direction and a positive max_episode_steps")
+        for field in ("observation_space", "action_space", "metadata", "environment_parameters"):
+            encode_value(getattr(s, field))
+        canonical_digest(s.environment_parameters)
+
+    def planning() -> str:
+        split = benchmark.splits[0]
+        a = benchmark.plan(split, 7, episodes)
+        b = benchmark.plan(split, 7, episodes)
+        if a != b or len(a) != episodes:
+            raise BenchmarkError("plan() is not deterministic or returned the wrong count")
+        if [e.index for e in a] != list(range(episodes)):
+            raise BenchmarkError("planned Episodes must be indexed 0..count-1")
+        if len(benchmark.splits) > 1:
+            other = benchmark.plan(benchmark.splits[1], 7, episodes)
+            if {e.seed for e in a} & {e.seed for e in other}:
+                raise BenchmarkError("two splits share an Episode seed")
+        return f"{episodes} Episodes per split"
+
+    def replay() -> str:
+        planned = benchmark.plan(benchmark.splits[0], 11, episodes)
+        total = 0
+        for episode in planned:
+            first, probe_a = _rollout(benchmark, episode, steps, episode.index)
+            second, probe_b = _rollout(benchmark, episode, steps, episode.index)
+            if probe_a.closed != 1 or probe_b.closed != 1:
+                raise BenchmarkError("close() not called exactly once")
+            if not values_equal(first, second):
+                raise BenchmarkError(f"Episode {episode.index} differs when replayed with the same actions")
+            total += len(first) - 1
+        return f"{total} steps replayed identically"
+
+    def invalid_actions() -> None:
+        for bad in (object(), "not-an-action", float("nan")):
+            try:
+                benchmark.validate_action(bad)
+            except InvalidAction:
+                continue
+            raise BenchmarkError(f"validate_action accepted {bad!r}")
+
+    def scoring() -> str:
+        planned = benchmark.plan(benchmark.splits[0], 3, episodes)
+        records = [
+            EpisodeRecord(spec=e, policy_seed=0, status="ok", total_reward=float(i), steps=1) for i, e in enumerate(planned)
+        ]
+        records.append(EpisodeRecord(spec=planned[0], policy_seed=0, status="timeout", total_reward=0.0, steps=0, failure="deadline"))
+        feedback = benchmark.score(records)
+        if not isinstance(feedback, Feedback):
+            raise BenchmarkError("score() must return Feedback")
+        try:
+            encode_value(feedback.content)
+        except PolicyValueError as exc:
+            raise BenchmarkError(f"feedback content is not a PolicyValue: {exc}") from exc
+        blob = msgspec.json.encode(feedback.content)
+        for e in planned:
+            if str(e.seed).encode() in blob:
+                raise BenchmarkError("feedback content reveals a Host-private Episode seed")
+        return f"score {feedback.score:g}"
+
+    if check("interface", interface) is None and not checks[-1].ok:
+        return ConformanceReport(getattr(getattr(benchmark, "spec", None), "id", "?"), tuple(checks))
+    check("spec", spec)
+    check("planning", planning)
+    check("replay determinism and close", replay)
+    check("invalid actions rejected", invalid_actions)
+    check("scoring", scoring)
+    return ConformanceReport(benchmark.spec.id, tuple(checks))

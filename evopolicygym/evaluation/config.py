@@ -1,0 +1,88 @@
+"""Evaluation settings and results: typed, serializable, shared by the engine and the CLI."""
+
+from __future__ import annotations
+
+import msgspec
+
+from evopolicygym.benchmark import Benchmark, EpisodeRecord, EpisodeSpec, Feedback
+from evopolicygym.evaluation.sandbox import ResourceLimits
+from evopolicygym.seeds import derive_seed
+
+__all__ = [
+    "EpisodeSummary",
+    "EvaluationConfig",
+    "EvaluationError",
+    "EvaluationResult",
+    "PlannedEpisode",
+    "plan_episodes",
+]
+
+
+class EvaluationError(Exception):
+    """A trusted fault (Environment, Benchmark or the Host's own machinery); the Evaluation is aborted."""
+
+
+class EvaluationConfig(msgspec.Struct, frozen=True, kw_only=True):
+    split: str = "train"
+    episodes: int = 8
+    seed: int = 0
+    jobs: int | None = None  # None: one per available CPU
+    episode_timeout: float = 30.0  # seconds of policy time per Episode: start-up plus every act()
+    limits: ResourceLimits = ResourceLimits()
+    output_tail_bytes: int = 8192
+    trace_steps: int = 200  # steps kept per Episode for the step-trace artifact; 0 keeps none
+    pin_cpus: bool = True  # an Episode's Host loop and its policy share one core: cheaper round trips
+
+    def __post_init__(self) -> None:
+        if self.episodes < 0:
+            raise ValueError("episodes must be >= 0")
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError("jobs must be >= 1")
+        if not self.episode_timeout > 0:
+            raise ValueError("episode_timeout must be > 0")
+
+
+class PlannedEpisode(msgspec.Struct, frozen=True):
+    """An Episode to run: the Host-private spec and the policy seed."""
+
+    spec: EpisodeSpec
+    policy_seed: int
+
+
+def plan_episodes(benchmark: Benchmark, split: str, seed: int, count: int) -> list[PlannedEpisode]:
+    """Plan ``count`` Episodes of ``split``; policy seeds live in their own seed domain."""
+    if split not in benchmark.splits:
+        raise ValueError(f"unknown split {split!r} for {benchmark.spec.id}; choose from {', '.join(benchmark.splits)}")
+    return [
+        PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index))
+        for spec in benchmark.plan(split, seed, count)
+    ]
+
+
+class EpisodeSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """The public outcome of one Episode."""
+
+    index: int
+    status: str
+    total_reward: float
+    steps: int
+    failure: str | None = None
+    duration_s: float = 0.0
+
+
+class EvaluationResult(msgspec.Struct, frozen=True, kw_only=True):
+    benchmark_id: str
+    environment_digest: str
+    program_digest: str
+    split: str
+    feedback: Feedback
+    episodes: tuple[EpisodeSummary, ...]
+    # Host-side detail (EpisodeSpecs, traces): never hand this to an Agent as is.
+    records: tuple[EpisodeRecord, ...] = ()
+    containment: str = ""
+    jobs: int = 1
+    duration_s: float = 0.0
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for e in self.episodes if e.status != "ok")

@@ -1,0 +1,252 @@
+"""evaluate(): one Program over a bounded list of Episodes, in parallel, in Episode order.
+
+Scheduling: with one job the Episodes run in the calling thread; with more,
+each job is a runner process (kept by the Evaluator across evaluations) that
+drives its own Environments, fed by one Host thread. Each
+runner and the policies it starts share one pinned core, which keeps the
+per-step round trip on one CPU's caches and run queue. Results are collected
+by Episode index, so they are identical for any number of jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from evopolicygym.benchmark import Benchmark, EpisodeRecord
+from evopolicygym.evaluation.config import (
+    EpisodeSummary,
+    EvaluationConfig,
+    EvaluationError,
+    EvaluationResult,
+    PlannedEpisode,
+    plan_episodes,
+)
+from evopolicygym.evaluation.episode import EpisodeRunner
+from evopolicygym.evaluation.forkserver import ForkServer
+from evopolicygym.evaluation.runner import RunnerProcess
+from evopolicygym.program import Program, ProgramError
+
+__all__ = ["Evaluator", "evaluate"]
+
+Progress = Callable[[int, int], None]
+
+
+def _available_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def _pinned(cpu: int | None) -> Iterator[None]:
+    """Pin the calling thread (Linux affinity is per thread) and restore it afterwards."""
+    if cpu is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+class Evaluator:
+    """Evaluates Programs; keeps one policy fork server alive across evaluations."""
+
+    def __init__(self) -> None:
+        self._fork_server: ForkServer | None = None
+        self._runner_pool: list[RunnerProcess] = []
+
+    @property
+    def fork_server(self) -> ForkServer:
+        if self._fork_server is None:
+            self._fork_server = ForkServer()
+        return self._fork_server
+
+    def close(self) -> None:
+        for runner in self._runner_pool:
+            runner.close()
+        self._runner_pool = []
+        if self._fork_server is not None:
+            self._fork_server.close()
+            self._fork_server = None
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(
+        self,
+        program: Program,
+        benchmark: Benchmark,
+        config: EvaluationConfig | None = None,
+        *,
+        episodes: Sequence[PlannedEpisode] | None = None,
+        progress: Progress | None = None,
+    ) -> EvaluationResult:
+        """Run ``program`` on ``episodes`` (default: planned from ``config``) and score it.
+
+        Policy failures are scored outcomes; a fault of the Environment, the
+        Benchmark or the Host raises EvaluationError.
+        """
+        config = config or EvaluationConfig()
+        if "policy.py" not in program.paths():
+            raise ProgramError("program has no policy.py at its top level")
+        if episodes is None:
+            episodes = plan_episodes(benchmark, config.split, config.seed, config.episodes)
+        cpus = _available_cpus()
+        jobs = max(1, min(config.jobs or len(cpus), len(episodes) or 1))
+        started = time.monotonic()
+        workdir = tempfile.mkdtemp(prefix="evopolicy-eval-")
+        try:
+            program_dir = str(program.write_to(os.path.join(workdir, "program")))
+            _read_only(program_dir)
+            scratch_root = os.path.join(workdir, "scratch")
+            os.mkdir(scratch_root)
+            fork_server = self.fork_server
+            if jobs == 1:
+                records = self._run_inline(benchmark, program_dir, scratch_root, config, episodes, cpus, progress)
+            else:
+                records = self._run_parallel(benchmark, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            feedback = benchmark.score(records)
+        except Exception as exc:
+            raise EvaluationError(f"{benchmark.spec.id}: score() failed: {exc!r}") from exc
+        return EvaluationResult(
+            benchmark_id=benchmark.spec.id,
+            environment_digest=benchmark.spec.environment_digest,
+            program_digest=program.digest,
+            split=episodes[0].spec.split if episodes else config.split,
+            feedback=feedback,
+            episodes=tuple(
+                EpisodeSummary(
+                    index=r.spec.index,
+                    status=r.status,
+                    total_reward=r.total_reward,
+                    steps=r.steps,
+                    failure=r.failure,
+                    duration_s=r.duration_s,
+                )
+                for r in records
+            ),
+            records=tuple(records),
+            containment=fork_server.containment,
+            jobs=jobs,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _run_inline(
+        self,
+        benchmark: Benchmark,
+        program_dir: str,
+        scratch_root: str,
+        config: EvaluationConfig,
+        episodes: Sequence[PlannedEpisode],
+        cpus: list[int],
+        progress: Progress | None,
+    ) -> list[EpisodeRecord]:
+        cpu = cpus[0] if config.pin_cpus else None
+        records = []
+        with self.fork_server.connect() as client, _pinned(cpu):
+            runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
+            for planned in episodes:
+                records.append(runner.run(planned))
+                if progress:
+                    progress(len(records), len(episodes))
+        return records
+
+    def _runners(self, count: int) -> list[RunnerProcess]:
+        self._runner_pool = [r for r in self._runner_pool if r.alive]
+        while len(self._runner_pool) < count:
+            self._runner_pool.append(RunnerProcess())
+        return self._runner_pool[:count]
+
+    def _run_parallel(
+        self,
+        benchmark: Benchmark,
+        program_dir: str,
+        scratch_root: str,
+        config: EvaluationConfig,
+        episodes: Sequence[PlannedEpisode],
+        cpus: list[int],
+        jobs: int,
+        progress: Progress | None,
+    ) -> list[EpisodeRecord]:
+        try:
+            blob = pickle.dumps(benchmark)
+        except Exception as exc:
+            raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})") from exc
+        runners = self._runners(jobs)
+        results: list[EpisodeRecord | None] = [None] * len(episodes)
+        queue = list(range(len(episodes)))
+        queue.reverse()
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+        done = [0]
+
+        def drive(slot: int, runner: RunnerProcess) -> None:
+            cpu = cpus[slot % len(cpus)] if config.pin_cpus else None
+            try:
+                runner.call("setup", list(sys.path), blob, self.fork_server.address, program_dir, scratch_root, config, cpu)
+                while True:
+                    with lock:
+                        if errors or not queue:
+                            return
+                        i = queue.pop()
+                    results[i] = runner.call("run", episodes[i])
+                    with lock:
+                        done[0] += 1
+                        if progress:
+                            progress(done[0], len(episodes))
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=drive, args=(slot, r), daemon=True) for slot, r in enumerate(runners)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            exc = errors[0]
+            if isinstance(exc, EvaluationError):
+                raise exc
+            raise EvaluationError(f"an Episode runner failed: {exc!r}") from exc
+        return [r for r in results if r is not None]
+
+
+def _read_only(directory: str) -> None:
+    """Drop write bits; the sandbox also mounts it read-only where it can."""
+    for root, dirs, files in os.walk(directory):
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o555)
+    os.chmod(directory, 0o555)
+
+
+def evaluate(
+    program: Program,
+    benchmark: Benchmark,
+    config: EvaluationConfig | None = None,
+    *,
+    episodes: Sequence[PlannedEpisode] | None = None,
+    progress: Progress | None = None,
+) -> EvaluationResult:
+    """One-shot evaluation with a private fork server; use Evaluator to reuse one."""
+    with Evaluator() as evaluator:
+        return evaluator.evaluate(program, benchmark, config, episodes=episodes, progress=progress)

@@ -1,0 +1,336 @@
+"""The Host side of one Episode: a fresh Environment here, a fresh policy process there.
+
+The Environment is trusted and stays in the Host; only observations go out
+and only actions come back, each a bounded PolicyValue frame. One deadline
+covers the policy's start-up and every ``act()``; the time the Environment
+takes is not charged to the policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import tempfile
+import time
+from typing import Any
+
+import msgspec
+
+from evopolicygym.benchmark import Benchmark, BenchmarkError, EpisodeRecord, EpisodeSpec, InvalidAction, Step
+from evopolicygym.evaluation import protocol
+from evopolicygym.evaluation.config import EvaluationConfig, EvaluationError, PlannedEpisode
+from evopolicygym.evaluation.forkserver import ForkServerClient, ForkServerError
+from evopolicygym.values import PolicyValueError, decode_value, encode_value
+
+__all__ = ["EpisodeRunner"]
+
+_EXIT_GRACE_S = 2.0
+_SLICE_S = 0.05  # deadline and output checks happen at least this often while waiting
+_DRAIN_EVERY = 64  # steps between non-blocking reads of the policy's output
+
+
+class _PolicyFailure(Exception):
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Channel:
+    """Frames from the policy socket, draining the policy's output pipe meanwhile."""
+
+    def __init__(self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float) -> None:
+        self.sock = sock
+        self.reader = protocol.FrameReader(sock)
+        self.output_fd = output_fd
+        self.tail = bytearray()
+        self.tail_bytes = tail_bytes
+        self.budget_s = budget_s
+        self.used_s = 0.0
+        self.poller = select.poll()
+        self.poller.register(sock.fileno(), select.POLLIN)
+        self.poller.register(output_fd, select.POLLIN)
+        self.output_open = True
+        slice_s = min(_SLICE_S, budget_s)
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(slice_s), int(slice_s % 1 * 1e6) or 1)
+        )
+
+    def drain_output(self) -> None:
+        if not self.output_open:
+            return
+        try:
+            chunk = os.read(self.output_fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.poller.unregister(self.output_fd)
+            self.output_open = False
+            return
+        self.tail += chunk
+        if len(self.tail) > self.tail_bytes:
+            del self.tail[: len(self.tail) - self.tail_bytes]
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise _PolicyFailure("protocol_error", f"policy process stopped reading ({exc.strerror})") from exc
+
+    def exchange(self, frame: bytes) -> tuple[int, bytes]:
+        """Send a frame and return the answer, charging the whole wait to the Episode deadline.
+
+        Blocking reads with a kernel receive timeout (``SO_RCVTIMEO``) cost one
+        system call per answer; each time a slice elapses we drain the policy's
+        output (it may be blocked writing) and check the deadline.
+        """
+        started = time.monotonic()
+        reader = self.reader
+        try:
+            if frame:
+                self.send(frame)
+            while True:
+                got = reader.next_frame()
+                if got is not None:
+                    return got
+                try:
+                    if not reader.feed():
+                        raise EOFError
+                except BlockingIOError:
+                    self.drain_output()
+                    if self.used_s + time.monotonic() - started >= self.budget_s:
+                        raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline") from None
+        except protocol.FrameTooLarge as exc:
+            raise _PolicyFailure(
+                "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {protocol.MAX_PAYLOAD}-byte limit"
+            ) from None
+        finally:
+            self.used_s += time.monotonic() - started
+
+
+def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
+    """Classify a policy process that ended without answering."""
+    if not contained:
+        # No untrusted code has run before the CONTAINED frame: this is our fault.
+        raise EvaluationError(f"the policy worker could not be set up (wait status {status})")
+    if status is None:
+        return _PolicyFailure("protocol_error", "policy process stopped answering")
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        if sig in (signal.SIGXCPU, signal.SIGXFSZ, signal.SIGKILL):
+            return _PolicyFailure("resource_limit", f"policy process killed by {name} (resource limit)")
+        return _PolicyFailure("exception", f"policy process crashed with {name}")
+    code = os.waitstatus_to_exitcode(status)
+    return _PolicyFailure("protocol_error", f"policy process exited with code {code} without answering")
+
+
+class EpisodeRunner:
+    """Runs Episodes one after another; one per thread or process."""
+
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        fork_server: ForkServerClient,
+        program_dir: str,
+        scratch_root: str,
+        config: EvaluationConfig,
+        cpu: int | None = None,
+    ) -> None:
+        self.benchmark = benchmark
+        self.client = fork_server
+        self.program_dir = program_dir
+        self.scratch_root = scratch_root
+        self.config = config
+        self.cpu = cpu
+        self.cpu_seconds = config.limits.cpu_seconds or int(config.episode_timeout) + 2
+        self.limits = msgspec.to_builtins(config.limits)
+
+    def _start_frame(self, policy_seed: int) -> bytes:
+        spec = self.benchmark.spec
+        payload = encode_value(
+            {
+                "observation_space": spec.observation_space,
+                "action_space": spec.action_space,
+                "metadata": spec.metadata,
+                "environment_parameters": spec.environment_parameters,
+                "policy_seed": policy_seed,
+            }
+        )
+        return protocol.pack(protocol.START, payload)
+
+    def run(self, planned: PlannedEpisode) -> EpisodeRecord:
+        episode = planned.spec
+        started = time.monotonic()
+        scratch = tempfile.mkdtemp(prefix=f"ep{episode.index}-", dir=self.scratch_root)
+        host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe()
+        os.set_blocking(out_r, False)
+        pid: int | None = None
+        try:
+            request = {
+                "program_dir": self.program_dir,
+                "scratch_dir": scratch,
+                "limits": self.limits,
+                "cpu_seconds": self.cpu_seconds,
+                "cpu": self.cpu,
+            }
+            try:
+                pid = self.client.spawn(request, child_sock.fileno(), out_w)
+            except (ForkServerError, OSError) as exc:
+                raise EvaluationError(f"could not start a policy process: {exc}") from exc
+            child_sock.close()
+            os.close(out_w)
+            out_w = -1
+            channel = _Channel(host_sock, out_r, self.config.output_tail_bytes, self.config.episode_timeout)
+            record = self._play(episode, planned.policy_seed, channel, pid)
+            pid = None  # _play waited for it
+            return msgspec.structs.replace(record, duration_s=time.monotonic() - started)
+        finally:
+            if pid is not None:
+                self._stop(pid)
+            host_sock.close()
+            with contextlib.suppress(OSError):
+                child_sock.close()
+            if out_w >= 0:
+                os.close(out_w)
+            os.close(out_r)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _stop(self, pid: int) -> int | None:
+        with contextlib.suppress(OSError):
+            self.client.kill(pid)
+        return self.client.wait(pid, _EXIT_GRACE_S * 5)
+
+    def _play(self, episode: EpisodeSpec, policy_seed: int, channel: _Channel, pid: int) -> EpisodeRecord:
+        try:
+            env = self.benchmark.make_environment(episode)
+        except Exception as exc:
+            raise EvaluationError(f"{self.benchmark.spec.id}: could not make the Environment: {exc!r}") from exc
+        total = 0.0
+        steps = 0
+        terminated = truncated = False
+        trace: list[Step] | None = [] if self.config.trace_steps > 0 else None
+        failure: _PolicyFailure | None = None
+        first_observation: Any = None
+        try:
+            try:
+                observation = env.reset()
+            except Exception as exc:
+                raise EvaluationError(f"{self.benchmark.spec.id}: Environment.reset failed: {exc!r}") from exc
+            first_observation = observation
+            max_steps = self.benchmark.spec.max_episode_steps
+            validate = self.benchmark.validate_action
+            obs_frame = protocol.OBSERVATION
+            try:
+                self._expect(channel, b"", protocol.CONTAINED, pid, contained=False)
+                self._expect(channel, self._start_frame(policy_seed), protocol.READY, pid)
+                while True:
+                    try:
+                        frame = protocol.pack(obs_frame, encode_value(observation))
+                    except PolicyValueError as exc:
+                        raise EvaluationError(f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}") from exc
+                    payload = self._expect(channel, frame, protocol.ACTION, pid)
+                    try:
+                        raw_action = decode_value(payload)
+                    except PolicyValueError as exc:
+                        raise _PolicyFailure("protocol_error", f"malformed action frame: {exc}") from exc
+                    try:
+                        action = validate(raw_action)
+                        result = env.step(action)
+                    except InvalidAction as exc:
+                        raise _PolicyFailure("invalid_action", f"step {steps}: {exc}") from exc
+                    except (EvaluationError, _PolicyFailure):
+                        raise
+                    except Exception as exc:
+                        raise EvaluationError(f"{self.benchmark.spec.id}: Environment.step failed at step {steps}: {exc!r}") from exc
+                    steps += 1
+                    total += result.reward
+                    observation = result.observation
+                    terminated, truncated = result.terminated, result.truncated
+                    if trace is not None and len(trace) < self.config.trace_steps:
+                        trace.append(Step(raw_action, result.reward, terminated, truncated, observation))
+                    if terminated or truncated:
+                        break
+                    if not steps % _DRAIN_EVERY:
+                        channel.drain_output()
+                    if steps >= max_steps:
+                        truncated = True
+                        break
+            except _PolicyFailure as exc:
+                failure = exc
+        finally:
+            try:
+                env.close()
+            except Exception as exc:
+                raise EvaluationError(f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}") from exc
+        if failure is None:
+            with contextlib.suppress(_PolicyFailure):
+                channel.send(protocol.pack(protocol.CLOSE))
+            status = self.client.wait(pid, _EXIT_GRACE_S)
+            if status is None:
+                status = self._stop(pid)
+        else:
+            status = self._stop(pid)
+        self._collect_output(channel)
+        if not math.isfinite(total):
+            raise BenchmarkError(f"{self.benchmark.spec.id}: non-finite return")
+        return EpisodeRecord(
+            spec=episode,
+            policy_seed=policy_seed,
+            status=failure.status if failure else "ok",  # type: ignore[arg-type]
+            total_reward=float(total),
+            steps=steps,
+            terminated=terminated,
+            truncated=truncated,
+            failure=failure.message if failure else None,
+            stderr_tail=channel.tail.decode("utf-8", "replace"),
+            initial_observation=first_observation,
+            trace=trace,
+        )
+
+    def _expect(self, channel: _Channel, frame: bytes, kind: int, pid: int, contained: bool = True) -> bytes:
+        try:
+            got, payload = channel.exchange(frame)
+        except EOFError:
+            status = self.client.wait(pid, _EXIT_GRACE_S)
+            raise _exit_failure(status, contained) from None
+        except _PolicyFailure:
+            if not contained:
+                raise EvaluationError("the policy worker did not finish its set-up in time") from None
+            raise
+        if got == kind:
+            return payload
+        if not contained:
+            raise EvaluationError("the policy worker sent an unexpected first frame")
+        if got == protocol.FAIL:
+            try:
+                status, message = msgspec.msgpack.decode(payload)
+            except (msgspec.DecodeError, ValueError):
+                raise _PolicyFailure("protocol_error", "malformed failure report") from None
+            if status not in ("exception", "protocol_error", "resource_limit"):
+                status = "protocol_error"
+            raise _PolicyFailure(str(status), str(message))
+        raise _PolicyFailure("protocol_error", f"unexpected frame kind {got!r}")
+
+    def _collect_output(self, channel: _Channel) -> None:
+        """Read what the policy printed before it died (bounded in time and size)."""
+        deadline = time.monotonic() + 0.2
+        while channel.output_open and time.monotonic() < deadline:
+            ready = channel.poller.poll(20)
+            if not ready:
+                break
+            for fd, _ in ready:
+                if fd == channel.output_fd:
+                    channel.drain_output()
+                else:
+                    with contextlib.suppress(OSError):
+                        channel.sock.recv(1 << 16)
+                    with contextlib.suppress(KeyError):
+                        channel.poller.unregister(fd)

@@ -1,0 +1,175 @@
+"""The policy side of one Episode, run in a process forked from the fork server.
+
+Everything here runs inside untrusted territory: after ``child_main`` has
+contained the process, it imports the submitted ``policy.py``, calls
+``make_policy`` and answers each observation with ``act``. Failures are
+reported as FAIL frames when the process can still speak; otherwise the Host
+classifies the exit status.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import signal
+import socket
+import sys
+import traceback
+from typing import Any, NoReturn
+
+import msgspec
+import numpy as np
+
+from evopolicygym.evaluation import protocol
+from evopolicygym.evaluation.sandbox import ResourceLimits, apply_limits, protect_program_dir
+from evopolicygym.policy import PolicyContext
+from evopolicygym.values import PolicyValueError, decode_value, encode_value
+
+__all__ = ["child_main"]
+
+_TRACEBACK_CHARS = 4000
+_EPISODE_FD = 3
+_OUT_OF_MEMORY = protocol.pack(
+    protocol.FAIL, msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"])
+)
+
+
+def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
+    try:
+        sock.sendall(protocol.pack(protocol.FAIL, msgspec.msgpack.encode([status, message[-_TRACEBACK_CHARS:]])))
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _describe(exc: BaseException) -> str:
+    tail = traceback.format_exception(exc)
+    # Drop the frames of this module: the policy author needs their own frames only.
+    text = "".join(line for line in tail if __file__ not in line)
+    return text.strip()
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "resource_limit"
+    if isinstance(exc, OSError) and exc.errno in (11, 24, 27):  # EAGAIN (fork), EMFILE, EFBIG
+        return "resource_limit"
+    return "exception"
+
+
+def child_main(request: dict[str, Any], episode_fd: int, output_fd: int, keep_open: int = 0) -> NoReturn:
+    """Contain this process, then serve one Episode. Never returns."""
+    try:
+        _contain(request, episode_fd, output_fd)
+    except BaseException as exc:  # containment failed: nothing untrusted ran yet
+        os.write(2, f"policy worker setup failed: {exc!r}\n".encode())
+        os._exit(70)
+    sock = socket.socket(fileno=_EPISODE_FD)
+    try:
+        sock.sendall(protocol.pack(protocol.CONTAINED))
+        _serve(sock, request)
+    except MemoryError:
+        try:
+            sock.sendall(_OUT_OF_MEMORY)
+        except OSError:
+            pass
+    except BaseException as exc:
+        _fail(sock, "protocol_error", f"policy worker error: {exc!r}")
+    os._exit(0)
+
+
+def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    os.setsid()
+    # fds 0/1/2: no input, output to the Host's bounded tail; 3: the Episode socket.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.dup2(episode_fd, _EPISODE_FD)
+    os.closerange(_EPISODE_FD + 1, 1 << 16)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    cpu = request.get("cpu")
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            pass
+    program_dir = request["program_dir"]
+    if request["containment"] == "namespaces":
+        protect_program_dir(program_dir)
+    scratch = request["scratch_dir"]
+    os.chdir(scratch)
+    os.environ.clear()
+    os.environ.update(
+        {"HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+    )
+    limits = msgspec.convert(request["limits"], ResourceLimits)
+    apply_limits(limits, request["cpu_seconds"])
+    sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
+    sys.argv = ["policy.py"]
+
+
+def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
+    reader = protocol.FrameReader(sock)
+    first = reader.read_blocking()
+    if first is None or first[0] != protocol.START:
+        os._exit(0)  # the Host went away before starting us
+    start = decode_value(first[1], arrays=False)
+    seed = int(start["policy_seed"])
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    context = PolicyContext(
+        observation_space=start["observation_space"],
+        action_space=start["action_space"],
+        policy_seed=seed,
+        metadata=start["metadata"],
+        environment_parameters=start["environment_parameters"],
+    )
+    path = os.path.join(request["program_dir"], "policy.py")
+    try:
+        spec = importlib.util.spec_from_file_location("policy", path)
+        if spec is None or spec.loader is None:
+            _fail(sock, "protocol_error", "policy.py cannot be loaded")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["policy"] = module
+        spec.loader.exec_module(module)
+    except SystemExit as exc:
+        _fail(sock, "exception", f"policy.py called exit({exc.code!r}) at import")
+    except BaseException as exc:
+        _fail(sock, _classify(exc), _describe(exc))
+    factory = getattr(module, "make_policy", None)
+    if not callable(factory):
+        _fail(sock, "protocol_error", "policy.py does not define make_policy(context)")
+    try:
+        policy = factory(context)
+    except SystemExit as exc:
+        _fail(sock, "exception", f"make_policy called exit({exc.code!r})")
+    except BaseException as exc:
+        _fail(sock, _classify(exc), _describe(exc))
+    act = getattr(policy, "act", None)
+    if not callable(act):
+        _fail(sock, "protocol_error", "make_policy(context) returned an object without act(observation)")
+    sock.sendall(protocol.pack(protocol.READY))
+    pack = protocol.pack
+    while True:
+        frame = reader.read_blocking()
+        if frame is None or frame[0] == protocol.CLOSE:
+            return
+        observation = decode_value(frame[1], writable=False)
+        try:
+            action = act(observation)
+        except SystemExit as exc:
+            _fail(sock, "exception", f"act() called exit({exc.code!r})")
+        except BaseException as exc:
+            _fail(sock, _classify(exc), _describe(exc))
+        try:
+            payload = encode_value(action)
+        except PolicyValueError as exc:
+            status = "resource_limit" if "exceeds" in str(exc) else "protocol_error"
+            _fail(sock, status, f"act() returned a value that cannot cross the boundary: {exc}")
+        sock.sendall(pack(protocol.ACTION, payload))
