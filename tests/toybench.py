@@ -16,14 +16,16 @@ from evopolicygym.benchmark import (
 )
 from evopolicygym.seeds import derive_seed
 
+CLOSED: list[int] = []  # seeds of closed Environments, for the in-process (jobs=1) tests
+
 
 class CounterEnv:
     """Observation: [position, target]; action 1 moves up, 0 stays; reward 1 on reaching the target."""
 
-    def __init__(self, seed: int, horizon: int, log: list[str] | None = None) -> None:
+    def __init__(self, seed: int, horizon: int) -> None:
+        self.seed = seed
         self.rng = random.Random(seed)
         self.horizon = horizon
-        self.log = log
         self.t = 0
         self.position = 0
         self.target = 0
@@ -41,8 +43,7 @@ class CounterEnv:
         return StepResult([self.position, self.target], 1.0 if done else -0.1, done, self.t >= self.horizon)
 
     def close(self) -> None:
-        if self.log is not None:
-            self.log.append("closed")
+        CLOSED.append(self.seed)
 
 
 class CounterBenchmark:

@@ -163,10 +163,14 @@ class Evaluator:
         records = []
         with self.fork_server.connect() as client, _pinned(cpu):
             runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
-            for planned in episodes:
-                records.append(runner.run(planned))
-                if progress:
-                    progress(len(records), len(episodes))
+            try:
+                for i, planned in enumerate(episodes):
+                    runner.prespawn = i + 1 < len(episodes)
+                    records.append(runner.run(planned))
+                    if progress:
+                        progress(len(records), len(episodes))
+            finally:
+                runner.close()
         return records
 
     def _runners(self, count: int) -> list[RunnerProcess]:
@@ -222,10 +226,10 @@ class Evaluator:
         for t in threads:
             t.join()
         if errors:
-            exc = errors[0]
-            if isinstance(exc, EvaluationError):
-                raise exc
-            raise EvaluationError(f"an Episode runner failed: {exc!r}") from exc
+            first = errors[0]
+            if isinstance(first, EvaluationError):
+                raise first
+            raise EvaluationError(f"an Episode runner failed: {first!r}") from first
         return [r for r in results if r is not None]
 
 

@@ -22,7 +22,14 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.benchmark import Benchmark, BenchmarkError, EpisodeRecord, EpisodeSpec, InvalidAction, Step
+from evopolicygym.benchmark import (
+    Benchmark,
+    BenchmarkError,
+    EpisodeRecord,
+    EpisodeSpec,
+    InvalidAction,
+    Step,
+)
 from evopolicygym.evaluation import protocol
 from evopolicygym.evaluation.config import EvaluationConfig, EvaluationError, PlannedEpisode
 from evopolicygym.evaluation.forkserver import ForkServerClient, ForkServerError
@@ -131,8 +138,25 @@ def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
     return _PolicyFailure("protocol_error", f"policy process exited with code {code} without answering")
 
 
+class _Worker:
+    """A requested policy process and the Host's ends of its channels."""
+
+    __slots__ = ("out_r", "request_id", "scratch", "sock")
+
+    def __init__(self, request_id: int, sock: socket.socket, out_r: int, scratch: str) -> None:
+        self.request_id = request_id
+        self.sock = sock
+        self.out_r = out_r
+        self.scratch = scratch
+
+
 class EpisodeRunner:
-    """Runs Episodes one after another; one per thread or process."""
+    """Runs Episodes one after another; one per thread or process. Call ``close`` when done.
+
+    With ``prespawn`` the next Episode's policy process is requested as soon as
+    the current one is running, so forking and containment overlap with play.
+    Each Episode still gets its own fresh process.
+    """
 
     def __init__(
         self,
@@ -142,6 +166,7 @@ class EpisodeRunner:
         scratch_root: str,
         config: EvaluationConfig,
         cpu: int | None = None,
+        prespawn: bool = True,
     ) -> None:
         self.benchmark = benchmark
         self.client = fork_server
@@ -151,6 +176,9 @@ class EpisodeRunner:
         self.cpu = cpu
         self.cpu_seconds = config.limits.cpu_seconds or int(config.episode_timeout) + 2
         self.limits = msgspec.to_builtins(config.limits)
+        self.prespawn = prespawn
+        self._spare: _Worker | None = None
+        self._closing: list[int] = []
 
     def _start_frame(self, policy_seed: int) -> bytes:
         spec = self.benchmark.spec
@@ -165,43 +193,71 @@ class EpisodeRunner:
         )
         return protocol.pack(protocol.START, payload)
 
-    def run(self, planned: PlannedEpisode) -> EpisodeRecord:
-        episode = planned.spec
-        started = time.monotonic()
-        scratch = tempfile.mkdtemp(prefix=f"ep{episode.index}-", dir=self.scratch_root)
+    def _launch(self) -> _Worker:
+        """Ask the fork server for a policy process; it gets contained while we do other work."""
+        scratch = tempfile.mkdtemp(prefix="episode-", dir=self.scratch_root)
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe()
         os.set_blocking(out_r, False)
-        pid: int | None = None
+        request = {
+            "program_dir": self.program_dir,
+            "scratch_dir": scratch,
+            "limits": self.limits,
+            "cpu_seconds": self.cpu_seconds,
+            "cpu": self.cpu,
+        }
         try:
-            request = {
-                "program_dir": self.program_dir,
-                "scratch_dir": scratch,
-                "limits": self.limits,
-                "cpu_seconds": self.cpu_seconds,
-                "cpu": self.cpu,
-            }
-            try:
-                pid = self.client.spawn(request, child_sock.fileno(), out_w)
-            except (ForkServerError, OSError) as exc:
-                raise EvaluationError(f"could not start a policy process: {exc}") from exc
+            request_id = self.client.request_spawn(request, child_sock.fileno(), out_w)
+        except OSError as exc:
+            raise EvaluationError(f"could not reach the policy fork server: {exc}") from exc
+        finally:
             child_sock.close()
             os.close(out_w)
-            out_w = -1
-            channel = _Channel(host_sock, out_r, self.config.output_tail_bytes, self.config.episode_timeout)
-            record = self._play(episode, planned.policy_seed, channel, pid)
-            pid = None  # _play waited for it
+        return _Worker(request_id, host_sock, out_r, scratch)
+
+    def _release(self, worker: _Worker) -> None:
+        worker.sock.close()
+        os.close(worker.out_r)
+        shutil.rmtree(worker.scratch, ignore_errors=True)
+
+    def run(self, planned: PlannedEpisode) -> EpisodeRecord:
+        started = time.monotonic()
+        worker, self._spare = self._spare or self._launch(), None
+        self._reap(block=False)
+        pid: int | None = None
+        try:
+            try:
+                pid = self.client.spawned(worker.request_id)
+            except ForkServerError as exc:
+                raise EvaluationError(f"could not start a policy process: {exc}") from exc
+            channel = _Channel(worker.sock, worker.out_r, self.config.output_tail_bytes, self.config.episode_timeout)
+            record = self._play(planned.spec, planned.policy_seed, channel, pid)
+            pid = None  # _play has stopped it or handed it to _closing
             return msgspec.structs.replace(record, duration_s=time.monotonic() - started)
         finally:
             if pid is not None:
                 self._stop(pid)
-            host_sock.close()
-            with contextlib.suppress(OSError):
-                child_sock.close()
-            if out_w >= 0:
-                os.close(out_w)
-            os.close(out_r)
-            shutil.rmtree(scratch, ignore_errors=True)
+            self._release(worker)
+
+    def close(self) -> None:
+        """Stop the spare process and wait for every closed one: nothing is left behind."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with contextlib.suppress(ForkServerError, OSError):
+                self._stop(self.client.spawned(spare.request_id))
+            self._release(spare)
+        self._reap(block=True)
+
+    def _reap(self, block: bool) -> None:
+        """Collect exits of policies told to close; kill any that linger when blocking."""
+        still: list[int] = []
+        for pid in self._closing:
+            if self.client.wait(pid, _EXIT_GRACE_S if block else 0.0) is None:
+                if block:
+                    self._stop(pid)
+                else:
+                    still.append(pid)
+        self._closing = still
 
     def _stop(self, pid: int) -> int | None:
         with contextlib.suppress(OSError):
@@ -231,6 +287,8 @@ class EpisodeRunner:
             try:
                 self._expect(channel, b"", protocol.CONTAINED, pid, contained=False)
                 self._expect(channel, self._start_frame(policy_seed), protocol.READY, pid)
+                if self.prespawn:
+                    self._spare = self._launch()
                 while True:
                     try:
                         frame = protocol.pack(obs_frame, encode_value(observation))
@@ -273,12 +331,11 @@ class EpisodeRunner:
         if failure is None:
             with contextlib.suppress(_PolicyFailure):
                 channel.send(protocol.pack(protocol.CLOSE))
-            status = self.client.wait(pid, _EXIT_GRACE_S)
-            if status is None:
-                status = self._stop(pid)
+            self._closing.append(pid)  # it exits on its own; reaped later, killed if it lingers
+            channel.drain_output()
         else:
-            status = self._stop(pid)
-        self._collect_output(channel)
+            self._stop(pid)
+            self._collect_output(channel)
         if not math.isfinite(total):
             raise BenchmarkError(f"{self.benchmark.spec.id}: non-finite return")
         return EpisodeRecord(
@@ -311,12 +368,12 @@ class EpisodeRunner:
             raise EvaluationError("the policy worker sent an unexpected first frame")
         if got == protocol.FAIL:
             try:
-                status, message = msgspec.msgpack.decode(payload)
+                reported, message = msgspec.msgpack.decode(payload)
             except (msgspec.DecodeError, ValueError):
                 raise _PolicyFailure("protocol_error", "malformed failure report") from None
-            if status not in ("exception", "protocol_error", "resource_limit"):
-                status = "protocol_error"
-            raise _PolicyFailure(str(status), str(message))
+            if reported not in ("exception", "protocol_error", "resource_limit"):
+                reported = "protocol_error"
+            raise _PolicyFailure(str(reported), str(message))
         raise _PolicyFailure("protocol_error", f"unexpected frame kind {got!r}")
 
     def _collect_output(self, channel: _Channel) -> None:

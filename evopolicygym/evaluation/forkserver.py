@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from typing import Any
 
 import msgspec
@@ -137,7 +136,7 @@ def _serve(listener: socket.socket, ready_fd: int) -> None:
                         pass
                 reap()
             else:
-                conn = key.fileobj
+                conn = key.fileobj  # type: ignore[assignment]
                 assert isinstance(conn, socket.socket)
                 try:
                     data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 4)
@@ -245,34 +244,47 @@ class ForkServerClient:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock.connect(address)
         self._exits: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self._replies: dict[Any, dict[str, Any]] = {}
         self._next_id = 0
 
     def _recv(self, timeout: float | None) -> dict[str, Any] | None:
         self.sock.settimeout(timeout)
         try:
             data = self.sock.recv(_MAX_MESSAGE)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             return None
         if not data:
             raise ForkServerError("policy fork server closed the connection")
         message: dict[str, Any] = msgspec.msgpack.decode(data)
         if message.get("op") == "exited":
             self._exits[message["pid"]] = message["status"]
+        else:
+            self._replies[message.get("id")] = message
         return message
 
-    def spawn(self, request: dict[str, Any], episode_fd: int, output_fd: int) -> int:
+    def request_spawn(self, request: dict[str, Any], episode_fd: int, output_fd: int) -> int:
+        """Ask for a policy process without waiting; returns the request id for ``spawned``."""
         self._next_id += 1
         request = {**request, "op": "spawn", "id": self._next_id}
         socket.send_fds(self.sock, [msgspec.msgpack.encode(request)], [episode_fd, output_fd])
-        while True:
-            message = self._recv(30.0)
-            if message is None:
+        return self._next_id
+
+    def spawned(self, request_id: int, timeout: float = 30.0) -> int:
+        """The pid of a requested policy process."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while request_id not in self._replies:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._recv(remaining) is None:
                 raise ForkServerError("policy fork server did not answer a spawn request")
-            if message.get("id") == self._next_id:
-                if message["op"] == "error":
-                    raise ForkServerError(f"policy fork server could not spawn: {message['message']}")
-                return int(message["pid"])
+        message = self._replies.pop(request_id)
+        if message["op"] == "error":
+            raise ForkServerError(f"policy fork server could not spawn: {message['message']}")
+        return int(message["pid"])
+
+    def spawn(self, request: dict[str, Any], episode_fd: int, output_fd: int) -> int:
+        return self.spawned(self.request_spawn(request, episode_fd, output_fd))
 
     def kill(self, pid: int) -> None:
         self.sock.send(msgspec.msgpack.encode({"op": "kill", "pid": pid}))
@@ -283,13 +295,10 @@ class ForkServerClient:
 
         deadline = time.monotonic() + timeout
         while pid not in self._exits:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._recv(remaining) is None:
+            # A zero timeout still reads what has already arrived.
+            if self._recv(max(0.0, deadline - time.monotonic())) is None:
                 return None
         return self._exits.pop(pid)
-
-    def poll_exit(self, pid: int) -> int | None:
-        return self.wait(pid, 0.0) if pid not in self._exits else self._exits.pop(pid)
 
     def shutdown(self) -> None:
         self.sock.send(msgspec.msgpack.encode({"op": "shutdown"}))

@@ -21,9 +21,9 @@ __all__ = [
     "OBSERVATION",
     "READY",
     "START",
+    "FrameReader",
     "FrameTooLarge",
     "pack",
-    "FrameReader",
 ]
 
 CONTAINED = ord("K")  # sent once containment is in place, before any untrusted code runs

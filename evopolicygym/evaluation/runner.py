@@ -54,11 +54,16 @@ def main() -> None:
         try:
             message = _recv(sock)
         except EOFError:
+            message = ("exit",)
+        if message[0] == "exit":
+            if runner is not None:
+                runner.close()
             return
         kind = message[0]
         if kind == "setup":
             _, path, benchmark_blob, address, program_dir, scratch_root, config, cpu = message
             if runner is not None:
+                runner.close()
                 runner.client.close()
             try:
                 # The Host's import path, so a Benchmark defined in the Host's modules unpickles here.
@@ -77,8 +82,6 @@ def main() -> None:
                 _send(sock, ("ok", runner.run(message[1])))
             except BaseException as exc:
                 _send(sock, ("error", _picklable(exc)))
-        else:
-            return
 
 
 def _picklable(exc: BaseException) -> BaseException:

@@ -9,6 +9,7 @@ classifies the exit status.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
@@ -36,10 +37,8 @@ _OUT_OF_MEMORY = protocol.pack(
 
 
 def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
-    try:
+    with contextlib.suppress(OSError):
         sock.sendall(protocol.pack(protocol.FAIL, msgspec.msgpack.encode([status, message[-_TRACEBACK_CHARS:]])))
-    except OSError:
-        pass
     os._exit(0)
 
 
@@ -70,10 +69,8 @@ def child_main(request: dict[str, Any], episode_fd: int, output_fd: int, keep_op
         sock.sendall(protocol.pack(protocol.CONTAINED))
         _serve(sock, request)
     except MemoryError:
-        try:
+        with contextlib.suppress(OSError):
             sock.sendall(_OUT_OF_MEMORY)
-        except OSError:
-            pass
     except BaseException as exc:
         _fail(sock, "protocol_error", f"policy worker error: {exc!r}")
     os._exit(0)
@@ -93,12 +90,6 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     os.closerange(_EPISODE_FD + 1, 1 << 16)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    cpu = request.get("cpu")
-    if cpu is not None:
-        try:
-            os.sched_setaffinity(0, {cpu})
-        except OSError:
-            pass
     program_dir = request["program_dir"]
     if request["containment"] == "namespaces":
         protect_program_dir(program_dir)
@@ -112,6 +103,11 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     apply_limits(limits, request["cpu_seconds"])
     sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
     sys.argv = ["policy.py"]
+    # Pin last: set-up may run on any idle core; play shares the Host runner's core.
+    cpu = request.get("cpu")
+    if cpu is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpu})
 
 
 def _serve(sock: socket.socket, request: dict[str, Any]) -> None:

@@ -1,0 +1,52 @@
+"""Benchmark discovery through the ``evopolicygym.benchmarks`` entry-point group.
+
+The kernel never imports a concrete Benchmark: a package registers a factory
+under a name, and ``load_benchmark("name")`` or ``load_benchmark("name:arg")``
+calls it (``gymnasium:CartPole-v1`` passes ``CartPole-v1`` to the ``gymnasium``
+factory). Keyword parameters come from ``--param key=value`` on the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+from evopolicygym.benchmark import Benchmark
+
+__all__ = ["UnknownBenchmark", "baseline_dir", "benchmark_names", "load_benchmark"]
+
+GROUP = "evopolicygym.benchmarks"
+
+
+class UnknownBenchmark(LookupError):
+    """No registered factory has that name."""
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def benchmark_names() -> list[str]:
+    """Registered names; ``gymnasium`` is a family that takes an environment id after a colon."""
+    return sorted(_entry_points())
+
+
+def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchmark:
+    """Build the Benchmark named by ``ref`` (``name`` or ``name:argument``)."""
+    name, _, argument = ref.partition(":")
+    found = _entry_points().get(name)
+    if found is None:
+        known = ", ".join(benchmark_names()) or "none"
+        raise UnknownBenchmark(f"unknown benchmark {ref!r} (registered: {known})")
+    factory: Callable[..., Benchmark] = found.load()
+    args = (argument,) if argument else ()
+    return factory(*args, **dict(params or {}))
+
+
+def baseline_dir(benchmark: Benchmark) -> Path | None:
+    """The packaged baseline program of a Benchmark, when it ships one."""
+    getter = getattr(benchmark, "baseline_dir", None)
+    path = getter() if callable(getter) else None
+    return Path(path) if path else None

@@ -1,0 +1,328 @@
+"""The evaluation engine end to end: real policy processes, real Gymnasium, hostile policies."""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from toybench import CLOSED, CounterBenchmark
+
+from benchmarks.curated import cartpole
+from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, ResourceLimits
+from evopolicygym.program import Program, ProgramError
+
+GOOD = """
+class Policy:
+    def act(self, obs):
+        return 1 if obs[0] < obs[1] else 0
+
+def make_policy(context):
+    return Policy()
+"""
+
+
+def program(source: str, **extra: str) -> Program:
+    files = {"policy.py": textwrap.dedent(source)}
+    files.update({k: textwrap.dedent(v) for k, v in extra.items()})
+    return Program.from_files(files)
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Iterator[Evaluator]:
+    # One Evaluator (one fork server, one runner pool) for the module: hostile
+    # policies must leave it usable for the next test.
+    with Evaluator() as ev:
+        yield ev
+
+
+def run(evaluator: Evaluator, source: str, episodes: int = 2, timeout: float = 5.0, **limits: int):
+    config = EvaluationConfig(
+        episodes=episodes, jobs=1, episode_timeout=timeout, limits=ResourceLimits(**limits)
+    )
+    return evaluator.evaluate(program(source), CounterBenchmark(), config)
+
+
+def test_good_policy_scores_and_reports(evaluator: Evaluator) -> None:
+    result = run(evaluator, GOOD, episodes=3)
+    assert [e.status for e in result.episodes] == ["ok"] * 3
+    assert [e.index for e in result.episodes] == [0, 1, 2]
+    assert all(e.steps >= 3 for e in result.episodes)
+    assert result.feedback.score == pytest.approx(sum(e.total_reward for e in result.episodes) / 3)
+    assert result.program_digest.startswith("sha256:")
+    assert result.containment in ("namespaces", "process-group")
+
+
+def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
+    CLOSED.clear()
+    run(evaluator, GOOD, episodes=2)
+    run(evaluator, "raise RuntimeError('at import')", episodes=2)
+    run(evaluator, "class P:\n    def act(self, o):\n        return 7\ndef make_policy(c):\n    return P()", episodes=1)
+    assert len(CLOSED) == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "status", "needle"),
+    [
+        ("exception at import", "raise RuntimeError('boom at import')", "exception", "boom at import"),
+        (
+            "exception in act",
+            "class P:\n    def act(self, o):\n        raise ValueError('bad act')\ndef make_policy(c):\n    return P()",
+            "exception",
+            "bad act",
+        ),
+        ("no make_policy", "x = 1", "protocol_error", "make_policy"),
+        ("no act", "def make_policy(c):\n    return object()", "protocol_error", "act"),
+        (
+            "infinite loop",
+            "class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()",
+            "timeout",
+            "deadline",
+        ),
+        ("sleep at start-up", "import time\ntime.sleep(60)\ndef make_policy(c):\n    return None", "timeout", "deadline"),
+        (
+            "os._exit",
+            "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\ndef make_policy(c):\n    return P()",
+            "protocol_error",
+            "code 3",
+        ),
+        (
+            "non-value action",
+            "class P:\n    def act(self, o):\n        return object()\ndef make_policy(c):\n    return P()",
+            "protocol_error",
+            "not a PolicyValue",
+        ),
+        (
+            "action outside the space",
+            "class P:\n    def act(self, o):\n        return 7\ndef make_policy(c):\n    return P()",
+            "invalid_action",
+            "0 or 1",
+        ),
+        (
+            "oversized action frame",
+            "class P:\n    def act(self, o):\n        return b'x' * (5 * 1024 * 1024)\ndef make_policy(c):\n    return P()",
+            "resource_limit",
+            "exceeds",
+        ),
+        (
+            "memory bomb",
+            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\ndef make_policy(c):\n    return P()",
+            "resource_limit",
+            "MemoryError",
+        ),
+        (
+            "gradual memory growth",
+            "class P:\n    def act(self, o):\n        hog = []\n        while True:\n            hog.append(bytearray(1 << 20))\n"
+            "def make_policy(c):\n    return P()",
+            "resource_limit",
+            "",
+        ),
+        (
+            "segmentation fault",
+            "import ctypes\nclass P:\n    def act(self, o):\n        return ctypes.string_at(0)\n"
+            "def make_policy(c):\n    return P()",
+            "exception",
+            "SIGSEGV",
+        ),
+    ],
+)
+def test_hostile_policies_are_classified(evaluator: Evaluator, name: str, source: str, status: str, needle: str) -> None:
+    started = time.monotonic()
+    result = run(evaluator, source, episodes=1, timeout=1.5, memory_mb=256)
+    episode = result.episodes[0]
+    assert episode.status == status, (name, episode)
+    assert needle in (episode.failure or ""), (name, episode.failure)
+    assert time.monotonic() - started < 15
+    # The Host is unaffected: the same Evaluator still evaluates a good policy.
+    assert run(evaluator, GOOD, episodes=1).episodes[0].status == "ok"
+
+
+def _processes_in(namespace: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == namespace:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_fork_bomb_is_contained_and_nothing_is_left_behind(evaluator: Evaluator) -> None:
+    source = """
+    import os, sys, time
+    print("ns", os.readlink("/proc/self/ns/pid"), file=sys.stderr, flush=True)
+    class P:
+        def act(self, o):
+            for _ in range(200):
+                try:
+                    if os.fork() == 0:
+                        os.setsid()  # try to escape the process group
+                        time.sleep(600)
+                        os._exit(0)
+                except OSError:
+                    break
+            return 1
+    def make_policy(c):
+        return P()
+    """
+    result = run(evaluator, source, episodes=2, timeout=5.0, max_processes=32)
+    assert [e.status for e in result.episodes] == ["ok", "ok"]
+    if result.containment != "namespaces":
+        pytest.skip("process-group containment cannot reap children that call setsid()")
+    namespaces = {m for r in result.records for m in re.findall(r"ns (pid:\[\d+\])", r.stderr_tail)}
+    assert len(namespaces) == 2  # a fresh PID namespace per Episode
+    own = os.readlink("/proc/self/ns/pid")
+    assert own not in namespaces
+    deadline = time.monotonic() + 5
+    while any(_processes_in(ns) for ns in namespaces) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_processes_in(ns) for ns in namespaces)
+
+
+def test_print_flood_is_bounded_and_does_not_block(evaluator: Evaluator) -> None:
+    source = """
+    import sys
+    class P:
+        def act(self, o):
+            sys.stdout.write("x" * 100_000 + "\\n")
+            print("tail-marker", file=sys.stderr)
+            return 1 if o[0] < o[1] else 0
+    def make_policy(c):
+        return P()
+    """
+    config = EvaluationConfig(episodes=1, jobs=1, output_tail_bytes=4096)
+    result = evaluator.evaluate(program(source), CounterBenchmark(), config)
+    record = result.records[0]
+    assert record.status == "ok"
+    assert len(record.stderr_tail.encode()) <= 4096
+
+
+def test_no_state_crosses_episodes(evaluator: Evaluator) -> None:
+    # Module state, files in the working directory and files beside the program
+    # must all be fresh in every Episode.
+    source = """
+    import os
+    COUNT = [0]
+    HERE = os.path.dirname(os.path.abspath(__file__))
+    class P:
+        def __init__(self, seen):
+            self.seen = seen
+        def act(self, o):
+            if self.seen:
+                return 9  # invalid: reports that state leaked
+            return 1 if o[0] < o[1] else 0
+    def make_policy(c):
+        seen = COUNT[0] > 0 or os.path.exists("note") or os.path.exists(os.path.join(HERE, "note"))
+        COUNT[0] += 1
+        open("note", "w").write("x")
+        try:
+            open(os.path.join(HERE, "note"), "w").write("x")
+        except OSError:
+            pass
+        return P(seen)
+    """
+    result = run(evaluator, source, episodes=3)
+    if result.containment == "namespaces":
+        assert [e.status for e in result.episodes] == ["ok"] * 3, result.episodes
+    else:
+        assert result.episodes[0].status == "ok"
+
+
+def test_program_directory_is_read_only(evaluator: Evaluator) -> None:
+    source = """
+    import os
+    HERE = os.path.dirname(os.path.abspath(__file__))
+    def make_policy(c):
+        try:
+            open(os.path.join(HERE, "policy.py"), "a").write("# tampered")
+        except OSError as exc:
+            raise RuntimeError("read-only: " + exc.strerror)
+        return None
+    """
+    result = run(evaluator, source, episodes=1)
+    if result.containment != "namespaces":
+        pytest.skip("needs mount namespaces")
+    assert result.episodes[0].status == "exception"
+    assert "read-only" in (result.episodes[0].failure or "")
+
+
+def test_policy_randomness_is_seeded_per_episode(evaluator: Evaluator) -> None:
+    source = """
+    import random
+    class P:
+        def act(self, o):
+            return random.randrange(2)
+    def make_policy(c):
+        return P()
+    """
+    first = run(evaluator, source, episodes=4)
+    second = run(evaluator, source, episodes=4)
+    assert [e.total_reward for e in first.episodes] == [e.total_reward for e in second.episodes]
+    assert len({(e.steps, e.total_reward) for e in first.episodes}) > 1
+
+
+@pytest.mark.parametrize("fail_on", ["make", "step", "score"])
+def test_trusted_faults_abort_the_evaluation(evaluator: Evaluator, fail_on: str) -> None:
+    with pytest.raises(EvaluationError):
+        evaluator.evaluate(program(GOOD), CounterBenchmark(fail_on=fail_on), EvaluationConfig(episodes=2, jobs=1))
+    assert run(evaluator, GOOD, episodes=1).episodes[0].status == "ok"
+
+
+def test_trusted_fault_in_a_runner_process(evaluator: Evaluator) -> None:
+    with pytest.raises(EvaluationError, match="physics exploded"):
+        evaluator.evaluate(program(GOOD), CounterBenchmark(fail_on="step"), EvaluationConfig(episodes=4, jobs=2))
+
+
+def test_program_without_policy_is_refused(evaluator: Evaluator) -> None:
+    with pytest.raises(ProgramError, match=r"policy\.py"):
+        evaluator.evaluate(Program.from_files({"helper.py": "x = 1"}), CounterBenchmark())
+
+
+def test_unknown_split_is_refused(evaluator: Evaluator) -> None:
+    with pytest.raises(ValueError, match="unknown split"):
+        evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(split="test"))
+
+
+def test_helper_modules_beside_policy_are_importable(evaluator: Evaluator) -> None:
+    source = """
+    from rules import choose
+    class P:
+        def act(self, o):
+            return choose(o)
+    def make_policy(c):
+        return P()
+    """
+    rules = "def choose(o):\n    return 1 if o[0] < o[1] else 0\n"
+    config = EvaluationConfig(episodes=2, jobs=1)
+    result = evaluator.evaluate(program(source, **{"rules.py": rules}), CounterBenchmark(), config)
+    assert [e.status for e in result.episodes] == ["ok", "ok"]
+
+
+@pytest.mark.slow
+def test_jobs_one_and_two_give_identical_results(evaluator: Evaluator) -> None:
+    baseline = Program.from_directory(Path(cartpole().baseline_dir()))
+    noisy = program(
+        """
+        import random
+        class P:
+            def act(self, o):
+                return 1 if o[3] + random.gauss(0, 0.3) > 0 else 0
+        def make_policy(c):
+            return P()
+        """
+    )
+    for prog in (baseline, noisy):
+        one = evaluator.evaluate(prog, cartpole(), EvaluationConfig(episodes=6, jobs=1, seed=3))
+        two = evaluator.evaluate(prog, cartpole(), EvaluationConfig(episodes=6, jobs=2, seed=3))
+        assert two.jobs == 2
+        assert one.feedback.score == two.feedback.score
+        assert one.feedback.content == two.feedback.content
+        assert [(e.index, e.status, e.total_reward, e.steps) for e in one.episodes] == [
+            (e.index, e.status, e.total_reward, e.steps) for e in two.episodes
+        ]
