@@ -51,6 +51,7 @@ TRACE_STEPS = 200
 TRACE_BYTES = 256 * 1024
 # Larger arrays are summarised in traces; a full image frame per step would crowd out the rest.
 TRACE_ARRAY_ITEMS = 1024
+OUTPUT_CHARS = 2000
 FAILURE_CHARS = 500
 # Larger Box bounds are written as one scalar when uniform, to keep the spec small.
 BOUNDS_ITEMS = 1024
@@ -584,6 +585,8 @@ class GymnasiumBenchmark:
                     "terminated": record.terminated,
                     "truncated": record.truncated,
                     "failure": None if failure is None else failure[:FAILURE_CHARS],
+                    # The end of what the policy printed: its author's own debugging channel.
+                    "output_tail": record.stderr_tail[-OUTPUT_CHARS:],
                 }
             )
         mean = statistics.fmean(returns) if returns else 0.0

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from evopolicygym.values import PolicyValueError, encode_value, to_policy_value, values_equal
+from evopolicygym.values import PolicyValueError, decode_value, encode_value, to_policy_value, values_equal
 
 __all__ = [
     "FAILURE_STATUSES",
@@ -136,7 +136,7 @@ class Feedback(msgspec.Struct, frozen=True, kw_only=True):
     artifacts: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.score, float | int) or not math.isfinite(self.score):
+        if isinstance(self.score, bool) or not isinstance(self.score, float | int) or not math.isfinite(self.score):
             raise BenchmarkError(f"feedback score must be a finite number, got {self.score!r}")
 
 
@@ -157,8 +157,11 @@ class Environment(Protocol):
 class Benchmark(Protocol):
     """What the Host needs from a Benchmark. Must be picklable for parallel evaluation."""
 
-    spec: BenchmarkSpec
-    splits: tuple[str, ...]
+    @property
+    def spec(self) -> BenchmarkSpec: ...
+
+    @property
+    def splits(self) -> tuple[str, ...]: ...
 
     def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
         """Deterministic Episodes for ``split``: the same arguments give the same list."""
@@ -215,7 +218,8 @@ def _rollout(benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed
         obs = env.reset()
         frames.append(to_policy_value(obs))
         for _ in range(steps):
-            action = benchmark.validate_action(benchmark.sample_action(rng))
+            # Through the wire codec, as a policy's action would arrive.
+            action = benchmark.validate_action(decode_value(encode_value(benchmark.sample_action(rng))))
             result = env.step(action)
             if not math.isfinite(result.reward):
                 raise BenchmarkError(f"non-finite reward {result.reward!r}")
@@ -263,10 +267,11 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
             raise BenchmarkError("plan() is not deterministic or returned the wrong count")
         if [e.index for e in a] != list(range(episodes)):
             raise BenchmarkError("planned Episodes must be indexed 0..count-1")
-        if len(benchmark.splits) > 1:
-            other = benchmark.plan(benchmark.splits[1], 7, episodes)
-            if {e.seed for e in a} & {e.seed for e in other}:
-                raise BenchmarkError("two splits share an Episode seed")
+        seen: dict[int, str] = {}
+        for split in benchmark.splits:
+            for e in benchmark.plan(split, 7, episodes):
+                if seen.setdefault(e.seed, split) != split:
+                    raise BenchmarkError(f"splits {seen[e.seed]!r} and {split!r} share an Episode seed")
         return f"{episodes} Episodes per split"
 
     def replay() -> str:
@@ -292,10 +297,16 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
 
     def scoring() -> str:
         planned = benchmark.plan(benchmark.splits[0], 3, episodes)
+        private_policy_seed = 7_919_000_000_000_001  # distinctive, so a leak is recognisable
         records = [
-            EpisodeRecord(spec=e, policy_seed=0, status="ok", total_reward=float(i), steps=1) for i, e in enumerate(planned)
+            EpisodeRecord(spec=e, policy_seed=private_policy_seed, status="ok", total_reward=float(i), steps=1)
+            for i, e in enumerate(planned)
         ]
-        records.append(EpisodeRecord(spec=planned[0], policy_seed=0, status="timeout", total_reward=0.0, steps=0, failure="deadline"))
+        records.append(
+            EpisodeRecord(
+                spec=planned[0], policy_seed=private_policy_seed, status="timeout", total_reward=0.0, steps=0, failure="deadline"
+            )
+        )
         feedback = benchmark.score(records)
         if not isinstance(feedback, Feedback):
             raise BenchmarkError("score() must return Feedback")
@@ -303,10 +314,10 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
             encode_value(feedback.content)
         except PolicyValueError as exc:
             raise BenchmarkError(f"feedback content is not a PolicyValue: {exc}") from exc
-        blob = msgspec.json.encode(feedback.content)
-        for e in planned:
-            if str(e.seed).encode() in blob:
-                raise BenchmarkError("feedback content reveals a Host-private Episode seed")
+        public = msgspec.json.encode(feedback.content) + b"".join(a.data for a in feedback.artifacts)
+        for secret in [*(e.seed for e in planned), private_policy_seed]:
+            if str(secret).encode() in public:
+                raise BenchmarkError("feedback reveals a Host-private seed")
         return f"score {feedback.score:g}"
 
     if check("interface", interface) is None and not checks[-1].ok:
