@@ -1,0 +1,5 @@
+"""The ``evopolicy`` command line."""
+
+from evopolicygym.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,103 @@
+"""``evopolicy benchmarks``: list, show and check the registered Benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.pretty import Pretty
+from rich.table import Table
+
+from evopolicygym.benchmark import Benchmark, check_benchmark
+from evopolicygym.cli.errors import FAMILIES, emit_json, load, one_line, param_option
+from evopolicygym.registry import baseline_dir, benchmark_names
+
+__all__ = ["benchmarks", "spec_view"]
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON to stdout.")
+
+
+@click.group()
+def benchmarks() -> None:
+    """Inspect the registered Benchmarks."""
+
+
+@benchmarks.command("list")
+@json_option
+def list_benchmarks(as_json: bool) -> None:
+    """List registered Benchmarks with a one-line description."""
+    rows = [_describe(name) for name in benchmark_names()]
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("name", "description")
+    for row in rows:
+        style = None if row["available"] else "red"
+        table.add_row(row["name"], row["description"], style=style)
+    Console().print(table)
+
+
+def _describe(name: str) -> dict[str, Any]:
+    if name in FAMILIES:
+        return {"name": name, "description": FAMILIES[name], "available": True}
+    try:
+        description = load(name, {}).spec.description
+    except Exception as exc:  # a broken third-party factory must not hide the others
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        return {"name": name, "description": f"unavailable: {one_line(message)}", "available": False}
+    return {"name": name, "description": one_line(description), "available": True}
+
+
+def spec_view(benchmark: Benchmark) -> dict[str, Any]:
+    """The public BenchmarkSpec plus what the CLI knows about it: digest, splits, baseline."""
+    spec = benchmark.spec
+    view: dict[str, Any] = msgspec.to_builtins(spec)
+    view["environment_digest"] = spec.environment_digest
+    view["splits"] = list(benchmark.splits)
+    baseline = baseline_dir(benchmark)
+    view["baseline"] = str(baseline) if baseline else None
+    return view
+
+
+@benchmarks.command()
+@click.argument("benchmark_id", metavar="ID")
+@param_option
+@json_option
+def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
+    """Show the public spec of Benchmark ID."""
+    view = spec_view(load(benchmark_id, params))
+    if as_json:
+        emit_json(view)
+        return
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in view.items():
+        shown = Pretty(value) if isinstance(value, dict | list) else str(value)
+        table.add_row(key, shown)
+    Console().print(table)
+
+
+@benchmarks.command()
+@click.argument("benchmark_id", metavar="ID")
+@param_option
+@json_option
+@click.pass_context
+def check(ctx: click.Context, benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
+    """Run the conformance checks on Benchmark ID; exit 1 if any fails."""
+    report = check_benchmark(load(benchmark_id, params))
+    if as_json:
+        emit_json({**msgspec.to_builtins(report), "ok": report.ok})
+    else:
+        table = Table("check", "result", "detail", title=f"conformance: {report.benchmark_id}")
+        for c in report.checks:
+            result = "[green]ok[/]" if c.ok else "[bold red]FAIL[/]"
+            table.add_row(c.name, result, c.detail)
+        Console().print(table)
+    if not report.ok:
+        failed = sum(1 for c in report.checks if not c.ok)
+        if not as_json:
+            click.echo(f"{failed} of {len(report.checks)} checks failed", err=True)
+        ctx.exit(1)

@@ -1,0 +1,168 @@
+"""``evopolicy evaluate``: one Program over a bounded list of Episodes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evopolicygym.benchmark import Benchmark
+from evopolicygym.cli.errors import CliError, emit_json, load, one_line, param_option, plan
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
+from evopolicygym.evaluation import evaluate as run_evaluation
+from evopolicygym.program import Program, ProgramError
+from evopolicygym.registry import baseline_dir
+
+__all__ = ["evaluate", "result_view"]
+
+FAILURE_CHARS = 80
+
+
+@click.command(short_help="Evaluate a policy program on a Benchmark.")
+@click.argument("program", metavar="PROGRAM")
+@click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
+@param_option
+@click.option("--split", default="train", show_default=True, help="Episode split.")
+@click.option("--episodes", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Evaluation seed.")
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs]."
+)
+@click.option(
+    "--episode-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds of policy time per Episode.",
+)
+@click.option("--memory-mb", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+def evaluate(
+    program: str,
+    benchmark_ref: str,
+    params: dict[str, str],
+    split: str,
+    episodes: int,
+    seed: int,
+    jobs: int | None,
+    episode_timeout: float,
+    memory_mb: int,
+    as_json: bool,
+) -> None:
+    """Evaluate PROGRAM, a directory with a policy.py, on a Benchmark.
+
+    PROGRAM may be the word 'baseline' for the Benchmark's packaged baseline
+    (write ./baseline for a directory of that name).
+    """
+    benchmark = load(benchmark_ref, params)
+    captured = _capture(_program_dir(program, benchmark))
+    config = EvaluationConfig(
+        split=split,
+        episodes=episodes,
+        seed=seed,
+        jobs=jobs,
+        episode_timeout=episode_timeout,
+        limits=ResourceLimits(memory_mb=memory_mb),
+    )
+    planned = plan(benchmark, split, seed, episodes)
+    with _progress(enabled=not as_json, total=len(planned)) as progress:
+        result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
+    if as_json:
+        emit_json(result_view(result, benchmark))
+    else:
+        _print_result(result, benchmark)
+
+
+def _program_dir(program: str, benchmark: Benchmark) -> Path:
+    if program != "baseline":
+        return Path(program)
+    found = baseline_dir(benchmark)
+    if found is None:
+        raise CliError(f"{benchmark.spec.id} has no packaged baseline program")
+    return found
+
+
+def _capture(path: Path) -> Program:
+    try:
+        captured = Program.from_directory(path)
+    except ProgramError as exc:
+        # Some messages name only a file inside the program; say which program.
+        message = str(exc)
+        raise CliError(message if message.startswith(str(path)) else f"{path}: {message}") from exc
+    if "policy.py" not in captured.paths():
+        raise CliError(f"{path}: program has no policy.py")
+    return captured
+
+
+@contextlib.contextmanager
+def _progress(*, enabled: bool, total: int) -> Iterator[Callable[[int, int], None] | None]:
+    console = Console(stderr=True)
+    # Off a terminal a transient bar would still leave a blank line on stderr.
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("Episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("Episodes", total=total)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def result_view(result: EvaluationResult, benchmark: Benchmark) -> dict[str, Any]:
+    """The public result: no records (they hold Host-private EpisodeSpecs), artifacts by size."""
+    feedback = msgspec.structs.replace(result.feedback, artifacts=())
+    view: dict[str, Any] = msgspec.to_builtins(
+        msgspec.structs.replace(result, records=(), feedback=feedback)
+    )
+    del view["records"]
+    view["feedback"]["artifacts"] = [
+        {"name": a.name, "media_type": a.media_type, "retention": a.retention, "size": len(a.data)}
+        for a in result.feedback.artifacts
+    ]
+    view["failures"] = result.failures
+    view["score_direction"] = benchmark.spec.score_direction
+    return view
+
+
+def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
+    console = Console()
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")
+    failures = f"[red]{result.failures}[/]" if result.failures else "0"
+    for key, value in (
+        ("benchmark", result.benchmark_id),
+        ("program", result.program_digest),
+        ("split", result.split),
+        ("score", f"{result.feedback.score:.6g} ({benchmark.spec.score_direction})"),
+        ("failures", f"{failures} of {len(result.episodes)} Episodes"),
+        ("containment", result.containment),
+        ("jobs", str(result.jobs)),
+        ("duration", f"{result.duration_s:.2f}s"),
+    ):
+        summary.add_row(key, value)
+    console.print(summary)
+    table = Table("episode", "status", "return", "steps", "failure")
+    for e in result.episodes:
+        failure = _last_line(e.failure or "")
+        if len(failure) > FAILURE_CHARS:
+            failure = failure[: FAILURE_CHARS - 3] + "..."
+        status = e.status if e.status == "ok" else f"[red]{e.status}[/]"
+        table.add_row(str(e.index), status, f"{e.total_reward:.6g}", str(e.steps), failure)
+    console.print(table)
+
+
+def _last_line(text: str) -> str:
+    """A traceback's last line names the exception; its first lines only say where."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return one_line(lines[-1]) if lines else ""
