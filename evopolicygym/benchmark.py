@@ -17,7 +17,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from evopolicygym.values import PolicyValueError, decode_value, encode_value, to_policy_value, values_equal
+from evopolicygym.values import (
+    PolicyValueError,
+    decode_value,
+    encode_value,
+    to_policy_value,
+    values_equal,
+)
 
 __all__ = [
     "FAILURE_STATUSES",

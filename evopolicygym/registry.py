@@ -8,6 +8,7 @@ factory). Keyword parameters come from ``--param key=value`` on the CLI.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -15,13 +16,17 @@ from typing import Any
 
 from evopolicygym.benchmark import Benchmark
 
-__all__ = ["UnknownBenchmark", "baseline_dir", "benchmark_names", "load_benchmark"]
+__all__ = ["BenchmarkParameterError", "UnknownBenchmark", "baseline_dir", "benchmark_names", "load_benchmark"]
 
 GROUP = "evopolicygym.benchmarks"
 
 
 class UnknownBenchmark(LookupError):
     """No registered factory has that name."""
+
+
+class BenchmarkParameterError(ValueError):
+    """The factory does not take the given argument or parameters."""
 
 
 def _entry_points() -> dict[str, EntryPoint]:
@@ -42,7 +47,22 @@ def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchma
         raise UnknownBenchmark(f"unknown benchmark {ref!r} (registered: {known})")
     factory: Callable[..., Benchmark] = found.load()
     args = (argument,) if argument else ()
-    return factory(*args, **dict(params or {}))
+    kwargs = dict(params or {})
+    try:
+        # Checked against the signature, so a TypeError inside a factory stays a bug, not a user error.
+        inspect.signature(factory).bind(*args, **kwargs)
+    except TypeError as exc:
+        usage = f"{name}:<argument>" if _takes_argument(factory) and not argument else ref
+        raise BenchmarkParameterError(f"{usage}: invalid parameters ({exc})") from None
+    return factory(*args, **kwargs)
+
+
+def _takes_argument(factory: Callable[..., Any]) -> bool:
+    params = list(inspect.signature(factory).parameters.values())
+    return bool(params) and params[0].default is inspect.Parameter.empty and params[0].kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
 
 
 def baseline_dir(benchmark: Benchmark) -> Path | None:

@@ -136,9 +136,6 @@ def load(ref: str, params: Mapping[str, str]) -> Benchmark:
         raise CliError(f"{ref} is a family of Benchmarks: use {ref}:<id>")
     try:
         return load_benchmark(ref, params)
-    except TypeError as exc:
-        # The registry calls the factory with the CLI's keywords; unknown ones surface as TypeError.
-        raise CliError(f"{ref}: invalid parameters ({exc})") from exc
     except ValueError as exc:
         raise CliError(str(exc)) from exc
 

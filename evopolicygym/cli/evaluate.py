@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -119,17 +118,7 @@ def _progress(*, enabled: bool, total: int) -> Iterator[Callable[[int, int], Non
 
 
 def result_view(result: EvaluationResult, benchmark: Benchmark) -> dict[str, Any]:
-    """The public result: no records (they hold Host-private EpisodeSpecs), artifacts by size."""
-    feedback = msgspec.structs.replace(result.feedback, artifacts=())
-    view: dict[str, Any] = msgspec.to_builtins(
-        msgspec.structs.replace(result, records=(), feedback=feedback)
-    )
-    del view["records"]
-    view["feedback"]["artifacts"] = [
-        {"name": a.name, "media_type": a.media_type, "retention": a.retention, "size": len(a.data)}
-        for a in result.feedback.artifacts
-    ]
-    view["failures"] = result.failures
+    view = result.public()
     view["score_direction"] = benchmark.spec.score_direction
     return view
 

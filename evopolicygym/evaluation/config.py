@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord, EpisodeSpec, Feedback
@@ -86,3 +88,17 @@ class EvaluationResult(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def failures(self) -> int:
         return sum(1 for e in self.episodes if e.status != "ok")
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown to anyone: no records (they hold Host-private EpisodeSpecs
+        and traces) and artifacts described by size rather than carried."""
+        view: dict[str, Any] = msgspec.to_builtins(
+            msgspec.structs.replace(self, records=(), feedback=msgspec.structs.replace(self.feedback, artifacts=()))
+        )
+        del view["records"]
+        view["feedback"]["artifacts"] = [
+            {"name": a.name, "media_type": a.media_type, "retention": a.retention, "size": len(a.data)}
+            for a in self.feedback.artifacts
+        ]
+        view["failures"] = self.failures
+        return view
