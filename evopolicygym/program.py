@@ -80,9 +80,16 @@ class Program:
     def from_files(cls, files: Mapping[str, bytes | str]) -> Program:
         entries: list[tuple[str, bytes]] = []
         total = 0
+        directories = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
         for path, data in files.items():
             raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
             _check_relpath(path)
+            if path in directories:
+                raise ProgramError(f"{path}: is both a file and a directory")
+            parts = path.split("/")
+            if any(part in _SKIP_DIRS for part in parts[:-1]) or path.endswith(_SKIP_SUFFIXES):
+                # Capturing the written tree would drop it: the digest would not survive a round trip.
+                raise ProgramError(f"{path}: .git, __pycache__ and *.pyc are not part of a program")
             if len(raw) > MAX_FILE_BYTES:
                 raise ProgramError(f"{path}: {len(raw)} bytes exceeds the {MAX_FILE_BYTES}-byte file limit")
             total += len(raw)

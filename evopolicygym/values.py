@@ -59,13 +59,24 @@ def _check_dtype(dtype: np.dtype[Any], where: str) -> None:
 
 def tensor_from_array(array: np.ndarray[Any, Any]) -> TensorValue:
     _check_dtype(array.dtype, "value")
-    contiguous = np.ascontiguousarray(array)
+    # Not np.ascontiguousarray unconditionally: it turns a 0-d array into shape (1,).
+    contiguous = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     return TensorValue(contiguous.dtype.str, tuple(int(d) for d in contiguous.shape), contiguous.tobytes())
 
 
-def tensor_to_array(tensor: TensorValue, *, writable: bool = True) -> np.ndarray[Any, Any]:
-    dtype = np.dtype(tensor.dtype)
+def _parse_dtype(name: str) -> np.dtype[Any]:
+    try:
+        dtype = np.dtype(name)
+    except Exception as exc:  # numpy raises TypeError, ValueError or even SyntaxError
+        raise PolicyValueError(f"value: unknown tensor dtype {name!r}") from exc
     _check_dtype(dtype, "value")
+    return dtype
+
+
+def tensor_to_array(tensor: TensorValue, *, writable: bool = True) -> np.ndarray[Any, Any]:
+    dtype = _parse_dtype(tensor.dtype)
+    if len(tensor.shape) > MAX_DEPTH:
+        raise PolicyValueError(f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}")
     buffer: bytes | bytearray = bytearray(tensor.data) if writable else tensor.data
     count = math.prod(tensor.shape)
     if count * dtype.itemsize != len(tensor.data):
@@ -93,8 +104,10 @@ class _Walk:
         """Return the canonical PolicyValue (tensors as TensorValue) or raise."""
         self._count(path)
         kind = type(value)
-        if value is None or kind is bool or kind is str or kind is bytes:
+        if value is None or kind is bool or kind is bytes:
             return value
+        if kind is str:
+            return _check_str(value, path)
         if kind is int:
             if not _INT_MIN <= value <= _INT_MAX:
                 raise PolicyValueError(f"{path}: int {value} is outside the signed 64-bit range")
@@ -121,7 +134,7 @@ class _Walk:
             for k, v in value.items():
                 if type(k) is not str:
                     raise PolicyValueError(f"{path}: dict key {k!r} is not a str")
-                out[k] = self.normalize(v, depth + 1, f"{path}[{k!r}]")
+                out[_check_str(k, path)] = self.normalize(v, depth + 1, f"{path}[{k!r}]")
             return out
         return _bad(path, value)
 
@@ -129,8 +142,10 @@ class _Walk:
         """Validate and turn a value into what msgspec encodes (extensions for tensors, tuples)."""
         self._count(path)
         kind = type(value)
-        if value is None or kind is bool or kind is str or kind is bytes:
+        if value is None or kind is bool or kind is bytes:
             return value
+        if kind is str:
+            return _check_str(value, path)
         if kind is int:
             if not _INT_MIN <= value <= _INT_MAX:
                 raise PolicyValueError(f"{path}: int {value} is outside the signed 64-bit range")
@@ -162,13 +177,22 @@ class _Walk:
             for k, v in value.items():
                 if type(k) is not str:
                     raise PolicyValueError(f"{path}: dict key {k!r} is not a str")
-                out[k] = self.lower(v, depth + 1, f"{path}[{k!r}]")
+                out[_check_str(k, path)] = self.lower(v, depth + 1, f"{path}[{k!r}]")
             return out
         return _bad(path, value)
 
 
 def _bad(path: str, value: Any) -> Any:
     raise PolicyValueError(f"{path}: {type(value).__name__} is not a PolicyValue")
+
+
+def _check_str(value: str, path: str) -> str:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PolicyValueError(f"{path}: str is not valid Unicode (lone surrogate)") from exc
+    return value
 
 
 def _tensor_ext(tensor: TensorValue) -> msgspec.msgpack.Ext:
@@ -233,7 +257,9 @@ class _Decoder:
         if code == _EXT_TENSOR:
             if self.arrays:
                 return _parse_array(data, self.writable)
-            return _parse_tensor(bytes(data))
+            tensor = _parse_tensor(bytes(data))
+            tensor_to_array(tensor, writable=False)  # checks dtype, rank and size
+            return tensor
         if code == _EXT_TUPLE:
             self.nesting += 1
             try:
@@ -258,11 +284,11 @@ def _parse_tensor(raw: bytes) -> TensorValue:
         data = raw[offset + 8 * ndim :]
     except (IndexError, struct.error, UnicodeDecodeError) as exc:
         raise PolicyValueError("value: malformed tensor extension") from exc
+    _parse_dtype(dtype)
     try:
-        np.dtype(dtype)
-    except TypeError as exc:
-        raise PolicyValueError(f"value: unknown tensor dtype {dtype!r}") from exc
-    return TensorValue(dtype, shape, data)
+        return TensorValue(dtype, shape, data)
+    except ValueError as exc:
+        raise PolicyValueError(f"value: malformed tensor extension ({exc})") from exc
 
 
 # Decoders carry a nesting counter, so each thread gets its own.
@@ -282,8 +308,9 @@ def _parse_array(data: memoryview, writable: bool) -> np.ndarray[Any, Any]:
     layout = _LAYOUTS.get(key)
     if layout is None:
         tensor = _parse_tensor(key)
-        dtype = np.dtype(tensor.dtype)
-        _check_dtype(dtype, "value")
+        dtype = _parse_dtype(tensor.dtype)
+        if len(tensor.shape) > MAX_DEPTH:
+            raise PolicyValueError(f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}")
         count = math.prod(tensor.shape)
         layout = (dtype, tensor.shape, count, count * dtype.itemsize)
         if len(_LAYOUTS) < 4096:
@@ -319,6 +346,9 @@ def decode_value(frame: bytes | memoryview, *, arrays: bool = True, writable: bo
     return value
 
 
+_DECODED_SCALARS = frozenset({type(None), bool, str, bytes, np.ndarray, TensorValue})
+
+
 def _check_decoded(value: Any, walk: _Walk, depth: int) -> None:
     walk.items += 1
     if walk.items > MAX_ITEMS:
@@ -341,6 +371,9 @@ def _check_decoded(value: Any, walk: _Walk, depth: int) -> None:
         else:
             for v in value:
                 _check_decoded(v, walk, depth + 1)
+    elif kind not in _DECODED_SCALARS:
+        # e.g. msgpack's timestamp extension, which msgspec decodes to datetime by itself
+        raise PolicyValueError(f"value: {kind.__name__} is not a PolicyValue")
 
 
 def values_equal(a: Any, b: Any) -> bool:

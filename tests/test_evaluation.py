@@ -326,3 +326,48 @@ def test_jobs_one_and_two_give_identical_results(evaluator: Evaluator) -> None:
         assert [(e.index, e.status, e.total_reward, e.steps) for e in one.episodes] == [
             (e.index, e.status, e.total_reward, e.steps) for e in two.episodes
         ]
+
+
+def test_policy_sees_only_its_program_and_scratch(evaluator: Evaluator, tmp_path: Path) -> None:
+    # A Host-private file (think: the event store) must be out of reach, as must the
+    # network and every other process.
+    secret = tmp_path / "events.db"
+    secret.write_text("validation seed 123456789")
+    source = f"""
+    import os, socket
+    def probe():
+        found = []
+        try:
+            open({str(secret)!r}).read()
+            found.append("read the Host file")
+        except OSError:
+            pass
+        try:
+            socket.create_connection(("127.0.0.1", 9), timeout=0.5)
+            found.append("network")
+        except OSError as exc:
+            if exc.errno not in (101, 99):  # ENETUNREACH, EADDRNOTAVAIL
+                found.append("network reachable: " + str(exc))
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        if pids != ["1"]:
+            found.append("other processes: " + ",".join(pids[:5]))
+        if os.geteuid() == 0:
+            found.append("runs as root")
+        try:
+            open("/program/extra.py", "w")
+            found.append("wrote to its program")
+        except OSError:
+            pass
+        open("note.txt", "w").write("scratch is writable")
+        return found
+    def make_policy(c):
+        found = probe()
+        if found:
+            raise RuntimeError("; ".join(found))
+        return None
+    """
+    result = run(evaluator, source, episodes=1)
+    if result.containment != "namespaces":
+        pytest.skip("needs namespaces")
+    # make_policy returned None (no act): a protocol error, reached only if every probe passed.
+    assert result.episodes[0].status == "protocol_error", result.episodes[0].failure

@@ -109,13 +109,13 @@ class Evaluator:
         cpus = _available_cpus()
         jobs = max(1, min(config.jobs or len(cpus), len(episodes) or 1))
         started = time.monotonic()
-        workdir = tempfile.mkdtemp(prefix="evopolicy-eval-")
+        fork_server = self.fork_server
+        workdir = tempfile.mkdtemp(prefix="eval-", dir=fork_server.work_dir)
         try:
             program_dir = str(program.write_to(os.path.join(workdir, "program")))
             _read_only(program_dir)
             scratch_root = os.path.join(workdir, "scratch")
             os.mkdir(scratch_root)
-            fork_server = self.fork_server
             if jobs == 1:
                 records = self._run_inline(benchmark, program_dir, scratch_root, config, episodes, cpus, progress)
             else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,7 +41,7 @@ class ForkServerError(RuntimeError):
 # --------------------------------------------------------------------------- server
 
 
-def _serve(listener: socket.socket, ready_fd: int) -> None:
+def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> None:
     import gc
     import importlib.util  # noqa: F401  (used by every policy: import it once, here)
     import traceback  # noqa: F401
@@ -55,6 +56,8 @@ def _serve(listener: socket.socket, ready_fd: int) -> None:
     gc.collect()
     gc.freeze()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    if containment == "namespaces":
+        sandbox.seal_fork_server(root, work_dir, sandbox.runtime_paths())
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
@@ -110,6 +113,7 @@ def _serve(listener: socket.socket, ready_fd: int) -> None:
                     os.close(wake_r)
                     os.close(wake_w)
                     request["containment"] = containment
+                    request["work_dir"] = work_dir
                     worker.child_main(request, fds[0], fds[1])
                 finally:
                     os._exit(71)
@@ -169,8 +173,7 @@ def _serve(listener: socket.socket, ready_fd: int) -> None:
 
 def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))
-    ready_fd = int(sys.argv[2])
-    _serve(listener, ready_fd)
+    _serve(listener, int(sys.argv[2]), sys.argv[3], sys.argv[4])
 
 
 # --------------------------------------------------------------------------- host side
@@ -183,6 +186,12 @@ class ForkServer:
         self._dir = tempfile.mkdtemp(prefix="evopolicy-fs-")
         os.chmod(self._dir, 0o700)
         self.address = os.path.join(self._dir, "fork.sock")
+        # Evaluations materialize programs and scratch directories under work_dir: the
+        # only part of the Host's filesystem a sealed fork server (and so a policy) can reach.
+        self.work_dir = os.path.join(self._dir, "work")
+        root = os.path.join(self._dir, "root")
+        os.mkdir(self.work_dir, 0o700)
+        os.mkdir(root, 0o700)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         listener.bind(self.address)
         os.chmod(self.address, 0o600)
@@ -195,7 +204,7 @@ class ForkServer:
             env[var] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         self._process = subprocess.Popen(
-            [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w)],
+            [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir],
             pass_fds=(listener.fileno(), ready_w),
             stdin=subprocess.DEVNULL,
             env=env,
@@ -225,10 +234,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self.address)
-        with contextlib.suppress(OSError):
-            os.rmdir(self._dir)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> ForkServer:
         return self

@@ -4,9 +4,11 @@ Linux only. What is available depends on privileges, so the fork server probes
 once and records the level it got:
 
 - ``namespaces``: each policy is PID 1 of a fresh PID namespace, so killing it
-  kills every process it started (a fork bomb cannot outlive its Episode), and
-  its program directory is mounted read-only in a private mount namespace, so
-  it cannot leave state behind for the next Episode.
+  kills every process it started (a fork bomb cannot outlive its Episode); it
+  sees a read-only root holding only the Python runtime, its program at
+  ``/program`` (read-only) and its scratch directory at ``/scratch``; it has no
+  network; and it runs as ``nobody`` (or without capabilities) with
+  ``no_new_privs``. It cannot read the Host's files or leave state behind.
 - ``process-group``: the policy leads its own process group, which the Host
   kills; ``RLIMIT_NPROC`` bounds forks for non-root users.
 
@@ -18,21 +20,38 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import platform
 import resource
+import shutil
+import sys
+import tempfile
 from typing import Literal
 
 import msgspec
 
-__all__ = ["Containment", "ResourceLimits", "apply_limits", "enter_pid_namespace", "leave_pid_namespace", "probe_containment", "protect_program_dir"]
+__all__ = [
+    "Containment",
+    "ResourceLimits",
+    "apply_limits",
+    "drop_privileges",
+    "enter_episode_jail",
+    "enter_pid_namespace",
+    "leave_pid_namespace",
+    "probe_containment",
+    "runtime_paths",
+    "seal_fork_server",
+]
 
 Containment = Literal["namespaces", "process-group"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
@@ -108,14 +127,22 @@ def probe_containment() -> Containment:
         own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return "process-group"
+    probe = tempfile.mkdtemp(prefix="evopolicy-probe-")
     try:
+        for sub in ("root", "work", "work/program", "work/scratch"):
+            os.mkdir(os.path.join(probe, sub))
         enter_pid_namespace()
         pid = os.fork()
         if pid == 0:
+            # A full dry run in a throwaway child: seal, jail, drop privileges.
             try:
-                unshare(CLONE_NEWNS)
-                _mount(None, "/", MS_REC | MS_PRIVATE)
-                os._exit(0 if os.getpid() == 1 else 3)
+                work = os.path.join(probe, "work")
+                seal_fork_server(os.path.join(probe, "root"), work, runtime_paths())
+                enter_episode_jail(os.path.join(work, "program"), os.path.join(work, "scratch"), work)
+                drop_privileges(SCRATCH_MOUNT)
+                processes = sorted(p for p in os.listdir("/proc") if p.isdigit())
+                hidden = not os.listdir(work) and processes == ["1"]
+                os._exit(0 if hidden and os.getpid() == 1 else 3)
             except BaseException:
                 os._exit(4)
         leave_pid_namespace(own)
@@ -125,14 +152,117 @@ def probe_containment() -> Containment:
         return "process-group"
     finally:
         os.close(own)
+        shutil.rmtree(probe, ignore_errors=True)
 
 
-def protect_program_dir(program_dir: str) -> None:
-    """In a private mount namespace, bind the program directory read-only onto itself."""
-    unshare(CLONE_NEWNS)
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
+_MNT_DETACH = 2
+_PR_SET_NO_NEW_PRIVS = 38
+JAIL_UID = 65534  # nobody
+PROGRAM_MOUNT = "/program"
+SCRATCH_MOUNT = "/scratch"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf")
+_DEVICES = ("null", "zero", "random", "urandom")
+
+
+def runtime_paths() -> list[str]:
+    """Directories a policy needs to run Python: the interpreter's and the environment's prefixes.
+
+    Deliberately not ``sys.path`` at large: it may name a project checkout that holds a store.
+    """
+    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    ordered = sorted(r for r in roots if os.path.isdir(r) and not r.startswith(_SYSTEM_DIRS))
+    # Bind outer directories only.
+    return [r for r in ordered if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in ordered)]
+
+
+def _bind(source: str, target: str, *, readonly: bool, device: bool = False) -> None:
+    _mount(source, target, MS_BIND | MS_REC)
+    if readonly:
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV)
+        _mount(None, target, flags)
+
+
+def _mount_fs(fstype: str, target: str, flags: int, data: str = "") -> None:
+    _check(
+        _libc.mount(fstype.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags), data.encode() or None),
+        f"mount {fstype} on {target}",
+    )
+
+
+def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
+    """Move the (single-threaded) fork server into its own network namespace and a minimal,
+    read-only root: the runtime, a few devices and ``/etc`` files, and ``work_dir``, where the
+    Host materializes programs and scratch directories. Done once, so each Episode's own
+    jail costs a handful of mounts. ``root`` is an empty directory used as the mount point.
+    """
+    if _PIVOT_ROOT is None:
+        raise OSError(f"pivot_root is not known on {platform.machine()}")
+    # One empty network namespace (loopback down) for every policy: no network at all.
+    unshare(CLONE_NEWNS | CLONE_NEWNET)
     _mount(None, "/", MS_REC | MS_PRIVATE)
-    _mount(program_dir, program_dir, MS_BIND | MS_REC)
-    _mount(None, program_dir, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _mount_fs("tmpfs", root, MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+
+    def inside(path: str) -> str:
+        return root + path
+
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), inside(path))
+        elif os.path.isdir(path):
+            os.makedirs(inside(path), exist_ok=True)
+            _bind(path, inside(path), readonly=True)
+    for path in readable:
+        os.makedirs(inside(path), exist_ok=True)
+        _bind(path, inside(path), readonly=True)
+    os.makedirs(inside("/etc"), exist_ok=True)
+    for name in _ETC_FILES:
+        source = os.path.join("/etc", name)
+        if os.path.isfile(source):
+            open(inside(source), "w").close()
+            _bind(source, inside(source), readonly=True)
+    os.makedirs(inside("/dev"), exist_ok=True)
+    for name in _DEVICES:
+        source = os.path.join("/dev", name)
+        open(inside(source), "w").close()
+        _bind(source, inside(source), readonly=False, device=True)
+    os.makedirs(inside(work_dir), exist_ok=True)
+    _bind(work_dir, inside(work_dir), readonly=False)
+    for mount_point in (PROGRAM_MOUNT, SCRATCH_MOUNT, "/proc"):
+        os.makedirs(inside(mount_point), exist_ok=True)
+    os.chdir(root)
+    os.mkdir(".old")
+    _check(_libc.syscall(_PIVOT_ROOT, b".", b".old"), "pivot_root")
+    _check(_libc.umount2(b"/.old", _MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    _mount(None, "/", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir("/")
+
+
+def enter_episode_jail(program_dir: str, scratch: str, work_dir: str) -> None:
+    """In a policy process forked from a sealed fork server: see only this Episode's program
+    (read-only, at /program) and scratch directory (at /scratch), and only its own processes."""
+    unshare(CLONE_NEWNS)
+    _bind(program_dir, PROGRAM_MOUNT, readonly=True)
+    _bind(scratch, SCRATCH_MOUNT, readonly=False)
+    _mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # Hide every other Episode's program and scratch directory.
+    _check(_libc.umount2(work_dir.encode(), _MNT_DETACH), "umount work directory")
+
+
+def drop_privileges(scratch: str) -> None:
+    """Root becomes nobody (owning only its scratch); others shed every capability."""
+    if os.geteuid() == 0:
+        os.chown(scratch, JAIL_UID, JAIL_UID)
+        os.setgroups([])
+        os.setgid(JAIL_UID)
+        os.setuid(JAIL_UID)
+    else:
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+        data = (ctypes.c_uint32 * 6)()
+        _check(_libc.capset(header, data), "capset")
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 
 def _address_space_in_use() -> int:

@@ -23,7 +23,14 @@ import msgspec
 import numpy as np
 
 from evopolicygym.evaluation import protocol
-from evopolicygym.evaluation.sandbox import ResourceLimits, apply_limits, protect_program_dir
+from evopolicygym.evaluation.sandbox import (
+    PROGRAM_MOUNT,
+    SCRATCH_MOUNT,
+    ResourceLimits,
+    apply_limits,
+    drop_privileges,
+    enter_episode_jail,
+)
 from evopolicygym.policy import PolicyContext
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
 
@@ -90,10 +97,13 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     os.closerange(_EPISODE_FD + 1, 1 << 16)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-    program_dir = request["program_dir"]
-    if request["containment"] == "namespaces":
-        protect_program_dir(program_dir)
-    scratch = request["scratch_dir"]
+    jailed = request["containment"] == "namespaces"
+    if jailed:
+        enter_episode_jail(request["program_dir"], request["scratch_dir"], request["work_dir"])
+        program_dir, scratch = PROGRAM_MOUNT, SCRATCH_MOUNT
+    else:
+        program_dir, scratch = request["program_dir"], request["scratch_dir"]
+    request["program_dir"] = program_dir
     os.chdir(scratch)
     os.environ.clear()
     os.environ.update(
@@ -101,6 +111,8 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     )
     limits = msgspec.convert(request["limits"], ResourceLimits)
     apply_limits(limits, request["cpu_seconds"])
+    if jailed:
+        drop_privileges(scratch)
     sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
     sys.argv = ["policy.py"]
     # Pin last: set-up may run on any idle core; play shares the Host runner's core.
