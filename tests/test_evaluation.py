@@ -371,3 +371,25 @@ def test_policy_sees_only_its_program_and_scratch(evaluator: Evaluator, tmp_path
         pytest.skip("needs namespaces")
     # make_policy returned None (no act): a protocol error, reached only if every probe passed.
     assert result.episodes[0].status == "protocol_error", result.episodes[0].failure
+
+
+@pytest.mark.parametrize(
+    ("source", "status"),
+    [
+        (GOOD, "ok"),
+        ("raise RuntimeError('at import')", "exception"),
+        ("class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()", "timeout"),
+        (
+            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\ndef make_policy(c):\n    return P()",
+            "resource_limit",
+        ),
+    ],
+)
+def test_process_group_fallback(monkeypatch: pytest.MonkeyPatch, source: str, status: str) -> None:
+    # Where namespaces are unavailable (no privileges), the weaker level must still classify.
+    monkeypatch.setenv("EVOPOLICY_CONTAINMENT", "process-group")
+    with Evaluator() as fallback:
+        config = EvaluationConfig(episodes=1, jobs=1, episode_timeout=1.5, limits=ResourceLimits(memory_mb=256))
+        result = fallback.evaluate(program(source), CounterBenchmark(), config)
+    assert result.containment == "process-group"
+    assert result.episodes[0].status == status, result.episodes[0]

@@ -51,6 +51,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> 
     from evopolicygym.evaluation import sandbox, worker
 
     containment = sandbox.probe_containment()
+    worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
     # collector from walking (and so copying) those pages after each fork.
     gc.collect()
@@ -203,6 +204,8 @@ class ForkServer:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # Policies inherit the server's hash secret: fix it so str-set order is reproducible.
+        env["PYTHONHASHSEED"] = "0"
         self._process = subprocess.Popen(
             [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir],
             pass_fds=(listener.fileno(), ready_w),

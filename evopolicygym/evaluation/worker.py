@@ -34,7 +34,28 @@ from evopolicygym.evaluation.sandbox import (
 from evopolicygym.policy import PolicyContext
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
 
-__all__ = ["child_main"]
+__all__ = ["POLICY_ENVIRONMENT", "child_main", "prepare_fork_server"]
+
+# Everything a policy finds in os.environ: nothing of the Host's.
+POLICY_ENVIRONMENT = {
+    "HOME": SCRATCH_MOUNT,
+    "TMPDIR": SCRATCH_MOUNT,
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def prepare_fork_server() -> None:
+    """Work every child would repeat, done once before forking (each first touch after a
+    fork copies pages): the policy environment, and msgspec's converter for the limits."""
+    os.environ.clear()
+    os.environ.update(POLICY_ENVIRONMENT)
+    msgspec.convert(msgspec.to_builtins(ResourceLimits()), ResourceLimits)
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 _TRACEBACK_CHARS = 4000
 _EPISODE_FD = 3
@@ -105,10 +126,9 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
         program_dir, scratch = request["program_dir"], request["scratch_dir"]
     request["program_dir"] = program_dir
     os.chdir(scratch)
-    os.environ.clear()
-    os.environ.update(
-        {"HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
-    )
+    # The fork server already holds exactly POLICY_ENVIRONMENT (see prepare_fork_server).
+    if os.environ.get("HOME") != scratch:
+        os.environ["HOME"] = os.environ["TMPDIR"] = scratch
     limits = msgspec.convert(request["limits"], ResourceLimits)
     apply_limits(limits, request["cpu_seconds"])
     if jailed:
