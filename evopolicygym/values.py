@@ -325,6 +325,8 @@ def _parse_array(data: memoryview, writable: bool) -> np.ndarray[Any, Any]:
 
 def decode_value(frame: bytes | memoryview, *, arrays: bool = True, writable: bool = True) -> Any:
     """Decode and validate one frame. Tensors become NumPy arrays unless ``arrays=False``."""
+    if len(frame) == 1 and frame[0] < 0x80:
+        return frame[0]  # a positive fixint: the typical discrete action, no decoder needed
     if len(frame) > MAX_FRAME_BYTES:
         raise PolicyValueError(f"value: frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
     cache: dict[tuple[bool, bool], _Decoder] | None = getattr(_DECODERS, "cache", None)

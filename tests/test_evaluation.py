@@ -393,3 +393,26 @@ def test_process_group_fallback(monkeypatch: pytest.MonkeyPatch, source: str, st
         result = fallback.evaluate(program(source), CounterBenchmark(), config)
     assert result.containment == "process-group"
     assert result.episodes[0].status == status, result.episodes[0]
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+    return children
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_no_policy_process_outlives_its_evaluation(evaluator: Evaluator, jobs: int) -> None:
+    evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=4, jobs=jobs))
+    server = evaluator.fork_server._process.pid
+    deadline = time.monotonic() + 3
+    while _children_of(server) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _children_of(server) == []

@@ -206,16 +206,20 @@ class Evaluator:
             cpu = cpus[slot % len(cpus)] if config.pin_cpus else None
             try:
                 runner.call("setup", list(sys.path), blob, self.fork_server.address, program_dir, scratch_root, config, cpu)
-                while True:
-                    with lock:
-                        if errors or not queue:
-                            return
-                        i = queue.pop()
-                    results[i] = runner.call("run", episodes[i])
-                    with lock:
-                        done[0] += 1
-                        if progress:
-                            progress(done[0], len(episodes))
+                try:
+                    while True:
+                        with lock:
+                            if errors or not queue:
+                                return
+                            i = queue.pop()
+                        results[i] = runner.call("run", episodes[i])
+                        with lock:
+                            done[0] += 1
+                            if progress:
+                                progress(done[0], len(episodes))
+                finally:
+                    if runner.alive:
+                        runner.call("release")
             except BaseException as exc:
                 with lock:
                     errors.append(exc)

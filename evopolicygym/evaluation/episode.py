@@ -38,6 +38,8 @@ from evopolicygym.values import PolicyValueError, decode_value, encode_value
 __all__ = ["EpisodeRunner"]
 
 _EXIT_GRACE_S = 2.0
+_HEADER_SIZE = protocol.HEADER.size
+_HEADER_UNPACK = protocol.HEADER.unpack_from
 _SLICE_S = 0.05  # deadline and output checks happen at least this often while waiting
 _DRAIN_EVERY = 64  # steps between non-blocking reads of the policy's output
 
@@ -103,6 +105,23 @@ class _Channel:
             if frame:
                 self.send(frame)
             while True:
+                if not reader.buffer:
+                    # The usual case: one read holds exactly one whole frame.
+                    try:
+                        n = self.sock.recv_into(reader.chunk)
+                    except BlockingIOError:
+                        n = -1
+                    if n >= _HEADER_SIZE:
+                        length, kind = _HEADER_UNPACK(reader.chunk)
+                        if length + _HEADER_SIZE == n:
+                            return kind, bytes(reader.view[_HEADER_SIZE:n])
+                    if n > 0:
+                        reader.buffer += reader.view[:n]
+                    elif n == 0:
+                        raise EOFError
+                    else:
+                        self._slice_elapsed(started)
+                        continue
                 got = reader.next_frame()
                 if got is not None:
                     return got
@@ -110,15 +129,20 @@ class _Channel:
                     if not reader.feed():
                         raise EOFError
                 except BlockingIOError:
-                    self.drain_output()
-                    if self.used_s + time.monotonic() - started >= self.budget_s:
-                        raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline") from None
+                    self._slice_elapsed(started)
         except protocol.FrameTooLarge as exc:
             raise _PolicyFailure(
                 "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {protocol.MAX_PAYLOAD}-byte limit"
             ) from None
         finally:
             self.used_s += time.monotonic() - started
+
+
+    def _slice_elapsed(self, started: float) -> None:
+        """A receive slice passed without an answer: drain the output, check the deadline."""
+        self.drain_output()
+        if self.used_s + time.monotonic() - started >= self.budget_s:
+            raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
 
 
 def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:

@@ -76,6 +76,14 @@ def main() -> None:
                 _send(sock, ("ok", None))
             except BaseException as exc:
                 _send(sock, ("error", _picklable(exc)))
+        elif kind == "release":
+            # End of an evaluation: stop the spare policy process, reap the closed ones.
+            try:
+                if runner is not None:
+                    runner.close()
+                _send(sock, ("ok", None))
+            except BaseException as exc:
+                _send(sock, ("error", _picklable(exc)))
         elif kind == "run":
             try:
                 assert runner is not None, "run before setup"
