@@ -416,3 +416,64 @@ def test_no_policy_process_outlives_its_evaluation(evaluator: Evaluator, jobs: i
     while _children_of(server) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _children_of(server) == []
+
+
+HOST_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from toybench import CounterBenchmark
+from evopolicygym.evaluation import EvaluationConfig, evaluate
+from evopolicygym.program import Program
+busy = "class P:\\n    def act(self, o):\\n        while True:\\n            pass\\ndef make_policy(c):\\n    return P()"
+print("started", flush=True)
+evaluate(Program.from_files({{"policy.py": busy}}), CounterBenchmark(), EvaluationConfig(episodes=4, jobs=2, episode_timeout=60))
+"""
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_sigkilled_host_leaves_no_process_behind() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    tests = str(Path(__file__).parent)
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE)
+    assert host.stdout is not None
+    assert host.stdout.readline().strip() == b"started"
+    # Wait until the fork server, two runners and busy policies exist.
+    deadline = time.monotonic() + 20
+    while len(_descendants(host.pid)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spawned = _descendants(host.pid)
+    assert len(spawned) >= 5, spawned
+    host.send_signal(signal.SIGKILL)
+    host.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in spawned) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in spawned if _alive(p)]

@@ -41,7 +41,7 @@ class ForkServerError(RuntimeError):
 # --------------------------------------------------------------------------- server
 
 
-def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> None:
+def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, host_pid: int) -> None:
     import gc
     import importlib.util  # noqa: F401  (used by every policy: import it once, here)
     import traceback  # noqa: F401
@@ -50,6 +50,8 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> 
 
     from evopolicygym.evaluation import sandbox, worker
 
+    server_pid = os.getpid()
+    sandbox.die_with_parent(host_pid)
     containment = sandbox.probe_containment()
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
@@ -115,6 +117,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> 
                     os.close(wake_w)
                     request["containment"] = containment
                     request["work_dir"] = work_dir
+                    request["server_pid"] = server_pid
                     worker.child_main(request, fds[0], fds[1])
                 finally:
                     os._exit(71)
@@ -174,7 +177,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str) -> 
 
 def main() -> None:
     listener = socket.socket(fileno=int(sys.argv[1]))
-    _serve(listener, int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    _serve(listener, int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]))
 
 
 # --------------------------------------------------------------------------- host side
@@ -207,7 +210,7 @@ class ForkServer:
         # Policies inherit the server's hash secret: fix it so str-set order is reproducible.
         env["PYTHONHASHSEED"] = "0"
         self._process = subprocess.Popen(
-            [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir],
+            [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
             pass_fds=(listener.fileno(), ready_w),
             stdin=subprocess.DEVNULL,
             env=env,

@@ -47,7 +47,9 @@ def _recv(sock: socket.socket) -> Any:
 def main() -> None:
     from evopolicygym.evaluation.episode import EpisodeRunner
     from evopolicygym.evaluation.forkserver import ForkServerClient
+    from evopolicygym.evaluation.sandbox import die_with_parent
 
+    die_with_parent(int(sys.argv[2]))
     sock = socket.socket(fileno=int(sys.argv[1]))
     runner: EpisodeRunner | None = None
     while True:
@@ -109,7 +111,7 @@ class RunnerProcess:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from evopolicygym.evaluation.runner import main; main()", str(child.fileno())],
+            [sys.executable, "-c", "from evopolicygym.evaluation.runner import main; main()", str(child.fileno()), str(os.getpid())],
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
             env=env,

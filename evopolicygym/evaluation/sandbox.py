@@ -23,6 +23,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 from typing import Literal
@@ -33,6 +34,7 @@ __all__ = [
     "Containment",
     "ResourceLimits",
     "apply_limits",
+    "die_with_parent",
     "drop_privileges",
     "enter_episode_jail",
     "enter_pid_namespace",
@@ -263,6 +265,20 @@ def drop_privileges(scratch: str) -> None:
         data = (ctypes.c_uint32 * 6)()
         _check(_libc.capset(header, data), "capset")
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(expected_parent: int | None) -> None:
+    """Be killed when the parent dies (a SIGKILLed Host must not leave servers or policies).
+
+    ``expected_parent`` closes the race where the parent died before the prctl; PID 1 of
+    a namespace cannot see its parent's pid (getppid() is 0), so it passes None.
+    """
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)
 
 
 def _address_space_in_use() -> int:

@@ -28,6 +28,7 @@ from evopolicygym.evaluation.sandbox import (
     SCRATCH_MOUNT,
     ResourceLimits,
     apply_limits,
+    die_with_parent,
     drop_privileges,
     enter_episode_jail,
 )
@@ -133,6 +134,8 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     apply_limits(limits, request["cpu_seconds"])
     if jailed:
         drop_privileges(scratch)
+    # After the credential change, which clears it: die with the fork server.
+    die_with_parent(None if os.getpid() == 1 else request["server_pid"])
     sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
     sys.argv = ["policy.py"]
     # Pin last: set-up may run on any idle core; play shares the Host runner's core.
