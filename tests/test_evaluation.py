@@ -477,3 +477,191 @@ def test_sigkilled_host_leaves_no_process_behind() -> None:
     while any(_alive(p) for p in spawned) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in spawned if _alive(p)]
+
+
+# --- attacks on the Host side of the channel -----------------------------------------------
+
+DRIP = """
+import os, struct, time
+class P:
+    def act(self, o):
+        os.write(3, struct.pack("<IB", 1 << 20, ord("A")))  # announce a 1 MiB action...
+        while True:  # ...and send it one byte at a time
+            os.write(3, b"x")
+            time.sleep(0.03)
+def make_policy(c):
+    return P()
+"""
+
+NOT_READING = """
+import os, struct, threading, time
+def flood():
+    frame = (struct.pack("<IB", 1, ord("A")) + bytes([0])) * 100
+    while True:
+        os.write(3, frame)
+class P:
+    def act(self, o):
+        threading.Thread(target=flood, daemon=True).start()
+        time.sleep(600)  # answers forever but never reads: the Host's sends must not block forever
+def make_policy(c):
+    return P()
+"""
+
+
+@pytest.mark.parametrize(("name", "source"), [("drip", DRIP), ("not reading", NOT_READING)])
+def test_a_policy_cannot_stall_the_host_past_the_deadline(evaluator: Evaluator, name: str, source: str) -> None:
+    started = time.monotonic()
+    config = EvaluationConfig(episodes=1, jobs=1, episode_timeout=1.0)
+    result = evaluator.evaluate(program(source), CounterBenchmark(horizon=10_000_000), config)
+    assert result.episodes[0].status == "timeout", (name, result.episodes[0])
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "struct.pack('<IB', 1, ord('F')) + b'\\x05'",
+        "struct.pack('<IB', 100001, ord('F')) + b'\\x91' * 100000 + b'\\xc0'",
+        "struct.pack('<IB', 3, ord('F')) + b'\\x92\\xa0\\x01'",
+    ],
+)
+def test_forged_failure_reports_are_protocol_errors(evaluator: Evaluator, forged: str) -> None:
+    source = f"""
+import os, struct, time
+class P:
+    def act(self, o):
+        os.write(3, {forged})
+        time.sleep(5)
+def make_policy(c):
+    return P()
+"""
+    result = run(evaluator, source, episodes=1)
+    assert result.episodes[0].status == "protocol_error", result.episodes[0]
+
+
+def test_crashes_are_classified_without_waiting(evaluator: Evaluator) -> None:
+    source = "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\ndef make_policy(c):\n    return P()"
+    started = time.monotonic()
+    result = run(evaluator, source, episodes=3)
+    assert [e.status for e in result.episodes] == ["protocol_error"] * 3
+    assert time.monotonic() - started < 5
+
+
+def test_a_failure_report_is_bounded(evaluator: Evaluator) -> None:
+    source = "class P:\n    def act(self, o):\n        raise ValueError('x' * 3_000_000)\ndef make_policy(c):\n    return P()"
+    result = run(evaluator, source, episodes=1)
+    assert result.episodes[0].status == "exception"
+    assert len(result.episodes[0].failure or "") <= 4000
+
+
+def test_a_chatty_start_up_does_not_time_out(evaluator: Evaluator) -> None:
+    source = "import sys\nsys.stdout.write('y' * 8_000_000)\n" + GOOD
+    result = run(evaluator, source, episodes=1, timeout=5.0)
+    assert result.episodes[0].status == "ok", result.episodes[0]
+
+
+# --- what a jailed policy can see ----------------------------------------------------------
+
+
+def test_host_environment_is_not_in_policy_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOST_API_TOKEN", "sk-live-canary-7f3a9")
+    source = """
+import re
+def scan():
+    found = []
+    for line in open("/proc/self/maps"):
+        if "[stack]" in line:
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            import ctypes
+            if b"sk-live-canary" in ctypes.string_at(start, end - start):
+                found.append("stack")
+    import os
+    if any("canary" in v for v in os.environ.values()):
+        found.append("environ")
+    return found
+def make_policy(c):
+    found = scan()
+    if found:
+        raise RuntimeError("Host environment visible in " + ", ".join(found))
+    return None
+"""
+    with Evaluator() as fresh:
+        result = fresh.evaluate(program(source), CounterBenchmark(), EvaluationConfig(episodes=1, jobs=1))
+    assert result.episodes[0].status == "protocol_error", result.episodes[0].failure
+
+
+def test_sysv_shared_memory_does_not_cross_episodes(evaluator: Evaluator) -> None:
+    source = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def make_policy(c):
+    shmid = libc.shmget(0x5EED, 4096, 0o1000 | 0o666)  # IPC_CREAT
+    if shmid < 0:
+        raise RuntimeError("shmget failed")
+    addr = libc.shmat(shmid, None, 0)
+    previous = ctypes.string_at(addr, 5)
+    ctypes.memmove(addr, b"seen!", 5)
+    if previous == b"seen!":
+        raise RuntimeError("state from an earlier Episode")
+    return None
+"""
+    result = run(evaluator, source, episodes=3)
+    if result.containment != "namespaces":
+        pytest.skip("needs namespaces")
+    assert [e.status for e in result.episodes] == ["protocol_error"] * 3, [e.failure for e in result.episodes]
+
+
+def test_tempfile_works_in_the_jail(evaluator: Evaluator) -> None:
+    source = """
+import tempfile
+def make_policy(c):
+    with tempfile.NamedTemporaryFile() as handle:
+        handle.write(b"ok")
+    tempfile.mkdtemp()
+    return None
+"""
+    result = run(evaluator, source, episodes=1)
+    assert result.episodes[0].status == "protocol_error", result.episodes[0].failure
+
+
+def test_scratch_space_is_capped(evaluator: Evaluator) -> None:
+    source = """
+def make_policy(c):
+    with open("big", "wb") as handle:
+        for _ in range(64):
+            handle.write(b"z" * (1 << 20))
+    return None
+"""
+    result = run(evaluator, source, episodes=1, scratch_mb=16)
+    if result.containment != "namespaces":
+        pytest.skip("needs namespaces")
+    assert result.episodes[0].status == "resource_limit", result.episodes[0]
+
+
+def test_a_policy_that_patches_exit_is_still_stopped(evaluator: Evaluator) -> None:
+    source = """
+import os, time
+os._exit = lambda code: time.sleep(3600)
+""" + GOOD
+    evaluator.evaluate(program(source), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=1))
+    server = evaluator.fork_server._process.pid
+    deadline = time.monotonic() + 3
+    while _children_of(server) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _children_of(server) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"episode_timeout": float("inf")}, {"episode_timeout": 0}, {"jobs": 0}, {"episodes": -1}, {"trace_steps": -1}],
+)
+def test_bad_configs_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        EvaluationConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"memory_mb": -5}, {"max_file_mb": 0}, {"max_processes": 0}, {"cpu_seconds": 0}])
+def test_bad_limits_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        ResourceLimits(**kwargs)

@@ -40,8 +40,12 @@ class EvaluationConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("episodes must be >= 0")
         if self.jobs is not None and self.jobs < 1:
             raise ValueError("jobs must be >= 1")
-        if not self.episode_timeout > 0:
-            raise ValueError("episode_timeout must be > 0")
+        if not 0 < self.episode_timeout <= 86_400:
+            raise ValueError(f"episode_timeout must be in (0, 86400] seconds, got {self.episode_timeout}")
+        if not 0 <= self.output_tail_bytes <= 1 << 20:
+            raise ValueError("output_tail_bytes must be between 0 and 1 MiB")
+        if not 0 <= self.trace_steps <= 1_000_000:
+            raise ValueError("trace_steps must be between 0 and 1,000,000")
 
 
 class PlannedEpisode(msgspec.Struct, frozen=True):
@@ -55,10 +59,11 @@ def plan_episodes(benchmark: Benchmark, split: str, seed: int, count: int) -> li
     """Plan ``count`` Episodes of ``split``; policy seeds live in their own seed domain."""
     if split not in benchmark.splits:
         raise ValueError(f"unknown split {split!r} for {benchmark.spec.id}; choose from {', '.join(benchmark.splits)}")
-    return [
-        PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index))
-        for spec in benchmark.plan(split, seed, count)
-    ]
+    try:
+        planned = benchmark.plan(split, seed, count)
+    except Exception as exc:
+        raise EvaluationError(f"{benchmark.spec.id}: plan() failed: {exc!r}") from exc
+    return [PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index)) for spec in planned]
 
 
 class EpisodeSummary(msgspec.Struct, frozen=True, kw_only=True):

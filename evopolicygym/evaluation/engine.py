@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation.config import (
@@ -121,7 +122,7 @@ class Evaluator:
             else:
                 records = self._run_parallel(benchmark, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            _remove_tree(workdir)
         try:
             feedback = benchmark.score(records)
         except Exception as exc:
@@ -235,6 +236,18 @@ class Evaluator:
                 raise first
             raise EvaluationError(f"an Episode runner failed: {first!r}") from first
         return [r for r in results if r is not None]
+
+
+def _remove_tree(directory: str) -> None:
+    """rmtree that first gives back the write bits _read_only took (needed when not root)."""
+
+    def retry(function: Any, path: str, _exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+            function(path)
+
+    shutil.rmtree(directory, onerror=retry)
 
 
 def _read_only(directory: str) -> None:

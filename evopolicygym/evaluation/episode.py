@@ -24,7 +24,6 @@ import msgspec
 
 from evopolicygym.benchmark import (
     Benchmark,
-    BenchmarkError,
     EpisodeRecord,
     EpisodeSpec,
     InvalidAction,
@@ -42,6 +41,7 @@ _HEADER_SIZE = protocol.HEADER.size
 _HEADER_UNPACK = protocol.HEADER.unpack_from
 _SLICE_S = 0.05  # deadline and output checks happen at least this often while waiting
 _DRAIN_EVERY = 64  # steps between non-blocking reads of the policy's output
+_FAILURE_CHARS = 4000
 
 
 class _PolicyFailure(Exception):
@@ -49,10 +49,16 @@ class _PolicyFailure(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reaped = False  # the exit status was already collected
 
 
 class _Channel:
-    """Frames from the policy socket, draining the policy's output pipe meanwhile."""
+    """Frames to and from one policy process, its output drained into a bounded tail.
+
+    Every wait — for an answer, for room to send, for the rest of a frame — is
+    charged to the Episode deadline, so a policy cannot stall the Host by
+    dripping bytes or by not reading.
+    """
 
     def __init__(self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float) -> None:
         self.sock = sock
@@ -62,87 +68,99 @@ class _Channel:
         self.tail_bytes = tail_bytes
         self.budget_s = budget_s
         self.used_s = 0.0
-        self.poller = select.poll()
-        self.poller.register(sock.fileno(), select.POLLIN)
-        self.poller.register(output_fd, select.POLLIN)
         self.output_open = True
-        slice_s = min(_SLICE_S, budget_s)
-        sock.setsockopt(
-            socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(slice_s), int(slice_s % 1 * 1e6) or 1)
-        )
+        self.started = 0.0
+        timeout = struct.pack("ll", 0, int(_SLICE_S * 1e6))
+        # Kernel timeouts on the blocking socket: the fast path is one system call per
+        # answer; a slice that passes empty-handed drops into the polling slow path.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
 
     def drain_output(self) -> None:
-        if not self.output_open:
-            return
-        try:
-            chunk = os.read(self.output_fd, 1 << 16)
-        except BlockingIOError:
-            return
-        if not chunk:
-            self.poller.unregister(self.output_fd)
-            self.output_open = False
-            return
-        self.tail += chunk
-        if len(self.tail) > self.tail_bytes:
-            del self.tail[: len(self.tail) - self.tail_bytes]
+        """Read whatever the policy has printed, keeping only the tail."""
+        while self.output_open:
+            try:
+                chunk = os.read(self.output_fd, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.output_open = False
+                return
+            self.tail += chunk
+            if len(self.tail) > self.tail_bytes:
+                del self.tail[: len(self.tail) - self.tail_bytes]
 
-    def send(self, frame: bytes) -> None:
-        try:
-            self.sock.sendall(frame)
-        except OSError as exc:
-            raise _PolicyFailure("protocol_error", f"policy process stopped reading ({exc.strerror})") from exc
+    def _check_deadline(self) -> float:
+        remaining = self.budget_s - self.used_s - (time.monotonic() - self.started)
+        if remaining <= 0:
+            raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
+        return remaining
+
+    def _wait(self, events: int) -> None:
+        """Block until the socket has ``events`` (or output arrives) within the deadline."""
+        poller = select.poll()
+        poller.register(self.sock.fileno(), events)
+        if self.output_open:
+            poller.register(self.output_fd, select.POLLIN)
+        ready = poller.poll(min(self._check_deadline(), 1.0) * 1000.0 + 1)
+        for fd, _ in ready:
+            if fd == self.output_fd:
+                self.drain_output()
+        self._check_deadline()
+
+    def _send(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                self._wait(select.POLLOUT)  # the policy is not reading
+                continue
+            except OSError as exc:
+                raise _PolicyFailure("protocol_error", f"policy process stopped reading ({exc.strerror})") from exc
+            view = view[sent:]
 
     def exchange(self, frame: bytes) -> tuple[int, bytes]:
-        """Send a frame and return the answer, charging the whole wait to the Episode deadline.
-
-        Blocking reads with a kernel receive timeout (``SO_RCVTIMEO``) cost one
-        system call per answer; each time a slice elapses we drain the policy's
-        output (it may be blocked writing) and check the deadline.
-        """
-        started = time.monotonic()
+        """Send a frame (if any) and return the answer, charging the wait to the deadline."""
+        self.started = time.monotonic()
         reader = self.reader
         try:
             if frame:
-                self.send(frame)
+                self._send(frame)
             while True:
                 if not reader.buffer:
                     # The usual case: one read holds exactly one whole frame.
                     try:
                         n = self.sock.recv_into(reader.chunk)
                     except BlockingIOError:
-                        n = -1
+                        self._wait(select.POLLIN)
+                        continue
                     if n >= _HEADER_SIZE:
                         length, kind = _HEADER_UNPACK(reader.chunk)
                         if length + _HEADER_SIZE == n:
                             return kind, bytes(reader.view[_HEADER_SIZE:n])
-                    if n > 0:
-                        reader.buffer += reader.view[:n]
-                    elif n == 0:
+                    if n == 0:
                         raise EOFError
-                    else:
-                        self._slice_elapsed(started)
-                        continue
+                    reader.buffer += reader.view[:n]
                 got = reader.next_frame()
                 if got is not None:
                     return got
+                self._check_deadline()  # a policy dripping a frame byte by byte
                 try:
                     if not reader.feed():
                         raise EOFError
                 except BlockingIOError:
-                    self._slice_elapsed(started)
+                    self._wait(select.POLLIN)
         except protocol.FrameTooLarge as exc:
             raise _PolicyFailure(
                 "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {protocol.MAX_PAYLOAD}-byte limit"
             ) from None
         finally:
-            self.used_s += time.monotonic() - started
+            self.used_s += time.monotonic() - self.started
 
-
-    def _slice_elapsed(self, started: float) -> None:
-        """A receive slice passed without an answer: drain the output, check the deadline."""
-        self.drain_output()
-        if self.used_s + time.monotonic() - started >= self.budget_s:
-            raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
+    def send_close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.send(protocol.pack(protocol.CLOSE), socket.MSG_DONTWAIT)
 
 
 def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
@@ -353,15 +371,19 @@ class EpisodeRunner:
             except Exception as exc:
                 raise EvaluationError(f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}") from exc
         if failure is None:
-            with contextlib.suppress(_PolicyFailure):
-                channel.send(protocol.pack(protocol.CLOSE))
-            self._closing.append(pid)  # it exits on its own; reaped later, killed if it lingers
+            channel.send_close()
+            # Nothing is owed after CLOSE and policy code can patch the worker to linger,
+            # so kill it now; the exit status is collected later, off the critical path.
+            with contextlib.suppress(OSError):
+                self.client.kill(pid)
+            self._closing.append(pid)
             channel.drain_output()
         else:
-            self._stop(pid)
+            if not failure.reaped:
+                self._stop(pid)
             self._collect_output(channel)
         if not math.isfinite(total):
-            raise BenchmarkError(f"{self.benchmark.spec.id}: non-finite return")
+            raise EvaluationError(f"{self.benchmark.spec.id}: the Environment produced a non-finite return")
         return EpisodeRecord(
             spec=episode,
             policy_seed=policy_seed,
@@ -381,7 +403,9 @@ class EpisodeRunner:
             got, payload = channel.exchange(frame)
         except EOFError:
             status = self.client.wait(pid, _EXIT_GRACE_S)
-            raise _exit_failure(status, contained) from None
+            failure = _exit_failure(status, contained)
+            failure.reaped = status is not None
+            raise failure from None
         except _PolicyFailure:
             if not contained:
                 raise EvaluationError("the policy worker did not finish its set-up in time") from None
@@ -391,27 +415,21 @@ class EpisodeRunner:
         if not contained:
             raise EvaluationError("the policy worker sent an unexpected first frame")
         if got == protocol.FAIL:
+            # Written by the worker, but policy code can forge it: trust nothing in it.
             try:
-                reported, message = msgspec.msgpack.decode(payload)
-            except (msgspec.DecodeError, ValueError):
+                reported, message = msgspec.msgpack.decode(payload, type=tuple[str, str])
+            except Exception:
                 raise _PolicyFailure("protocol_error", "malformed failure report") from None
             if reported not in ("exception", "protocol_error", "resource_limit"):
                 reported = "protocol_error"
-            raise _PolicyFailure(str(reported), str(message))
+            raise _PolicyFailure(reported, message[-_FAILURE_CHARS:])
         raise _PolicyFailure("protocol_error", f"unexpected frame kind {got!r}")
 
     def _collect_output(self, channel: _Channel) -> None:
         """Read what the policy printed before it died (bounded in time and size)."""
         deadline = time.monotonic() + 0.2
         while channel.output_open and time.monotonic() < deadline:
-            ready = channel.poller.poll(20)
+            ready, _, _ = select.select([channel.output_fd], [], [], 0.02)
             if not ready:
                 break
-            for fd, _ in ready:
-                if fd == channel.output_fd:
-                    channel.drain_output()
-                else:
-                    with contextlib.suppress(OSError):
-                        channel.sock.recv(1 << 16)
-                    with contextlib.suppress(KeyError):
-                        channel.poller.unregister(fd)
+            channel.drain_output()

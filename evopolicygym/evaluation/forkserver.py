@@ -29,6 +29,8 @@ from typing import Any
 
 import msgspec
 
+from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
+
 __all__ = ["ForkServer", "ForkServerClient", "ForkServerError"]
 
 _MAX_MESSAGE = 64 * 1024
@@ -71,6 +73,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
     owners: dict[int, socket.socket] = {}
+    serial = 0
     children: dict[socket.socket, set[int]] = {}
     os.write(ready_fd, msgspec.msgpack.encode({"containment": containment}))
     os.close(ready_fd)
@@ -102,6 +105,8 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                 reply(conn, {"op": "exited", "pid": pid, "status": status})
 
     def spawn(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        nonlocal serial
+        serial += 1
         try:
             if len(fds) != 2:
                 raise ForkServerError("spawn needs exactly two descriptors")
@@ -118,6 +123,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                     request["containment"] = containment
                     request["work_dir"] = work_dir
                     request["server_pid"] = server_pid
+                    request["uid"] = sandbox.jail_uid(server_pid, serial)
                     worker.child_main(request, fds[0], fds[1])
                 finally:
                     os._exit(71)
@@ -201,14 +207,17 @@ class ForkServer:
         os.chmod(self.address, 0o600)
         listener.listen(64)
         ready_r, ready_w = os.pipe()
-        env = dict(os.environ)
-        # One BLAS thread: a forked child keeps only the forking thread, and
-        # policies get one core each anyway.
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = "1"
+        # Built from nothing, not from os.environ: the strings a process is started with
+        # stay in its memory, and every policy is a copy of this process.
+        env = dict(POLICY_ENVIRONMENT)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         # Policies inherit the server's hash secret: fix it so str-set order is reproducible.
         env["PYTHONHASHSEED"] = "0"
+        # Only what locates the package (a source checkout run without installing it)
+        # and the containment override.
+        for name in ("PYTHONPATH", "EVOPOLICY_CONTAINMENT"):
+            if name in os.environ:
+                env[name] = os.environ[name]
         self._process = subprocess.Popen(
             [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
             pass_fds=(listener.fileno(), ready_w),

@@ -30,6 +30,8 @@ from typing import Literal
 
 import msgspec
 
+from evopolicygym.evaluation.environment import PROGRAM_MOUNT, SCRATCH_MOUNT
+
 __all__ = [
     "Containment",
     "ResourceLimits",
@@ -38,6 +40,7 @@ __all__ = [
     "drop_privileges",
     "enter_episode_jail",
     "enter_pid_namespace",
+    "jail_uid",
     "leave_pid_namespace",
     "probe_containment",
     "runtime_paths",
@@ -47,6 +50,7 @@ __all__ = [
 Containment = Literal["namespaces", "process-group"]
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -66,10 +70,19 @@ class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-policy-process limits. ``memory_mb`` is address space beyond the pre-warmed interpreter."""
 
     memory_mb: int = 1024
-    cpu_seconds: int | None = None  # None: the Episode deadline rounded up, plus one second
+    cpu_seconds: int | None = None  # None: the Episode deadline rounded up, plus two seconds
     max_processes: int = 64
     max_open_files: int = 256
     max_file_mb: int = 64
+    scratch_mb: int = 64  # the size of /scratch under namespaces containment
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "max_processes", "max_open_files", "max_file_mb", "scratch_mb"):
+            value = getattr(self, name)
+            if not 1 <= value <= 1 << 20:
+                raise ValueError(f"{name} must be between 1 and {1 << 20}, got {value}")
+        if self.cpu_seconds is not None and not 1 <= self.cpu_seconds <= 86_400:
+            raise ValueError(f"cpu_seconds must be between 1 and 86400, got {self.cpu_seconds}")
 
 
 def _check(ret: int, what: str) -> None:
@@ -140,8 +153,10 @@ def probe_containment() -> Containment:
             try:
                 work = os.path.join(probe, "work")
                 seal_fork_server(os.path.join(probe, "root"), work, runtime_paths())
-                enter_episode_jail(os.path.join(work, "program"), os.path.join(work, "scratch"), work)
-                drop_privileges(SCRATCH_MOUNT)
+                enter_episode_jail(os.path.join(work, "program"), work, 1, jail_uid(os.getppid(), 0))
+                drop_privileges(jail_uid(os.getppid(), 0))
+                with open(os.path.join(SCRATCH_MOUNT, "probe"), "w") as handle:
+                    handle.write("writable")
                 processes = sorted(p for p in os.listdir("/proc") if p.isdigit())
                 hidden = not os.listdir(work) and processes == ["1"]
                 os._exit(0 if hidden and os.getpid() == 1 else 3)
@@ -160,9 +175,8 @@ def probe_containment() -> Containment:
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
 _MNT_DETACH = 2
 _PR_SET_NO_NEW_PRIVS = 38
-JAIL_UID = 65534  # nobody
-PROGRAM_MOUNT = "/program"
-SCRATCH_MOUNT = "/scratch"
+JAIL_UID_BASE = 3_000_000
+JAIL_UID_SPAN = 1_000_000
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "passwd", "group", "nsswitch.conf")
 _DEVICES = ("null", "zero", "random", "urandom")
@@ -242,24 +256,35 @@ def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
     os.chdir("/")
 
 
-def enter_episode_jail(program_dir: str, scratch: str, work_dir: str) -> None:
+def enter_episode_jail(program_dir: str, work_dir: str, scratch_mb: int, uid: int) -> None:
     """In a policy process forked from a sealed fork server: see only this Episode's program
-    (read-only, at /program) and scratch directory (at /scratch), and only its own processes."""
-    unshare(CLONE_NEWNS)
+    (read-only, at /program), a fresh size-capped scratch directory (at /scratch) and its own
+    processes; own network and IPC namespaces, so nothing (abstract sockets, SysV shared
+    memory, message queues) is shared with any other Episode or the Host."""
+    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     _bind(program_dir, PROGRAM_MOUNT, readonly=True)
-    _bind(scratch, SCRATCH_MOUNT, readonly=False)
+    owner = f",uid={uid},gid={uid}" if os.geteuid() == 0 else ""
+    _mount_fs("tmpfs", SCRATCH_MOUNT, MS_NOSUID | MS_NODEV, f"mode=0700,size={scratch_mb}m{owner}")
     _mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     # Hide every other Episode's program and scratch directory.
     _check(_libc.umount2(work_dir.encode(), _MNT_DETACH), "umount work directory")
 
 
-def drop_privileges(scratch: str) -> None:
-    """Root becomes nobody (owning only its scratch); others shed every capability."""
+def jail_uid(server_pid: int, serial: int) -> int:
+    """A uid of its own for each live policy, so RLIMIT_NPROC (counted per uid) is per policy.
+
+    Outside the usual account ranges; unique among a fork server's policies for a
+    million spawns, and different fork servers start far apart.
+    """
+    return JAIL_UID_BASE + (server_pid * 7919 + serial) % JAIL_UID_SPAN
+
+
+def drop_privileges(uid: int) -> None:
+    """Root becomes ``uid`` (no groups, no capabilities); others shed every capability."""
     if os.geteuid() == 0:
-        os.chown(scratch, JAIL_UID, JAIL_UID)
         os.setgroups([])
-        os.setgid(JAIL_UID)
-        os.setuid(JAIL_UID)
+        os.setgid(uid)
+        os.setuid(uid)
     else:
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         data = (ctypes.c_uint32 * 6)()
@@ -287,7 +312,19 @@ def _address_space_in_use() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def apply_limits(limits: ResourceLimits, cpu_seconds: int) -> None:
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+def apply_limits(limits: ResourceLimits, cpu_seconds: int, own_uid: bool) -> None:
     """Set rlimits on the calling (policy) process; soft == hard so a policy cannot raise them."""
 
     def both(kind: int, value: int) -> None:
@@ -297,6 +334,8 @@ def apply_limits(limits: ResourceLimits, cpu_seconds: int) -> None:
     both(resource.RLIMIT_AS, _address_space_in_use() + limits.memory_mb * 1024 * 1024)
     # SIGXCPU at the soft limit is what we classify; the hard limit is the backstop.
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    both(resource.RLIMIT_NPROC, limits.max_processes)
+    # Counted per real uid: a policy with a uid of its own gets exactly max_processes; one
+    # sharing the user's uid must leave room for the user's other processes.
+    both(resource.RLIMIT_NPROC, limits.max_processes + (0 if own_uid else _processes_of(os.getuid())))
     both(resource.RLIMIT_NOFILE, limits.max_open_files)
     both(resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024)

@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from typing import Any, NoReturn
 
@@ -23,6 +24,7 @@ import msgspec
 import numpy as np
 
 from evopolicygym.evaluation import protocol
+from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 from evopolicygym.evaluation.sandbox import (
     PROGRAM_MOUNT,
     SCRATCH_MOUNT,
@@ -35,25 +37,14 @@ from evopolicygym.evaluation.sandbox import (
 from evopolicygym.policy import PolicyContext
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
 
-__all__ = ["POLICY_ENVIRONMENT", "child_main", "prepare_fork_server"]
-
-# Everything a policy finds in os.environ: nothing of the Host's.
-POLICY_ENVIRONMENT = {
-    "HOME": SCRATCH_MOUNT,
-    "TMPDIR": SCRATCH_MOUNT,
-    "PATH": "/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
-
+__all__ = ["child_main", "prepare_fork_server"]
 
 def prepare_fork_server() -> None:
     """Work every child would repeat, done once before forking (each first touch after a
     fork copies pages): the policy environment, and msgspec's converter for the limits."""
     os.environ.clear()
     os.environ.update(POLICY_ENVIRONMENT)
+    tempfile.tempdir = None  # forget the directory cached before TMPDIR changed
     msgspec.convert(msgspec.to_builtins(ResourceLimits()), ResourceLimits)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -81,7 +72,7 @@ def _describe(exc: BaseException) -> str:
 def _classify(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "resource_limit"
-    if isinstance(exc, OSError) and exc.errno in (11, 24, 27):  # EAGAIN (fork), EMFILE, EFBIG
+    if isinstance(exc, OSError) and exc.errno in (11, 24, 27, 28):  # EAGAIN (fork), EMFILE, EFBIG, ENOSPC
         return "resource_limit"
     return "exception"
 
@@ -119,9 +110,10 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     os.closerange(_EPISODE_FD + 1, 1 << 16)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    limits = msgspec.convert(request["limits"], ResourceLimits)
     jailed = request["containment"] == "namespaces"
     if jailed:
-        enter_episode_jail(request["program_dir"], request["scratch_dir"], request["work_dir"])
+        enter_episode_jail(request["program_dir"], request["work_dir"], limits.scratch_mb, request["uid"])
         program_dir, scratch = PROGRAM_MOUNT, SCRATCH_MOUNT
     else:
         program_dir, scratch = request["program_dir"], request["scratch_dir"]
@@ -130,10 +122,10 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     # The fork server already holds exactly POLICY_ENVIRONMENT (see prepare_fork_server).
     if os.environ.get("HOME") != scratch:
         os.environ["HOME"] = os.environ["TMPDIR"] = scratch
-    limits = msgspec.convert(request["limits"], ResourceLimits)
-    apply_limits(limits, request["cpu_seconds"])
+    own_uid = jailed and os.geteuid() == 0
+    apply_limits(limits, request["cpu_seconds"], own_uid)
     if jailed:
-        drop_privileges(scratch)
+        drop_privileges(request["uid"])
     # After the credential change, which clears it: die with the fork server.
     die_with_parent(None if os.getpid() == 1 else request["server_pid"])
     sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
