@@ -54,6 +54,21 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
 
     server_pid = os.getpid()
     sandbox.die_with_parent(host_pid)
+    if os.geteuid() != 0 and not sandbox.containment_disabled() and sandbox.enter_user_namespace():
+        # Our PID namespace belongs to the initial user namespace, where we hold no
+        # capability, so we could never setns() back into it after making a policy's.
+        # Serve from a PID namespace of our own instead; this process only waits.
+        try:
+            sandbox.enter_pid_namespace()
+            pid = os.fork()
+        except OSError:
+            pid = 0  # carry on here; the probe will settle for process groups
+        if pid > 0:
+            listener.close()
+            os.close(ready_fd)
+            _, status = os.waitpid(pid, 0)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        sandbox.die_with_parent(None)
     containment = sandbox.probe_containment()
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
@@ -227,8 +242,11 @@ class ForkServer:
         )
         listener.close()
         os.close(ready_w)
-        with os.fdopen(ready_r, "rb") as ready:
-            data = ready.read()
+        # One read, not read-to-end: a server that re-parents itself keeps a copy open.
+        try:
+            data = os.read(ready_r, 4096)
+        finally:
+            os.close(ready_r)
         if not data:
             self._process.wait()
             raise ForkServerError(f"policy fork server failed to start (exit code {self._process.returncode})")

@@ -36,10 +36,12 @@ __all__ = [
     "Containment",
     "ResourceLimits",
     "apply_limits",
+    "containment_disabled",
     "die_with_parent",
     "drop_privileges",
     "enter_episode_jail",
     "enter_pid_namespace",
+    "enter_user_namespace",
     "jail_uid",
     "leave_pid_namespace",
     "probe_containment",
@@ -119,42 +121,60 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def probe_containment() -> Containment:
-    """Called once in the (single-threaded) fork server: get the strongest level available.
+def containment_disabled() -> bool:
+    return os.environ.get("EVOPOLICY_CONTAINMENT") == "process-group"
 
-    ``EVOPOLICY_CONTAINMENT=process-group`` forces the weaker level (for comparison or
-    where namespaces misbehave).
-    """
-    if os.environ.get("EVOPOLICY_CONTAINMENT") == "process-group":
-        return "process-group"
-    if os.geteuid() != 0:
-        # An unprivileged user namespace gives us the capabilities for the rest;
-        # it must happen before any thread exists, which is why the fork server does it.
-        uid, gid = os.geteuid(), os.getegid()
-        try:
-            unshare(CLONE_NEWUSER)
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        except OSError:
-            return "process-group"
+
+def enter_user_namespace() -> bool:
+    """Without root: an unprivileged user namespace (mapping only our own uid and gid) gives
+    the capabilities the rest needs. Must run before any thread exists."""
+    uid, gid = os.geteuid(), os.getegid()
     try:
-        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        unshare(CLONE_NEWUSER)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError:
+        return False
+    return True
+
+
+def probe_containment() -> Containment:
+    """Called once in the (single-threaded) fork server: the strongest level that works here.
+
+    The probe is a full dry run (PID namespace, seal, jail, privilege drop) inside a
+    throwaway child, so a failure part-way leaves the server itself untouched.
+    ``EVOPOLICY_CONTAINMENT=process-group`` forces the weaker level.
+    """
+    if containment_disabled():
+        return "process-group"
+    try:
+        pid = os.fork()
     except OSError:
         return "process-group"
+    if pid == 0:
+        try:
+            os._exit(0 if _dry_run() else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    return "namespaces" if os.waitstatus_to_exitcode(status) == 0 else "process-group"
+
+
+def _dry_run() -> bool:
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     probe = tempfile.mkdtemp(prefix="evopolicy-probe-")
     try:
-        for sub in ("root", "work", "work/program", "work/scratch"):
+        for sub in ("root", "work", "work/program"):
             os.mkdir(os.path.join(probe, sub))
         enter_pid_namespace()
         pid = os.fork()
         if pid == 0:
-            # A full dry run in a throwaway child: seal, jail, drop privileges.
             try:
                 work = os.path.join(probe, "work")
                 seal_fork_server(os.path.join(probe, "root"), work, runtime_paths())
-                enter_episode_jail(os.path.join(work, "program"), work, 1, jail_uid(os.getppid(), 0))
-                drop_privileges(jail_uid(os.getppid(), 0))
+                enter_episode_jail(os.path.join(work, "program"), work, 1, jail_uid(1, 0))
+                drop_privileges(jail_uid(1, 0))
                 with open(os.path.join(SCRATCH_MOUNT, "probe"), "w") as handle:
                     handle.write("writable")
                 processes = sorted(p for p in os.listdir("/proc") if p.isdigit())
@@ -162,11 +182,9 @@ def probe_containment() -> Containment:
                 os._exit(0 if hidden and os.getpid() == 1 else 3)
             except BaseException:
                 os._exit(4)
-        leave_pid_namespace(own)
+        leave_pid_namespace(own)  # the step that fails where we lack the capability
         _, status = os.waitpid(pid, 0)
-        return "namespaces" if os.waitstatus_to_exitcode(status) == 0 else "process-group"
-    except OSError:
-        return "process-group"
+        return os.waitstatus_to_exitcode(status) == 0
     finally:
         os.close(own)
         shutil.rmtree(probe, ignore_errors=True)
@@ -193,10 +211,20 @@ def runtime_paths() -> list[str]:
     return [r for r in ordered if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in ordered)]
 
 
+# statvfs f_flag bits that are also mount flags; in a user namespace a remount must
+# repeat the ones the original mount has ("locked" flags), or it is refused.
+_KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: 0x400, os.ST_NODIRATIME: 0x800, os.ST_RELATIME: 0x200000}
+
+
 def _bind(source: str, target: str, *, readonly: bool, device: bool = False) -> None:
     _mount(source, target, MS_BIND | MS_REC)
     if readonly:
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV)
+        current = os.statvfs(source).f_flag
+        kept = 0
+        for bit, flag in _KEPT_FLAGS.items():
+            if current & bit:
+                kept |= flag
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV) | kept
         _mount(None, target, flags)
 
 
