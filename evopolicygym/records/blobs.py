@@ -1,0 +1,366 @@
+"""Immutable content-addressed blobs, and Programs stored as trees of blobs.
+
+Layout under the store root (a Run's ``blobs/`` directory)::
+
+    sha256/<2 hex>/<62 hex>     one blob: a marker byte (b"Z" zstd frame, b"R" raw) + body
+    programs/<2 hex>/<62 hex>   program digest -> digest of its tree blob (one line)
+
+A blob's name is the sha256 of its uncompressed bytes. Files reach their final path only by
+``rename`` of a fully written, fsynced temp file, so a final path never holds a partial blob;
+temp files left by a crash start with ``.tmp-`` and are ignored by readers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import zstandard
+
+from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramError, program_digest
+
+__all__ = ["MAX_BLOB_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
+
+MAX_BLOB_BYTES = 256 * 1024 * 1024
+
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+_FANOUT_RE = re.compile(r"[0-9a-f]{2}")
+_REST_RE = re.compile(r"[0-9a-f]{62}")
+_ZSTD = b"Z"
+_RAW = b"R"
+_ZSTD_LEVEL = 3
+_MIN_COMPRESS = 256
+_TMP_PREFIX = ".tmp-"
+_DIR_MODE = 0o700
+_FILE_MODE = 0o400
+_TREE_FORMAT = "evopolicygym.program-tree/1"
+# Longest zstd frame header (magic 4 + descriptor 1 + window 1 + dict id 4 + content size 8).
+_ZSTD_MAX_HEADER = 18
+
+
+class BlobError(Exception):
+    """Base class for blob store failures; ``digest`` names the blob or program concerned."""
+
+    digest: str
+
+
+class BlobMissing(BlobError):
+    """No blob (or program) with this digest is stored."""
+
+    def __init__(self, digest: str, kind: str = "blob") -> None:
+        self.digest = digest
+        self.kind = kind
+        super().__init__(f"{kind} {digest} is not in the store")
+
+    def __reduce__(self) -> tuple[type[BlobMissing], tuple[str, str]]:
+        return (type(self), (self.digest, self.kind))
+
+
+class BlobCorrupt(BlobError):
+    """A stored blob (or program) does not decode to the content its digest names."""
+
+    def __init__(self, digest: str, reason: str, kind: str = "blob") -> None:
+        self.digest = digest
+        self.reason = " ".join(reason.split())
+        self.kind = kind
+        super().__init__(f"{kind} {digest} is corrupt: {self.reason}")
+
+    def __reduce__(self) -> tuple[type[BlobCorrupt], tuple[str, str, str]]:
+        return (type(self), (self.digest, self.reason, self.kind))
+
+
+class _TreeEntry(msgspec.Struct, forbid_unknown_fields=True):
+    path: str
+    blob: Annotated[str, msgspec.Meta(pattern=_DIGEST_PATTERN)]
+    size: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _Tree(msgspec.Struct, forbid_unknown_fields=True):
+    format: str
+    entries: list[_TreeEntry]
+
+
+def _check_digest(digest: str) -> str:
+    if not isinstance(digest, str) or _DIGEST_RE.fullmatch(digest) is None:
+        raise ValueError(f"{digest!r} is not a digest of the form sha256:<64 lowercase hex>")
+    return digest
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(path: Path) -> None:
+    """Create ``path`` and missing ancestors as 0700, making each new entry durable."""
+    missing: list[Path] = []
+    probe = path
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, _DIR_MODE)
+        except FileExistsError:
+            continue
+        _fsync_dir(directory.parent)
+
+
+def _write_atomic(final: Path, payload: bytes) -> None:
+    parent = final.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=parent)
+    except FileNotFoundError:
+        _make_dirs(parent)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fchmod(handle.fileno(), _FILE_MODE)
+            os.fsync(handle.fileno())
+        # Concurrent writers of the same name hold the same bytes, so either rename may win.
+        os.rename(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(parent)
+
+
+def _encode(data: bytes) -> bytes:
+    if len(data) >= _MIN_COMPRESS:
+        frame = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True).compress(data)
+        if 10 * len(frame) <= 9 * len(data):
+            return _ZSTD + frame
+    return _RAW + data
+
+
+def _declared_size(digest: str, frame: bytes) -> int:
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as exc:
+        raise BlobCorrupt(digest, f"bad zstd frame header ({exc})") from exc
+    if declared < 0:
+        raise BlobCorrupt(digest, "zstd frame does not declare its content size")
+    if declared > MAX_BLOB_BYTES:
+        raise BlobCorrupt(
+            digest, f"zstd frame declares {declared} bytes, over the {MAX_BLOB_BYTES}-byte limit"
+        )
+    return declared
+
+
+def _decode(digest: str, stored: bytes) -> bytes:
+    marker, body = stored[:1], stored[1:]
+    if marker == _RAW:
+        return body
+    if marker == _ZSTD:
+        declared = _declared_size(digest, body)
+        try:
+            # The frame's declared size was bounded above, and the decoder refuses to exceed it.
+            data = zstandard.ZstdDecompressor().decompress(
+                body, max_output_size=declared, allow_extra_data=False
+            )
+        except zstandard.ZstdError as exc:
+            raise BlobCorrupt(digest, f"zstd decompression failed ({exc})") from exc
+        if len(data) != declared:
+            raise BlobCorrupt(digest, f"decoded {len(data)} bytes, frame declares {declared}")
+        return data
+    if not marker:
+        raise BlobCorrupt(digest, "file is empty")
+    raise BlobCorrupt(digest, f"unknown marker byte {marker!r}")
+
+
+class BlobStore:
+    """Content-addressed, immutable blobs under ``root``; safe for concurrent writers."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._blobs = self.root / "sha256"
+        self._programs = self.root / "programs"
+
+    def __repr__(self) -> str:
+        return f"BlobStore({str(self.root)!r})"
+
+    # -- blobs -----------------------------------------------------------------------------
+
+    def path(self, digest: str) -> Path:
+        """Final path of the blob ``digest`` (which may or may not exist)."""
+        hexdigest = _check_digest(digest)[len("sha256:") :]
+        return self._blobs / hexdigest[:2] / hexdigest[2:]
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (if not already stored) and return its ``sha256:<hex>`` digest."""
+        data = bytes(data)
+        if len(data) > MAX_BLOB_BYTES:
+            raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
+        digest = _sha256(data)
+        final = self.path(digest)
+        if not final.exists():
+            _write_atomic(final, _encode(data))
+        return digest
+
+    def _read(self, digest: str) -> bytes:
+        final = self.path(digest)
+        try:
+            with open(final, "rb") as handle:
+                length = os.fstat(handle.fileno()).st_size
+                if length > MAX_BLOB_BYTES + 1:
+                    raise BlobCorrupt(digest, f"file holds {length} bytes, more than any blob")
+                return handle.read()
+        except FileNotFoundError:
+            raise BlobMissing(digest) from None
+
+    def get(self, digest: str) -> bytes:
+        """The blob's bytes, checked against its digest."""
+        data = _decode(digest, self._read(digest))
+        actual = _sha256(data)
+        if actual != digest:
+            raise BlobCorrupt(digest, f"content hashes to {actual}")
+        return data
+
+    def verify(self, digest: str) -> None:
+        """Raise ``BlobMissing`` or ``BlobCorrupt`` unless the blob reads back intact."""
+        self.get(digest)
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def size(self, digest: str) -> int:
+        """Uncompressed size, from the file length or the zstd frame header (content unchecked)."""
+        final = self.path(digest)
+        try:
+            with open(final, "rb") as handle:
+                head = handle.read(1 + _ZSTD_MAX_HEADER)
+                length = os.fstat(handle.fileno()).st_size
+        except FileNotFoundError:
+            raise BlobMissing(digest) from None
+        marker = head[:1]
+        if marker == _RAW:
+            return length - 1
+        if marker == _ZSTD:
+            return _declared_size(digest, head[1:])
+        if not marker:
+            raise BlobCorrupt(digest, "file is empty")
+        raise BlobCorrupt(digest, f"unknown marker byte {marker!r}")
+
+    def digests(self) -> Iterator[str]:
+        """Digests of all stored blobs, in sorted order."""
+        for prefix, rest in _walk_fanout(self._blobs):
+            yield f"sha256:{prefix}{rest}"
+
+    # -- programs --------------------------------------------------------------------------
+
+    def _program_path(self, digest: str) -> Path:
+        hexdigest = _check_digest(digest)[len("sha256:") :]
+        return self._programs / hexdigest[:2] / hexdigest[2:]
+
+    def put_program(self, program: Program) -> str:
+        """Store each file and the program's tree as blobs; return ``program.digest``."""
+        if program_digest(program.files) != program.digest:
+            raise ValueError(f"program {program.digest} does not match its files")
+        mapping = self._program_path(program.digest)
+        if mapping.exists():
+            return program.digest
+        entries = [
+            _TreeEntry(path=path, blob=self.put(data), size=len(data))
+            for path, data in sorted(program.files, key=lambda e: e[0].encode("utf-8"))
+        ]
+        tree = msgspec.json.encode(_Tree(format=_TREE_FORMAT, entries=entries), order="sorted")
+        tree_digest = self.put(tree)
+        # Written last: a mapping on disk implies its tree and every file blob are durable.
+        _write_atomic(mapping, tree_digest.encode("ascii") + b"\n")
+        return program.digest
+
+    def has_program(self, digest: str) -> bool:
+        return self._program_path(digest).is_file()
+
+    def program_tree(self, digest: str) -> str:
+        """Digest of the tree blob recorded for program ``digest``."""
+        try:
+            raw = self._program_path(digest).read_bytes()
+        except FileNotFoundError:
+            raise BlobMissing(digest, "program") from None
+        text = raw[:-1].decode("ascii", "replace") if raw.endswith(b"\n") else ""
+        if _DIGEST_RE.fullmatch(text) is None:
+            raise BlobCorrupt(digest, f"tree reference {raw[:80]!r} is not a digest", "program")
+        return text
+
+    def get_program(self, digest: str) -> Program:
+        """Rebuild the program from its tree; ``BlobCorrupt`` unless it has digest ``digest``."""
+        tree_digest = self.program_tree(digest)
+        try:
+            tree = msgspec.json.decode(self.get(tree_digest), type=_Tree)
+        except BlobError as exc:
+            raise BlobCorrupt(digest, f"tree {tree_digest}: {exc}", "program") from exc
+        except msgspec.DecodeError as exc:
+            raise BlobCorrupt(digest, f"tree {tree_digest} is malformed: {exc}", "program") from exc
+        if tree.format != _TREE_FORMAT:
+            raise BlobCorrupt(digest, f"tree has unknown format {tree.format!r}", "program")
+        if len(tree.entries) > MAX_FILES or sum(e.size for e in tree.entries) > MAX_TOTAL_BYTES:
+            raise BlobCorrupt(digest, "tree describes more than a program may hold", "program")
+        names = [entry.path.encode("utf-8", "surrogatepass") for entry in tree.entries]
+        if any(a >= b for a, b in itertools.pairwise(names)):
+            raise BlobCorrupt(digest, "tree entries are not strictly sorted by path", "program")
+        files: dict[str, bytes] = {}
+        for entry in tree.entries:
+            try:
+                data = self.get(entry.blob)
+            except BlobError as exc:
+                raise BlobCorrupt(digest, f"file {entry.path!r}: {exc}", "program") from exc
+            if len(data) != entry.size:
+                raise BlobCorrupt(
+                    digest,
+                    f"file {entry.path!r} has {len(data)} bytes, tree says {entry.size}",
+                    "program",
+                )
+            files[entry.path] = data
+        try:
+            program = Program.from_files(files)
+        except ProgramError as exc:
+            raise BlobCorrupt(digest, f"tree is not a valid program: {exc}", "program") from exc
+        if program.digest != digest:
+            raise BlobCorrupt(digest, f"files rebuild program {program.digest}", "program")
+        return program
+
+    def program_digests(self) -> Iterator[str]:
+        """Digests of all stored programs, in sorted order."""
+        for prefix, rest in _walk_fanout(self._programs):
+            yield f"sha256:{prefix}{rest}"
+
+
+def _walk_fanout(top: Path) -> Iterator[tuple[str, str]]:
+    try:
+        prefixes = sorted(e.name for e in os.scandir(top) if e.is_dir(follow_symlinks=False))
+    except FileNotFoundError:
+        return
+    for prefix in prefixes:
+        if _FANOUT_RE.fullmatch(prefix) is None:
+            continue
+        try:
+            names = sorted(
+                e.name for e in os.scandir(top / prefix) if e.is_file(follow_symlinks=False)
+            )
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if _REST_RE.fullmatch(name) is not None:
+                yield prefix, name

@@ -1,0 +1,442 @@
+"""Typed events: the Run lifecycle catalogue, the envelope, the payload codec and upcasting.
+
+Every event type is a frozen ``msgspec.Struct`` subclass of ``Event``; its class
+name is its stable type name and ``SCHEMA_VERSION`` its payload version. A
+payload is canonical JSON (sorted keys), so its hash is reproducible and the
+log is readable with any SQLite client. Old payload versions are upcast on
+read by registered functions ``(type, vN) -> vN+1`` over plain dicts.
+
+Conventions the verifier relies on: a field named ``*_blob`` (or ``blob``)
+holds a blob digest; a field named ``*program_digest`` holds a Program digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+__all__ = [
+    "EVENT_TYPES",
+    "AgentExited",
+    "AgentIdentity",
+    "AgentMessages",
+    "AgentStarted",
+    "ArtifactRef",
+    "AssessmentCompleted",
+    "AssessmentFailed",
+    "AssessmentStarted",
+    "CandidateValidated",
+    "Envelope",
+    "EpisodeCompleted",
+    "EpisodeOutcome",
+    "EvaluationFailed",
+    "EvaluationStarted",
+    "Event",
+    "EventCodecError",
+    "FinalSubmissionSelected",
+    "FinishAccepted",
+    "FinishRejected",
+    "Message",
+    "NewEvent",
+    "PoolEntry",
+    "RunCreated",
+    "RunFinished",
+    "RunInterrupted",
+    "RunResumed",
+    "SubmissionPublished",
+    "SubmissionRejected",
+    "TerminalReason",
+    "ToolCall",
+    "Usage",
+    "ValidationFailed",
+    "ValidationStarted",
+    "decode_event",
+    "encode_payload",
+    "event_schema",
+    "new_event",
+    "payload_hash",
+    "register_upcaster",
+]
+
+
+class EventCodecError(ValueError):
+    """A payload that does not decode as its declared type and version."""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every event. Subclasses set ``SCHEMA_VERSION`` when their payload changes."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    @classmethod
+    def type_name(cls) -> str:
+        return cls.__name__
+
+
+# --------------------------------------------------------------------------- shared parts
+
+
+class AgentIdentity(msgspec.Struct, frozen=True, kw_only=True):
+    """Who the Agent was: provider (``reference``, ``codex``, ``chat``…), model and options."""
+
+    name: str
+    provider: str
+    model: str | None = None
+    options: dict[str, Any] = {}
+
+
+class PoolEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One Episode of the Run-local pool. Host-private: the Agent knows only ``index``."""
+
+    index: int
+    split: str
+    seed: int
+    policy_seed: int
+    scenario: dict[str, Any] = {}
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One normalized transcript message; maps one-to-one onto the chat format trainers use."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = []
+    tool_call_id: str | None = None
+    name: str | None = None
+    usage: Usage | None = None
+    at: int = 0
+
+
+class ArtifactRef(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    media_type: str
+    retention: Literal["permanent", "bulk"]
+    blob: str
+    size: int
+
+
+class EpisodeOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """A public per-Episode summary (no seeds)."""
+
+    index: int
+    status: str
+    total_reward: float
+    steps: int
+    failure: str | None = None
+
+
+TerminalReason = Literal[
+    "finished",
+    "agent_exited",
+    "budget_exhausted",
+    "agent_failed",
+    "evaluation_failed",
+    "validation_failed",
+    "assessment_failed",
+    "interrupted",
+]
+
+
+# --------------------------------------------------------------------------- the Run lifecycle
+
+
+class RunCreated(Event, frozen=True, kw_only=True):
+    run_id: str
+    config: dict[str, Any]
+    benchmark_id: str
+    benchmark_spec: dict[str, Any]
+    environment_digest: str
+    initial_program_digest: str
+    agent: AgentIdentity
+    pool: list[PoolEntry]  # Host-private
+    seeds: dict[str, int] = {}  # Host-private: derived validation/assessment seeds
+    skills: list[str] = []  # digests of skill directories given to the Agent
+
+
+class AgentStarted(Event, frozen=True, kw_only=True):
+    attempt: int
+    command: list[str] = []
+    pid: int | None = None
+
+
+class AgentMessages(Event, frozen=True, kw_only=True):
+    attempt: int
+    chunk: int
+    messages: list[Message]
+    raw_blob: str | None = None
+
+
+class SubmissionRejected(Event, frozen=True, kw_only=True):
+    request_id: str
+    code: str
+    message: str
+    program_digest: str | None = None
+    selector: str | None = None
+
+
+class EvaluationStarted(Event, frozen=True, kw_only=True):
+    submission_id: int
+    program_digest: str
+    parent_program_digest: str | None = None
+    indices: list[int]
+    budget_reserved: int
+    budget_used: int  # after this reservation
+
+
+class EpisodeCompleted(Event, frozen=True, kw_only=True):
+    submission_id: int
+    index: int  # pool index
+    status: str
+    total_reward: float
+    steps: int
+    failure: str | None = None
+    duration_s: float = 0.0
+    output_tail: str = ""
+    trace_blob: str | None = None
+
+
+class SubmissionPublished(Event, frozen=True, kw_only=True):
+    submission_id: int
+    program_digest: str
+    score: float
+    failures: int
+    content: dict[str, Any] = {}
+    artifacts: list[ArtifactRef] = []
+    budget_used: int
+    budget_left: int
+
+
+class EvaluationFailed(Event, frozen=True, kw_only=True):
+    submission_id: int
+    error: str
+    budget_consumed: int  # reserved budget is never refunded after a trusted fault
+
+
+class FinishRejected(Event, frozen=True, kw_only=True):
+    request_id: str
+    code: str
+    message: str
+    candidates: list[int] = []
+
+
+class FinishAccepted(Event, frozen=True, kw_only=True):
+    request_id: str
+    candidates: list[int]
+
+
+class AgentExited(Event, frozen=True, kw_only=True):
+    attempt: int
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    stdout_blob: str | None = None
+    stderr_blob: str | None = None
+
+
+class ValidationStarted(Event, frozen=True, kw_only=True):
+    candidates: list[int]
+    split: str
+    episodes: int
+    seed: int  # Host-private
+
+
+class CandidateValidated(Event, frozen=True, kw_only=True):
+    submission_id: int
+    score: float
+    failures: int
+    episodes: list[EpisodeOutcome] = []
+
+
+class ValidationFailed(Event, frozen=True, kw_only=True):
+    error: str
+
+
+class FinalSubmissionSelected(Event, frozen=True, kw_only=True):
+    submission_id: int
+    program_digest: str
+    score: float
+    reason: str = ""
+
+
+class AssessmentStarted(Event, frozen=True, kw_only=True):
+    submission_id: int
+    split: str
+    episodes: int
+    seed: int  # Host-private
+
+
+class AssessmentCompleted(Event, frozen=True, kw_only=True):
+    submission_id: int
+    score: float
+    failures: int
+    episodes: list[EpisodeOutcome] = []
+    content: dict[str, Any] = {}
+
+
+class AssessmentFailed(Event, frozen=True, kw_only=True):
+    error: str
+
+
+class RunInterrupted(Event, frozen=True, kw_only=True):
+    reason: str
+    last_position: int = 0
+
+
+class RunResumed(Event, frozen=True, kw_only=True):
+    attempt: int
+
+
+class RunFinished(Event, frozen=True, kw_only=True):
+    reason: TerminalReason
+    final_submission_id: int | None = None
+    validation_score: float | None = None
+    assessment_score: float | None = None
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type_name(): cls
+    for cls in (
+        RunCreated,
+        AgentStarted,
+        AgentMessages,
+        SubmissionRejected,
+        EvaluationStarted,
+        EpisodeCompleted,
+        SubmissionPublished,
+        EvaluationFailed,
+        FinishRejected,
+        FinishAccepted,
+        AgentExited,
+        ValidationStarted,
+        CandidateValidated,
+        ValidationFailed,
+        FinalSubmissionSelected,
+        AssessmentStarted,
+        AssessmentCompleted,
+        AssessmentFailed,
+        RunInterrupted,
+        RunResumed,
+        RunFinished,
+    )
+}
+
+
+# --------------------------------------------------------------------------- codec
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODERS: dict[type[Event], msgspec.json.Decoder[Any]] = {}
+_RAW = msgspec.json.Decoder()
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+_UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def register_upcaster(type_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register ``fn(payload_vN) -> payload_vN+1`` for one event type."""
+
+    def register(fn: Upcaster) -> Upcaster:
+        _UPCASTERS[(type_name, from_version)] = fn
+        return fn
+
+    return register
+
+
+def encode_payload(event: Event) -> bytes:
+    """Canonical JSON of the event's fields (sorted keys, no whitespace)."""
+    return _ENCODER.encode(event)
+
+
+def payload_hash(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+def decode_event(type_name: str, schema_version: int, payload: bytes) -> Event:
+    """The typed event, upcast from older payload versions when needed."""
+    cls = EVENT_TYPES.get(type_name)
+    if cls is None:
+        raise EventCodecError(f"unknown event type {type_name!r}")
+    current = cls.SCHEMA_VERSION
+    try:
+        if schema_version == current:
+            decoder = _DECODERS.get(cls)
+            if decoder is None:
+                decoder = _DECODERS[cls] = msgspec.json.Decoder(cls)
+            return decoder.decode(payload)
+        if schema_version > current:
+            raise EventCodecError(f"{type_name} v{schema_version} is newer than this code (v{current})")
+        data: dict[str, Any] = _RAW.decode(payload)
+        for version in range(schema_version, current):
+            upcast = _UPCASTERS.get((type_name, version))
+            if upcast is None:
+                raise EventCodecError(f"no upcaster for {type_name} v{version} -> v{version + 1}")
+            data = upcast(data)
+        return msgspec.convert(data, cls)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise EventCodecError(f"{type_name} v{schema_version}: {exc}") from exc
+
+
+def event_schema(cls: type[Event]) -> dict[str, Any]:
+    """The JSON Schema of one event type's payload (checked in under schemas/events/)."""
+    schema: dict[str, Any] = msgspec.json.schema(cls)
+    schema["title"] = cls.type_name()
+    schema["x-schema-version"] = cls.SCHEMA_VERSION
+    return schema
+
+
+# --------------------------------------------------------------------------- envelopes
+
+
+class NewEvent(msgspec.Struct, frozen=True):
+    """An event ready to append: its id (the idempotency key), type, version and payload."""
+
+    event_id: str
+    type: str
+    schema_version: int
+    payload: bytes
+
+
+def new_event(event: Event, event_id: str) -> NewEvent:
+    """Wrap an event for ``append``. Derive ``event_id`` deterministically where a retry
+    must be recognised (for example from the stream, the command and a counter)."""
+    if not event_id or len(event_id) > 200:
+        raise ValueError("event_id must be a non-empty string of at most 200 characters")
+    return NewEvent(event_id, event.type_name(), event.SCHEMA_VERSION, encode_payload(event))
+
+
+class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored event: where it sits in the log, what it is, and its place in the hash chain."""
+
+    position: int  # global, gap-free, equal to commit order
+    stream_id: str
+    stream_version: int
+    event_id: str
+    type: str
+    schema_version: int
+    recorded_at: int  # nanoseconds since the epoch
+    payload: bytes
+    payload_hash: str
+    prev_hash: str
+    hash: str
+
+    def event(self) -> Event:
+        return decode_event(self.type, self.schema_version, self.payload)
+
+    def data(self) -> dict[str, Any]:
+        """The payload as plain JSON values (no upcasting)."""
+        value: dict[str, Any] = _RAW.decode(self.payload)
+        return value

@@ -1,0 +1,64 @@
+"""Where a store lives and how it is opened: ``events.db`` beside a ``blobs/`` directory.
+
+The directory comes from ``--store DIR``, else ``EVOPOLICY_STORE``, else
+``./evopolicy-store``. Creating a store is explicit (``create=True``) and safe
+when two processes do it at once; opening a missing store is an error that
+says how to create one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from evopolicygym.records.blobs import BlobStore
+from evopolicygym.records.sqlite import SQLiteEventStore
+from evopolicygym.records.store import StoreError
+
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "Store", "open_store", "resolve_store_path"]
+
+DEFAULT_STORE = "evopolicy-store"
+STORE_ENV = "EVOPOLICY_STORE"
+
+
+def resolve_store_path(option: str | os.PathLike[str] | None = None) -> Path:
+    if option:
+        return Path(option)
+    from_env = os.environ.get(STORE_ENV)
+    return Path(from_env) if from_env else Path(DEFAULT_STORE)
+
+
+class Store:
+    """One store directory: the event log, the blobs, and the read-model database path."""
+
+    def __init__(self, path: Path, events: SQLiteEventStore, blobs: BlobStore) -> None:
+        self.path = path
+        self.events = events
+        self.blobs = blobs
+
+    @property
+    def read_models_path(self) -> Path:
+        return self.path / "read-models.duckdb"
+
+    def close(self) -> None:
+        self.events.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False) -> Store:
+    """Open the store at ``path`` (resolved as above); with ``create``, make it if missing."""
+    root = resolve_store_path(path)
+    database = root / "events.db"
+    if not database.exists():
+        if not create:
+            raise StoreError(f"no store at {root} (create one with --create, or point --store or {STORE_ENV} at one)")
+        root.mkdir(parents=True, exist_ok=True)
+    elif not root.is_dir():
+        raise StoreError(f"{root} is not a directory")
+    events = SQLiteEventStore(database, create=create)
+    return Store(root, events, BlobStore(root / "blobs"))

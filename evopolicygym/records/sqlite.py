@@ -1,0 +1,271 @@
+"""The embedded event store: one SQLite file in WAL mode, durable and append-only.
+
+Schema and connections go through SQLAlchemy; the hot paths (a batch insert, a
+page of reads) use the driver cursor underneath, which is where SQLite's speed
+is. Every write runs in ``BEGIN IMMEDIATE`` (one writer at a time, across
+processes, waiting up to the busy timeout), commits with ``synchronous=FULL``,
+and triggers refuse UPDATE and DELETE on the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    create_engine,
+    event,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateTable
+
+from evopolicygym.records.chain import GENESIS, chain_hash
+from evopolicygym.records.events import Envelope, NewEvent, payload_hash
+from evopolicygym.records.store import (
+    ANY_VERSION,
+    DuplicateEventError,
+    ExpectedVersionError,
+    StoreError,
+    StreamInfo,
+)
+
+__all__ = ["FORMAT_VERSION", "SQLiteEventStore"]
+
+FORMAT_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+
+metadata = MetaData()
+events_table = Table(
+    "events",
+    metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("stream_id", String, nullable=False),
+    Column("stream_version", Integer, nullable=False),
+    Column("event_id", String, nullable=False, unique=True),
+    Column("type", String, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("recorded_at", BigInteger, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+    Column("payload_hash", String(64), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    UniqueConstraint("stream_id", "stream_version", name="stream_version_unique"),
+)
+meta_table = Table("store_meta", metadata, Column("key", String, primary_key=True), Column("value", String, nullable=False))
+
+_APPEND_ONLY = (
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+)
+_COLUMNS = "position, stream_id, stream_version, event_id, type, schema_version, recorded_at, payload, payload_hash, prev_hash, hash"
+
+
+def _envelope(row: tuple[Any, ...]) -> Envelope:
+    return Envelope(
+        position=row[0],
+        stream_id=row[1],
+        stream_version=row[2],
+        event_id=row[3],
+        type=row[4],
+        schema_version=row[5],
+        recorded_at=row[6],
+        payload=row[7],
+        payload_hash=row[8],
+        prev_hash=row[9],
+        hash=row[10],
+    )
+
+
+class SQLiteEventStore:
+    """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"no event log at {self.path}")
+        self._lock = threading.RLock()
+        self.engine: Engine = create_engine(
+            f"sqlite:///{self.path}",
+            # One connection per store object, used under our lock: SQLite serialises
+            # writers anyway, and a single connection keeps reads of our own writes simple.
+            poolclass=StaticPool,
+            connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False},
+        )
+        event.listen(self.engine, "connect", self._configure)
+        with self._lock:
+            self._conn = self.engine.connect()
+            self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
+            if create:
+                self._create_schema()
+            self._check_format()
+
+    @staticmethod
+    def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+        cursor.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction: BEGIN IMMEDIATE takes the write lock up front."""
+        with self._lock:
+            cursor = self._raw.cursor()
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                yield cursor
+            except BaseException:
+                self._raw.rollback()
+                raise
+            else:
+                cursor.execute("COMMIT")
+            finally:
+                cursor.close()
+
+    def _create_schema(self) -> None:
+        # Safe when two processes create at once: IF NOT EXISTS, under the write lock.
+        ddl = [str(CreateTable(table, if_not_exists=True).compile(self.engine)) for table in metadata.sorted_tables]
+        with self._write() as cursor:
+            for statement in (*ddl, *_APPEND_ONLY):
+                cursor.execute(statement)
+            cursor.execute(
+                "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
+            )
+
+    def _check_format(self) -> None:
+        try:
+            row = self._raw.execute("SELECT value FROM store_meta WHERE key = 'format_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not an EvoPolicyGym event log ({exc})") from exc
+        if row is None:
+            raise StoreError(f"{self.path} is not an EvoPolicyGym event log (no format version)")
+        found = int(row[0])
+        if found > FORMAT_VERSION:
+            raise StoreError(f"{self.path} has log format {found}; this version reads up to {FORMAT_VERSION}")
+        if found < FORMAT_VERSION:
+            raise StoreError(f"{self.path} has log format {found}; upgrade it explicitly first")
+
+    # ----------------------------------------------------------------- the contract
+
+    def append(self, stream_id: str, events: Sequence[NewEvent], expected_version: int) -> list[int]:
+        if not stream_id or len(stream_id) > 200:
+            raise ValueError("stream_id must be a non-empty string of at most 200 characters")
+        if not events:
+            return []
+        ids = [e.event_id for e in events]
+        if len(set(ids)) != len(ids):
+            raise ValueError("an append names the same event id twice")
+        hashes = [payload_hash(e.payload) for e in events]
+        with self._write() as cursor:
+            marks = ",".join("?" * len(ids))
+            existing = cursor.execute(
+                f"SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id IN ({marks})",
+                ids,
+            ).fetchall()
+            if existing:
+                return self._retried(stream_id, events, hashes, existing)
+            current = cursor.execute(
+                "SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = ?", (stream_id,)
+            ).fetchone()[0]
+            if expected_version != ANY_VERSION and current != expected_version:
+                raise ExpectedVersionError(stream_id, expected_version, current)
+            last = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchone()
+            position, prev = last if last else (0, GENESIS)
+            now = time.time_ns()
+            rows = []
+            positions = []
+            for offset, (new, digest) in enumerate(zip(events, hashes, strict=True)):
+                position += 1
+                version = current + offset + 1
+                link = chain_hash(prev, position, stream_id, version, new.event_id, new.type, new.schema_version, now, digest)
+                rows.append((position, stream_id, version, new.event_id, new.type, new.schema_version, now, new.payload, digest, prev, link))
+                positions.append(position)
+                prev = link
+            cursor.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+        return positions
+
+    @staticmethod
+    def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[tuple[Any, ...]]) -> list[int]:
+        found = {row[0]: row for row in existing}
+        if len(found) != len(events):
+            raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
+        positions = []
+        for new, digest in zip(events, hashes, strict=True):
+            _, position, stored_stream, stored_type, stored_version, stored_hash = found[new.event_id]
+            if (stored_stream, stored_type, stored_version, stored_hash) != (stream_id, new.type, new.schema_version, digest):
+                raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
+            positions.append(position)
+        return positions
+
+    def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
+        version = from_version
+        while True:
+            with self._lock:
+                rows = self._raw.execute(
+                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND stream_version > ? ORDER BY stream_version LIMIT 1000",
+                    (stream_id, version),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _envelope(row)
+            version = rows[-1][2]
+
+    def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
+        return [_envelope(row) for row in self.read_all_rows(from_position, limit)]
+
+    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
+        """``read_all`` as plain tuples in envelope field order: for bulk folds and projections."""
+        with self._lock:
+            return self._raw.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (from_position, limit)
+            ).fetchall()
+
+    def head(self) -> int:
+        with self._lock:
+            row = self._raw.execute("SELECT MAX(position) FROM events").fetchone()
+        return int(row[0] or 0)
+
+    def streams(self, prefix: str = "") -> list[StreamInfo]:
+        with self._lock:
+            if prefix:
+                # A range on the unique (stream_id, stream_version) index, not a LIKE scan.
+                upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+                rows = self._raw.execute(
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND stream_id < ? GROUP BY stream_id ORDER BY stream_id",
+                    (prefix, upper),
+                ).fetchall()
+            else:
+                rows = self._raw.execute(
+                    "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY stream_id"
+                ).fetchall()
+        return [StreamInfo(stream_id, version) for stream_id, version in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self.engine.dispose()
+
+    def __enter__(self) -> SQLiteEventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
