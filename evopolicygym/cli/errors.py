@@ -17,6 +17,7 @@ import msgspec
 from evopolicygym.benchmark import Benchmark, BenchmarkError
 from evopolicygym.evaluation import EvaluationError, PlannedEpisode, plan_episodes
 from evopolicygym.program import ProgramError
+from evopolicygym.records.store import StoreError
 from evopolicygym.registry import UnknownBenchmark, load_benchmark
 
 __all__ = [
@@ -82,7 +83,7 @@ def _translated() -> Iterator[None]:
         raise error(exc.format_message()) from exc
     except EvaluationError as exc:
         raise CliError(f"evaluation failed: {exc}") from exc
-    except (ProgramError, UnknownBenchmark, BenchmarkError) as exc:
+    except (ProgramError, UnknownBenchmark, BenchmarkError, StoreError) as exc:
         raise CliError(str(exc) or type(exc).__name__) from exc
 
 

@@ -7,7 +7,8 @@ log is readable with any SQLite client. Old payload versions are upcast on
 read by registered functions ``(type, vN) -> vN+1`` over plain dicts.
 
 Conventions the verifier relies on: a field named ``*_blob`` (or ``blob``)
-holds a blob digest; a field named ``*program_digest`` holds a Program digest.
+holds a blob digest; a field named ``*program_digest`` holds a Program digest;
+``*_blobs`` and ``*program_digests`` hold lists of them.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ class RunCreated(Event, frozen=True, kw_only=True):
     agent: AgentIdentity
     pool: list[PoolEntry]  # Host-private
     seeds: dict[str, int] = {}  # Host-private: derived validation/assessment seeds
-    skills: list[str] = []  # digests of skill directories given to the Agent
+    skill_program_digests: list[str] = []  # skill directories given to the Agent, stored as programs
 
 
 class AgentStarted(Event, frozen=True, kw_only=True):

@@ -56,7 +56,10 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     database = root / "events.db"
     if not database.exists():
         if not create:
-            raise StoreError(f"no store at {root} (create one with --create, or point --store or {STORE_ENV} at one)")
+            raise StoreError(
+                f"no store at {root} (create one with `evopolicy record --store {root} create`, "
+                f"or point --store or {STORE_ENV} at an existing one)"
+            )
         root.mkdir(parents=True, exist_ok=True)
     elif not root.is_dir():
         raise StoreError(f"{root} is not a directory")

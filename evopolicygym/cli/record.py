@@ -1,0 +1,622 @@
+"""``evopolicy record``: look into a store: its Runs, their events, its integrity, the schemas.
+
+Everything here reads the event log directly (no read models), so it works on
+any store, including one a Run is still writing to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line
+from evopolicygym.records.events import (
+    AgentExited,
+    AssessmentCompleted,
+    AssessmentFailed,
+    CandidateValidated,
+    Envelope,
+    EpisodeCompleted,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    EventCodecError,
+    FinalSubmissionSelected,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationFailed,
+    decode_event,
+)
+from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
+from evopolicygym.records.store import StoreError
+from evopolicygym.records.verify import verify_store
+
+__all__ = ["RUN_PREFIX", "record", "run_summary"]
+
+RUN_PREFIX = "run-"
+POLL_INTERVAL_S = 0.2
+SUMMARY_CHARS = 120
+# Host-private payload fields: never in a summary (``events --json`` prints the raw log).
+_PRIVATE = frozenset({"pool", "seeds", "seed"})
+_RAW_JSON = msgspec.json.Decoder()
+_JSON_LINE = msgspec.json.Encoder()
+
+
+@click.group(cls=Cli, short_help="Inspect and verify the event store.")
+@click.option(
+    "--store",
+    "store_dir",
+    metavar="DIR",
+    default=None,
+    help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store].",
+)
+@click.pass_context
+def record(ctx: click.Context, store_dir: str | None) -> None:
+    """Inspect the record: Runs, their events, integrity and the event schemas."""
+    ctx.obj = resolve_store_path(store_dir)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _root(ctx: click.Context) -> Path:
+    root = ctx.find_object(Path)
+    return root if root is not None else resolve_store_path(None)
+
+
+def _open(ctx: click.Context) -> Store:
+    root = _root(ctx)
+    if not (root / "events.db").exists():
+        raise CliError(
+            f"no store at {root}: create one with 'evopolicy record --store {root} create' "
+            f"(or point --store or {STORE_ENV} at an existing store)"
+        )
+    try:
+        return open_store(root)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _stream_exists(store: Store, stream_id: str) -> bool:
+    return any(info.stream_id == stream_id for info in store.events.streams(stream_id))
+
+
+def _resolve_run(store: Store, run: str) -> str:
+    """The stream of RUN, given as ``<id>`` or ``run-<id>``."""
+    candidates = [run] if run.startswith(RUN_PREFIX) else []
+    candidates.append(RUN_PREFIX + run)
+    for stream_id in candidates:
+        if _stream_exists(store, stream_id):
+            return stream_id
+    raise CliError(f"no run {run!r} in the store at {store.path} (see 'evopolicy record list')")
+
+
+def _iso(ns: int) -> str:
+    moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _decode(envelope: Envelope) -> Event | None:
+    try:
+        return decode_event(envelope.type, envelope.schema_version, envelope.payload)
+    except EventCodecError:
+        return None
+
+
+def _first(events: Iterator[Envelope]) -> Envelope | None:
+    return next(events, None)
+
+
+def _status(last: Envelope | None) -> str:
+    if last is None:
+        return "empty"
+    if last.type == "RunFinished":
+        finished = _decode(last)
+        return finished.reason if isinstance(finished, RunFinished) else "finished"
+    if last.type == "RunInterrupted":
+        return "interrupted"
+    return "running"
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+# --------------------------------------------------------------------------- create
+
+
+@record.command(short_help="Create the store (if missing).")
+@click.pass_context
+def create(ctx: click.Context) -> None:
+    """Create the store directory and its event log; a no-op on an existing store."""
+    root = _root(ctx)
+    existed = (root / "events.db").exists()
+    try:
+        store = open_store(root, create=True)
+    except (StoreError, OSError) as exc:
+        raise CliError(f"cannot create a store at {root}: {exc}") from exc
+    with store:
+        head = store.events.head()
+    if existed:
+        click.echo(f"store at {root} already exists ({head} events)")
+    else:
+        click.echo(f"created store at {root}")
+
+
+# --------------------------------------------------------------------------- list
+
+
+def _run_row(store: Store, stream_id: str, version: int) -> dict[str, Any]:
+    first = _first(store.events.read_stream(stream_id, 0))
+    last = _first(store.events.read_stream(stream_id, max(version - 1, 0)))
+    created = _decode(first) if first is not None and first.type == "RunCreated" else None
+    finished = _decode(last) if last is not None and last.type == "RunFinished" else None
+    return {
+        "run_id": created.run_id
+        if isinstance(created, RunCreated)
+        else stream_id[len(RUN_PREFIX) :],
+        "stream_id": stream_id,
+        "version": version,
+        "events": version,  # stream versions are contiguous from 1 ('record verify' checks it)
+        "created_at": _iso(first.recorded_at) if first is not None else None,
+        "benchmark": created.benchmark_id if isinstance(created, RunCreated) else None,
+        "agent": created.agent.name if isinstance(created, RunCreated) else None,
+        "status": _status(last),
+        "assessment_score": (
+            finished.assessment_score if isinstance(finished, RunFinished) else None
+        ),
+    }
+
+
+@record.command("list", short_help="List the Runs in the store.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array to stdout.")
+@click.pass_context
+def list_runs(ctx: click.Context, as_json: bool) -> None:
+    """List the Runs (streams run-<id>) with their size, creation time, Benchmark and status."""
+    with _open(ctx) as store:
+        rows = [_run_row(store, i.stream_id, i.version) for i in store.events.streams(RUN_PREFIX)]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo(f"no runs in the store at {_root(ctx)}")
+        return
+    table = Table("run", "events", "created", "benchmark", "agent", "status")
+    for row in rows:
+        table.add_row(
+            escape(row["run_id"]),
+            str(row["events"]),
+            row["created_at"] or "",
+            escape(row["benchmark"] or "?"),
+            escape(row["agent"] or "?"),
+            escape(row["status"]),
+        )
+    _console().print(table)
+
+
+# --------------------------------------------------------------------------- show
+
+
+def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
+    """A Run's public summary, folded from its stream. Host-private data (the pool's seeds,
+    derived seeds, validation and assessment seeds) is left out: the pool shows as its size."""
+    summary: dict[str, Any] = {
+        "run_id": stream_id[len(RUN_PREFIX) :],
+        "stream_id": stream_id,
+        "events": 0,
+        "created_at": None,
+        "status": "empty",
+        "benchmark": None,
+        "benchmark_spec": None,
+        "agent": None,
+        "config": None,
+        "pool_size": None,
+        "environment_digest": None,
+        "initial_program_digest": None,
+        "budget_used": 0,
+        "budget_left": None,
+        "submissions": [],
+        "rejected_submissions": 0,
+        "agent_attempts": 0,
+        "final_submission": None,
+        "validation_error": None,
+        "assessment": None,
+        "terminal": None,
+        "undecodable_events": [],
+    }
+    submissions: dict[int, dict[str, Any]] = {}
+
+    def submission(number: int) -> dict[str, Any]:
+        if number not in submissions:
+            submissions[number] = {
+                "submission_id": number,
+                "program_digest": None,
+                "parent_program_digest": None,
+                "status": "evaluating",
+                "score": None,
+                "failures": None,
+                "episodes": 0,
+                "validation_score": None,
+                "error": None,
+            }
+        return submissions[number]
+
+    last: Envelope | None = None
+    for envelope in store.events.read_stream(stream_id, 0):
+        last = envelope
+        summary["events"] = envelope.stream_version
+        if summary["created_at"] is None:
+            summary["created_at"] = _iso(envelope.recorded_at)
+        if envelope.type == "AgentMessages":
+            continue  # transcripts: not part of the summary, and the bulk of a long Run
+        event = _decode(envelope)
+        if event is None:
+            summary["undecodable_events"].append(envelope.position)
+            continue
+        match event:
+            case RunCreated():
+                summary.update(
+                    run_id=event.run_id,
+                    benchmark=event.benchmark_id,
+                    benchmark_spec=event.benchmark_spec,
+                    agent=msgspec.to_builtins(event.agent),
+                    config=event.config,
+                    pool_size=len(event.pool),
+                    environment_digest=event.environment_digest,
+                    initial_program_digest=event.initial_program_digest,
+                )
+            case AgentExited():
+                summary["agent_attempts"] = max(summary["agent_attempts"], event.attempt)
+            case SubmissionRejected():
+                summary["rejected_submissions"] += 1
+            case EvaluationStarted():
+                entry = submission(event.submission_id)
+                entry["program_digest"] = event.program_digest
+                entry["parent_program_digest"] = event.parent_program_digest
+                summary["budget_used"] = event.budget_used
+            case EpisodeCompleted():
+                submission(event.submission_id)["episodes"] += 1
+            case SubmissionPublished():
+                entry = submission(event.submission_id)
+                entry.update(
+                    program_digest=event.program_digest,
+                    status="published",
+                    score=event.score,
+                    failures=event.failures,
+                )
+                summary["budget_used"] = event.budget_used
+                summary["budget_left"] = event.budget_left
+            case EvaluationFailed():
+                entry = submission(event.submission_id)
+                entry.update(status="failed", error=one_line(event.error))
+            case CandidateValidated():
+                submission(event.submission_id)["validation_score"] = event.score
+            case ValidationFailed():
+                summary["validation_error"] = one_line(event.error)
+            case FinalSubmissionSelected():
+                summary["final_submission"] = {
+                    "submission_id": event.submission_id,
+                    "program_digest": event.program_digest,
+                    "score": event.score,
+                    "reason": event.reason,
+                }
+            case AssessmentCompleted():
+                summary["assessment"] = {
+                    "submission_id": event.submission_id,
+                    "score": event.score,
+                    "failures": event.failures,
+                    "episodes": len(event.episodes),
+                }
+            case AssessmentFailed():
+                summary["assessment"] = {"error": one_line(event.error)}
+            case RunFinished():
+                summary["terminal"] = {
+                    "reason": event.reason,
+                    "final_submission_id": event.final_submission_id,
+                    "validation_score": event.validation_score,
+                    "assessment_score": event.assessment_score,
+                }
+            case RunInterrupted() | RunResumed():
+                pass
+            case _:
+                pass
+    summary["status"] = _status(last)
+    summary["submissions"] = [submissions[k] for k in sorted(submissions)]
+    return summary
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    console = _console()
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    agent = summary["agent"] or {}
+    agent_text = " ".join(
+        str(part) for part in (agent.get("name"), agent.get("provider"), agent.get("model")) if part
+    )
+    terminal = summary["terminal"]
+    final = summary["final_submission"]
+    assessment = summary["assessment"]
+    rows: list[tuple[str, str]] = [
+        ("run", summary["run_id"]),
+        ("stream", f"{summary['stream_id']} ({summary['events']} events)"),
+        ("created", summary["created_at"] or "-"),
+        ("status", summary["status"]),
+        ("benchmark", summary["benchmark"] or "-"),
+        ("agent", agent_text or "-"),
+        ("config", msgspec.json.encode(summary["config"], order="sorted").decode()),
+        ("pool", f"{_fmt(summary['pool_size'])} Episodes"),
+        ("initial program", summary["initial_program_digest"] or "-"),
+        ("budget", f"{summary['budget_used']} used, {_fmt(summary['budget_left'])} left"),
+        ("rejected", str(summary["rejected_submissions"])),
+    ]
+    if final is not None:
+        rows.append(("final", f"submission {final['submission_id']} ({_fmt(final['score'])})"))
+    if summary["validation_error"]:
+        rows.append(("validation", f"failed: {summary['validation_error']}"))
+    if assessment is not None:
+        if "error" in assessment:
+            rows.append(("assessment", f"failed: {assessment['error']}"))
+        else:
+            rows.append(
+                (
+                    "assessment",
+                    f"submission {assessment['submission_id']}: {_fmt(assessment['score'])} "
+                    f"({assessment['failures']} failures)",
+                )
+            )
+    if terminal is not None:
+        rows.append(("terminal", terminal["reason"]))
+    if summary["undecodable_events"]:
+        positions = ", ".join(str(p) for p in summary["undecodable_events"])
+        rows.append(("undecodable", f"positions {positions} (run 'evopolicy record verify')"))
+    for key, value in rows:
+        grid.add_row(key, escape(value))
+    console.print(grid)
+    if not summary["submissions"]:
+        return
+    table = Table("#", "status", "score", "failures", "episodes", "validation", "program")
+    for entry in summary["submissions"]:
+        table.add_row(
+            str(entry["submission_id"]),
+            escape(entry["status"]),
+            _fmt(entry["score"]),
+            _fmt(entry["failures"]),
+            str(entry["episodes"]),
+            _fmt(entry["validation_score"]),
+            escape(_digest(entry["program_digest"])),
+        )
+    console.print(table)
+
+
+@record.command(short_help="Summarise one Run.")
+@click.argument("run", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.pass_context
+def show(ctx: click.Context, run: str, as_json: bool) -> None:
+    """Summarise RUN (its id, or run-<id>): config, Benchmark, Agent, submissions and scores,
+    and how it ended. Host-private data (the pool's seeds, derived seeds) is never shown."""
+    with _open(ctx) as store:
+        summary = run_summary(store, _resolve_run(store, run))
+    if as_json:
+        emit_json(summary)
+    else:
+        _print_summary(summary)
+
+
+# --------------------------------------------------------------------------- events
+
+
+def _digest(value: str | None) -> str:
+    """A digest shortened for a terminal (``--json`` has them in full)."""
+    if value is None:
+        return "-"
+    return value[:19] + "…" if value.startswith("sha256:") and len(value) > 19 else value
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        return f"[{len(value)}]"
+    if isinstance(value, dict):
+        return f"{{{len(value)}}}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, str):
+        if value.startswith("sha256:") and len(value) == 71:
+            return _digest(value)
+        text = one_line(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return msgspec.json.encode(value).decode()
+
+
+def payload_summary(envelope: Envelope) -> str:
+    """A one-line summary of a payload without Host-private fields."""
+    try:
+        data = _RAW_JSON.decode(envelope.payload)
+    except msgspec.DecodeError:
+        return "(payload is not JSON)"
+    if not isinstance(data, dict):
+        return "(payload is not an object)"
+    parts: list[str] = []
+    if isinstance(data.get("pool"), list):
+        parts.append(f"pool={len(data['pool'])}")
+    for key in sorted(data):
+        if key in _PRIVATE or data[key] is None:
+            continue
+        if envelope.type == "AgentMessages" and key == "messages":
+            parts.append(f"messages={len(data[key])}")
+            continue
+        parts.append(f"{key}={_short(data[key])}")
+    text = " ".join(parts)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."
+
+
+def envelope_json(envelope: Envelope) -> dict[str, Any]:
+    """The full envelope as JSON values, the payload decoded (not upcast) as JSON."""
+    view: dict[str, Any] = {
+        "position": envelope.position,
+        "stream_id": envelope.stream_id,
+        "stream_version": envelope.stream_version,
+        "event_id": envelope.event_id,
+        "type": envelope.type,
+        "schema_version": envelope.schema_version,
+        "recorded_at": envelope.recorded_at,
+        "payload": None,
+        "payload_hash": envelope.payload_hash,
+        "prev_hash": envelope.prev_hash,
+        "hash": envelope.hash,
+    }
+    try:
+        view["payload"] = _RAW_JSON.decode(envelope.payload)
+    except msgspec.DecodeError as exc:
+        view["payload_error"] = f"not JSON: {exc}"
+        view["payload_text"] = bytes(envelope.payload).decode("utf-8", "replace")
+    return view
+
+
+def _event_line(envelope: Envelope) -> str:
+    return (
+        f"{envelope.position:>7}  v{envelope.stream_version:<5} {_iso(envelope.recorded_at)}  "
+        f"{envelope.type:<24} {payload_summary(envelope)}"
+    )
+
+
+@record.command(short_help="Print a Run's events.")
+@click.argument("run", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per event (a line).")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing new events until the Run finishes."
+)
+@click.option(
+    "--from-version",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Only events after stream version N.",
+)
+@click.pass_context
+def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_version: int) -> None:
+    """Print the events of RUN (its id, or run-<id>) in order.
+
+    With --follow, keep polling for new events until a RunFinished event is
+    printed or Ctrl-C. --json prints the full envelopes, payload included.
+    """
+    with _open(ctx) as store:
+        stream_id = _resolve_run(store, run)
+        last = from_version
+        try:
+            while True:
+                finished = False
+                for envelope in store.events.read_stream(stream_id, last):
+                    line = (
+                        _JSON_LINE.encode(envelope_json(envelope)).decode()
+                        if as_json
+                        else _event_line(envelope)
+                    )
+                    click.echo(line)
+                    last = envelope.stream_version
+                    if envelope.type == "RunFinished":
+                        finished = True
+                        break
+                sys.stdout.flush()
+                if finished or not follow:
+                    return
+                time.sleep(POLL_INTERVAL_S)
+        except KeyboardInterrupt:
+            return
+        except BrokenPipeError:
+            # The reader went away (``| head``): stop quietly, and let exit not flush again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@record.command(short_help="Verify the log's hash chain and the blobs it references.")
+@click.argument("run", metavar="[RUN]", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.pass_context
+def verify(ctx: click.Context, run: str | None, as_json: bool) -> None:
+    """Check positions, stream versions, payload hashes, the hash chain, that every payload
+    decodes, and that every referenced blob and Program is stored intact.
+
+    With RUN, only that Run's problems are reported (and any break of the global
+    chain, which is walked in full). Exit status 1 when anything is wrong.
+    """
+    with _open(ctx) as store:
+        stream_id = _resolve_run(store, run) if run is not None else None
+        report = verify_store(store, stream_id)
+    if as_json:
+        emit_json(report.to_dict())
+        if not report.ok:
+            ctx.exit(1)
+        return
+    first = report.first_problem
+    if first is None:
+        click.echo(f"ok: {report.events} events, {report.blobs} blobs verified")
+        return
+    for problem in report.problems:
+        click.echo(problem.describe())
+    count = len(report.problems)
+    raise CliError(
+        f"{count} problem{'s' if count != 1 else ''} in {report.events} events; "
+        f"first: {first.describe()}"
+    )
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@record.command(short_help="Write (or --check) the event JSON Schemas.")
+@click.option("--check", is_flag=True, help="Compare instead of writing; exit 1 on drift.")
+@click.option(
+    "--output",
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"Schema directory [default: ./{SCHEMA_DIR}].",
+)
+def schema(check: bool, output: Path | None) -> None:
+    """Write one JSON Schema per event type (<Type>.json), or compare them with --check."""
+    directory = output if output is not None else SCHEMA_DIR
+    if check:
+        problems = check_schemas(directory)
+        if problems:
+            raise CliError(
+                f"{len(problems)} schema file(s) differ from the code: {'; '.join(problems)} "
+                f"(regenerate with 'evopolicy record schema --output {directory}')"
+            )
+        click.echo(f"ok: {len(render_schemas())} schemas in {directory} match the code")
+        return
+    try:
+        changed = write_schemas(directory)
+    except OSError as exc:
+        raise CliError(f"cannot write schemas to {directory}: {exc}") from exc
+    click.echo(f"wrote {len(render_schemas())} schemas to {directory} ({len(changed)} changed)")

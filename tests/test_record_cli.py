@@ -1,0 +1,664 @@
+"""``evopolicy record`` and ``verify_store`` on a real store with realistic Runs and blobs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from evopolicygym.cli import main
+from evopolicygym.program import Program
+from evopolicygym.records import verify as verify_module
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentIdentity,
+    AgentMessages,
+    AgentStarted,
+    ArtifactRef,
+    AssessmentCompleted,
+    AssessmentStarted,
+    CandidateValidated,
+    EpisodeCompleted,
+    EpisodeOutcome,
+    EvaluationStarted,
+    Event,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    Message,
+    PoolEntry,
+    RunCreated,
+    RunFinished,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationStarted,
+    new_event,
+)
+from evopolicygym.records.location import STORE_ENV, Store, open_store
+from evopolicygym.records.verify import verify_store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Host-private values, distinctive enough that finding one in output can only be a leak.
+POOL_SEED = 8_675_309_120
+POLICY_SEED = 5_550_001_230
+DERIVED_SEEDS = {"validation": 7_771_234_567, "assessment": 7_772_345_678}
+VALIDATION_SEED = 9_991_112_223
+ASSESSMENT_SEED = 9_993_334_445
+PRIVATE_VALUES = [
+    *(str(POOL_SEED + i) for i in range(4)),
+    *(str(POLICY_SEED + i) for i in range(4)),
+    *(str(v) for v in DERIVED_SEEDS.values()),
+    str(VALIDATION_SEED),
+    str(ASSESSMENT_SEED),
+]
+
+POLICY_V1 = "def make_policy(context):\n    return lambda observation: 0\n"
+POLICY_V2 = "def make_policy(context):\n    return lambda observation: int(observation[3] > 0)\n"
+
+
+def invoke(*args: str) -> Result:
+    # click < 8.2 mixes stderr into stdout unless told not to; 8.2+ always keeps them apart.
+    options: dict[str, Any] = {}
+    if "mix_stderr" in inspect.signature(CliRunner).parameters:
+        options["mix_stderr"] = False
+    runner = CliRunner(**options)
+    result = runner.invoke(main, list(args), prog_name="evopolicy")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@dataclass
+class Writer:
+    """Appends events to streams with deterministic ids, tracking each stream's version."""
+
+    store: Store
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def append(self, stream: str, *events: Event) -> list[int]:
+        version = self.versions.get(stream, 0)
+        batch = [new_event(e, f"{stream}/{version + i + 1}") for i, e in enumerate(events)]
+        positions = self.store.events.append(stream, batch, version)
+        self.versions[stream] = version + len(events)
+        return positions
+
+
+@dataclass
+class Built:
+    root: Path
+    positions: dict[str, int]  # a label -> its global position
+    blobs: dict[str, str]  # a label -> blob or program digest
+    events: int
+    blob_count: int
+
+
+def run_created(run_id: str, initial: str, benchmark: str = "cartpole") -> RunCreated:
+    return RunCreated(
+        run_id=run_id,
+        config={"budget": 16, "episodes_per_submission": 2, "agent": "reference"},
+        benchmark_id=benchmark,
+        benchmark_spec={"id": benchmark, "score_direction": "maximize"},
+        environment_digest="sha256:" + "e" * 64,
+        initial_program_digest=initial,
+        agent=AgentIdentity(name="reference", provider="reference", model="scripted-1"),
+        pool=[
+            PoolEntry(index=i, split="train", seed=POOL_SEED + i, policy_seed=POLICY_SEED + i)
+            for i in range(4)
+        ],
+        seeds=dict(DERIVED_SEEDS),
+    )
+
+
+def build_store(root: Path) -> Built:
+    """Two Runs (one finished, one still running) and a non-Run stream, interleaved."""
+    positions: dict[str, int] = {}
+    blobs: dict[str, str] = {}
+    with open_store(root, create=True) as store:
+        w = Writer(store)
+        initial = store.blobs.put_program(Program.from_files({"policy.py": POLICY_V1}))
+        improved = store.blobs.put_program(Program.from_files({"policy.py": POLICY_V2}))
+        blobs.update(initial=initial, improved=improved)
+        blobs["raw"] = store.blobs.put(
+            b'{"role":"assistant","content":"trying a bang-bang policy"}'
+        )
+        blobs["trace0"] = store.blobs.put(b"step reward\n" * 200)
+        blobs["trace1"] = store.blobs.put(b"step reward\n" * 201)
+        blobs["artifact"] = store.blobs.put(b"episode,return\n0,200\n1,187\n")
+        blobs["stdout"] = store.blobs.put(b"agent finished\n")
+
+        positions["created"] = w.append("run-alpha", run_created("alpha", initial))[0]
+        positions["other_created"] = w.append("run-beta", run_created("beta", initial))[0]
+        w.append("host-1", AgentStarted(attempt=1, command=["host"]))
+        w.append(
+            "run-alpha",
+            AgentStarted(attempt=1, command=["reference-agent"], pid=4321),
+            AgentMessages(
+                attempt=1,
+                chunk=0,
+                messages=[
+                    Message(role="user", content="Improve the policy."),
+                    Message(role="assistant", content="Submitting a bang-bang policy."),
+                ],
+                raw_blob=blobs["raw"],
+            ),
+        )
+        positions["evaluation"] = w.append(
+            "run-alpha",
+            EvaluationStarted(
+                submission_id=1,
+                program_digest=improved,
+                parent_program_digest=initial,
+                indices=[0, 1],
+                budget_reserved=2,
+                budget_used=2,
+            ),
+        )[0]
+        positions["episode0"], positions["episode1"] = w.append(
+            "run-alpha",
+            EpisodeCompleted(
+                submission_id=1,
+                index=0,
+                status="ok",
+                total_reward=200.0,
+                steps=200,
+                trace_blob=blobs["trace0"],
+            ),
+            EpisodeCompleted(
+                submission_id=1,
+                index=1,
+                status="ok",
+                total_reward=187.0,
+                steps=187,
+                trace_blob=blobs["trace1"],
+            ),
+        )
+        w.append("run-beta", AgentStarted(attempt=1))
+        positions["published"] = w.append(
+            "run-alpha",
+            SubmissionPublished(
+                submission_id=1,
+                program_digest=improved,
+                score=193.5,
+                failures=0,
+                artifacts=[
+                    ArtifactRef(
+                        name="returns.csv",
+                        media_type="text/csv",
+                        retention="permanent",
+                        blob=blobs["artifact"],
+                        size=27,
+                    )
+                ],
+                budget_used=2,
+                budget_left=14,
+            ),
+            SubmissionRejected(request_id="req-2", code="duplicate", message="already submitted"),
+            FinishAccepted(request_id="req-3", candidates=[1]),
+            AgentExited(attempt=1, exit_code=0, reason="finished", stdout_blob=blobs["stdout"]),
+            ValidationStarted(candidates=[1], split="validation", episodes=4, seed=VALIDATION_SEED),
+            CandidateValidated(
+                submission_id=1,
+                score=190.25,
+                failures=0,
+                episodes=[
+                    EpisodeOutcome(index=i, status="ok", total_reward=190.25, steps=190)
+                    for i in range(4)
+                ],
+            ),
+            FinalSubmissionSelected(
+                submission_id=1, program_digest=improved, score=190.25, reason="best validation"
+            ),
+            AssessmentStarted(
+                submission_id=1, split="assessment", episodes=4, seed=ASSESSMENT_SEED
+            ),
+            AssessmentCompleted(submission_id=1, score=188.75, failures=1),
+            RunFinished(
+                reason="finished",
+                final_submission_id=1,
+                validation_score=190.25,
+                assessment_score=188.75,
+            ),
+        )[0]
+        events = store.events.head()
+    # Two programs (each verified with its tree and files) and five plain blobs.
+    return Built(root, positions, blobs, events, blob_count=7)
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> Built:
+    return build_store(tmp_path / "store")
+
+
+def store_args(built: Built, *args: str) -> list[str]:
+    return ["record", "--store", str(built.root), *args]
+
+
+def tamper_payload(root: Path, position: int) -> None:
+    """Flip one byte of a stored payload behind the log's back (triggers dropped first)."""
+    connection = sqlite3.connect(root / "events.db")
+    try:
+        connection.execute("DROP TRIGGER events_no_update")
+        (payload,) = connection.execute(
+            "SELECT payload FROM events WHERE position = ?", (position,)
+        ).fetchone()
+        flipped = bytearray(payload)
+        index = flipped.index(b'"') + 1  # inside the first key: still JSON, different bytes
+        flipped[index] ^= 0x01
+        connection.execute(
+            "UPDATE events SET payload = ? WHERE position = ?", (bytes(flipped), position)
+        )
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def tamper_column(root: Path, position: int, column: str, value: object) -> None:
+    connection = sqlite3.connect(root / "events.db")
+    try:
+        connection.execute("DROP TRIGGER events_no_update")
+        connection.execute(f"UPDATE events SET {column} = ? WHERE position = ?", (value, position))
+        connection.commit()
+    finally:
+        connection.close()
+
+
+# --------------------------------------------------------------------------- list / show
+
+
+def test_list_text_and_json(built: Built) -> None:
+    result = invoke(*store_args(built, "list"))
+    assert result.exit_code == 0, result.output
+    assert "alpha" in result.stdout and "beta" in result.stdout
+    assert "host-1" not in result.stdout
+    assert "cartpole" in result.stdout and "finished" in result.stdout
+
+    rows = json.loads(invoke(*store_args(built, "list", "--json")).stdout)
+    by_id = {row["run_id"]: row for row in rows}
+    assert set(by_id) == {"alpha", "beta"}
+    alpha, beta = by_id["alpha"], by_id["beta"]
+    assert alpha["stream_id"] == "run-alpha"
+    assert alpha["version"] == alpha["events"] == 16
+    assert alpha["benchmark"] == "cartpole"
+    assert alpha["status"] == "finished"
+    assert alpha["assessment_score"] == 188.75
+    assert alpha["created_at"].endswith("Z")
+    assert beta["status"] == "running" and beta["events"] == 2
+
+
+def test_list_empty_store(tmp_path: Path) -> None:
+    assert invoke("record", "--store", str(tmp_path / "s"), "create").exit_code == 0
+    result = invoke("record", "--store", str(tmp_path / "s"), "list")
+    assert result.exit_code == 0 and "no runs" in result.stdout
+    assert (
+        json.loads(invoke("record", "--store", str(tmp_path / "s"), "list", "--json").stdout) == []
+    )
+
+
+def test_show_json_summary(built: Built) -> None:
+    result = invoke(*store_args(built, "show", "alpha", "--json"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["run_id"] == "alpha"
+    assert summary["benchmark"] == "cartpole"
+    assert summary["agent"]["name"] == "reference"
+    assert summary["config"]["budget"] == 16
+    assert summary["pool_size"] == 4
+    assert summary["initial_program_digest"] == built.blobs["initial"]
+    assert summary["budget_used"] == 2 and summary["budget_left"] == 14
+    assert summary["rejected_submissions"] == 1
+    [submission] = summary["submissions"]
+    assert submission == {
+        "submission_id": 1,
+        "program_digest": built.blobs["improved"],
+        "parent_program_digest": built.blobs["initial"],
+        "status": "published",
+        "score": 193.5,
+        "failures": 0,
+        "episodes": 2,
+        "validation_score": 190.25,
+        "error": None,
+    }
+    assert summary["final_submission"]["submission_id"] == 1
+    assert summary["assessment"]["score"] == 188.75
+    assert summary["terminal"]["reason"] == "finished"
+    assert summary["status"] == "finished"
+    assert "pool" not in summary and "seeds" not in summary
+
+
+def test_show_accepts_stream_id_and_text(built: Built) -> None:
+    as_stream = json.loads(invoke(*store_args(built, "show", "run-alpha", "--json")).stdout)
+    assert as_stream["run_id"] == "alpha"
+    text = invoke(*store_args(built, "show", "run-alpha"))
+    assert text.exit_code == 0, text.output
+    for expected in ("alpha", "cartpole", "reference", "193.5", "190.25", "188.75", "finished"):
+        assert expected in text.stdout
+    assert "4 Episodes" in text.stdout
+
+
+@pytest.mark.parametrize("run", ["alpha", "beta"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_show_never_prints_private_seeds(built: Built, run: str, as_json: bool) -> None:
+    result = invoke(*store_args(built, "show", run, *(["--json"] if as_json else [])))
+    assert result.exit_code == 0, result.output
+    for value in PRIVATE_VALUES:
+        assert value not in result.stdout, value
+        assert value not in result.stderr, value
+
+
+def test_events_text_summaries_hide_seeds(built: Built) -> None:
+    result = invoke(*store_args(built, "events", "alpha"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 16
+    assert "RunCreated" in lines[0] and "pool=4" in lines[0]
+    assert "messages=2" in lines[2]
+    assert "RunFinished" in lines[-1] and "reason=finished" in lines[-1]
+    for value in PRIVATE_VALUES:
+        assert value not in result.stdout
+
+
+def test_unknown_run_is_one_line_error(built: Built) -> None:
+    for command in ("show", "events", "verify"):
+        line = one_line_error(invoke(*store_args(built, command, "gamma")))
+        assert "gamma" in line and "record list" in line
+
+
+# --------------------------------------------------------------------------- events
+
+
+def test_events_json_lines(built: Built) -> None:
+    result = invoke(*store_args(built, "events", "alpha", "--json"))
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["stream_version"] for r in records] == list(range(1, 17))
+    assert all(r["stream_id"] == "run-alpha" for r in records)
+    first = records[0]
+    assert set(first) == {
+        "position",
+        "stream_id",
+        "stream_version",
+        "event_id",
+        "type",
+        "schema_version",
+        "recorded_at",
+        "payload",
+        "payload_hash",
+        "prev_hash",
+        "hash",
+    }
+    assert first["type"] == "RunCreated" and first["payload"]["run_id"] == "alpha"
+    assert first["position"] == built.positions["created"]
+    assert records[-1]["type"] == "RunFinished"
+    # Positions are global: beta's and host-1's events sit between alpha's.
+    assert records[1]["position"] > first["position"] + 1
+
+    later = invoke(*store_args(built, "events", "alpha", "--json", "--from-version", "14"))
+    assert [json.loads(line)["stream_version"] for line in later.stdout.splitlines()] == [15, 16]
+
+
+def test_events_follow_stops_at_run_finished_already_recorded(built: Built) -> None:
+    result = invoke(*store_args(built, "events", "alpha", "--follow", "--json"))
+    assert result.exit_code == 0
+    assert json.loads(result.stdout.splitlines()[-1])["type"] == "RunFinished"
+
+
+@pytest.mark.timeout(60)
+def test_events_follow_subprocess(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        writer = Writer(store)
+        initial = store.blobs.put_program(Program.from_files({"policy.py": POLICY_V1}))
+        writer.append("run-live", run_created("live", initial))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop(STORE_ENV, None)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "evopolicygym.cli",
+                "record",
+                "--store",
+                str(root),
+                "events",
+                "live",
+                "--follow",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        assert process.stdout is not None
+        watchdog = threading.Timer(45, process.kill)
+        watchdog.start()
+        try:
+            seen = [json.loads(process.stdout.readline())]
+            assert seen[0]["type"] == "RunCreated"
+            writer.append("run-live", AgentStarted(attempt=1))
+            seen.append(json.loads(process.stdout.readline()))
+            assert seen[1]["type"] == "AgentStarted"  # printed while the Run is still open
+            time.sleep(0.3)
+            writer.append("run-other", AgentStarted(attempt=7))  # another stream: not printed
+            writer.append(
+                "run-live",
+                AgentExited(attempt=1, exit_code=0),
+                RunFinished(reason="agent_exited"),
+            )
+            out, err = process.communicate(timeout=30)
+        finally:
+            watchdog.cancel()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 0, err
+    seen += [json.loads(line) for line in out.splitlines()]
+    assert [r["type"] for r in seen] == ["RunCreated", "AgentStarted", "AgentExited", "RunFinished"]
+    assert [r["stream_version"] for r in seen] == [1, 2, 3, 4]
+    assert seen[-1]["payload"] == {
+        "reason": "agent_exited",
+        "final_submission_id": None,
+        "validation_score": None,
+        "assessment_score": None,
+    }
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def test_verify_intact(built: Built) -> None:
+    result = invoke(*store_args(built, "verify"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"ok: {built.events} events, {built.blob_count} blobs verified\n"
+    report = json.loads(invoke(*store_args(built, "verify", "--json")).stdout)
+    assert report["ok"] is True and report["problems"] == [] and report["first_problem"] is None
+    beta = invoke(*store_args(built, "verify", "beta"))
+    assert beta.exit_code == 0 and beta.stdout.startswith("ok: 2 events, 1 blobs verified")
+
+
+def test_verify_pages_through_the_log(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verify_module, "PAGE", 3)
+    with open_store(built.root) as store:
+        report = verify_store(store)
+    assert report.ok and report.events == built.events == report.head
+
+
+def test_verify_flipped_payload_byte(built: Built) -> None:
+    position = built.positions["episode1"]
+    tamper_payload(built.root, position)
+    result = invoke(*store_args(built, "verify"))
+    assert result.exit_code == 1
+    line = one_line_error(result)
+    assert f"position {position} " in line and "payload" in line
+    assert result.stdout.splitlines()[0].startswith(f"position {position} (run-alpha v")
+
+    report = json.loads(invoke(*store_args(built, "verify", "--json")).stdout)
+    assert report["ok"] is False
+    assert report["first_problem"]["position"] == position
+    assert report["first_problem"]["kind"] == "payload_hash"
+    assert {p["position"] for p in report["problems"]} == {position}
+
+    # The chain covers payload hashes, not payloads: another Run's verify stays clean.
+    assert invoke(*store_args(built, "verify", "beta")).exit_code == 0
+    assert invoke(*store_args(built, "verify", "run-alpha")).exit_code == 1
+
+
+def test_verify_reports_a_global_chain_break_under_a_stream_filter(built: Built) -> None:
+    position = built.positions["other_created"]  # beta's first event, inside alpha's span
+    tamper_column(built.root, position, "recorded_at", 1)
+    with open_store(built.root) as store:
+        report = verify_store(store, "run-alpha")
+    assert [(p.position, p.kind) for p in report.problems] == [(position, "chain")]
+    result = invoke(*store_args(built, "verify", "alpha"))
+    assert result.exit_code == 1 and f"position {position} (run-beta v1)" in result.stderr
+
+
+def test_verify_broken_link_and_gap(built: Built) -> None:
+    position = built.positions["evaluation"]
+    tamper_column(built.root, position, "prev_hash", "f" * 64)
+    with open_store(built.root) as store:
+        report = verify_store(store)
+    kinds = [(p.position, p.kind) for p in report.problems]
+    assert kinds[0] == (position, "chain")
+    assert report.first_problem is not None and "prev_hash" in report.first_problem.message
+
+
+def test_verify_position_gap(built: Built) -> None:
+    moved = built.positions["episode1"]
+    tamper_column(built.root, moved, "position", 1000)
+    with open_store(built.root) as store:
+        report = verify_store(store)
+    assert report.first_problem is not None
+    assert (report.first_problem.position, report.first_problem.kind) == (moved + 1, "position")
+    assert f"expected global position {moved}" in report.first_problem.message
+    assert report.problems[-1].position == 1000
+    result = invoke(*store_args(built, "verify"))
+    assert result.exit_code == 1 and f"first: position {moved + 1} " in result.stderr
+
+
+def test_verify_version_gap(built: Built) -> None:
+    position = built.positions["published"]
+    tamper_column(built.root, position, "stream_version", 99)
+    with open_store(built.root) as store:
+        report = verify_store(store, "run-alpha")
+    kinds = {(p.position, p.kind) for p in report.problems}
+    assert (position, "version") in kinds and (position, "chain") in kinds
+    assert (position + 1, "version") in kinds  # the next one no longer follows either
+
+
+def test_verify_missing_blob(built: Built) -> None:
+    digest = built.blobs["trace1"]
+    with open_store(built.root) as store:
+        store.blobs.path(digest).unlink()
+    result = invoke(*store_args(built, "verify"))
+    assert result.exit_code == 1
+    line = one_line_error(result)
+    assert digest in line and f"position {built.positions['episode1']} " in line
+    report = json.loads(invoke(*store_args(built, "verify", "--json")).stdout)
+    assert report["first_problem"]["blob"] == digest
+    assert report["first_problem"]["kind"] == "blob_missing"
+
+
+def test_verify_corrupt_blob(built: Built) -> None:
+    digest = built.blobs["artifact"]
+    with open_store(built.root) as store:
+        path = store.blobs.path(digest)
+    path.chmod(0o600)
+    path.write_bytes(b"R" + b"episode,return\n0,1\n")
+    result = invoke(*store_args(built, "verify"))
+    assert result.exit_code == 1
+    line = one_line_error(result)
+    assert digest in line and "corrupt" in line
+    assert f"position {built.positions['published']} " in line
+
+
+def test_verify_missing_program_names_every_reference(built: Built) -> None:
+    digest = built.blobs["improved"]
+    with open_store(built.root) as store:
+        mapping = store.blobs._program_path(digest)
+    mapping.unlink()
+    with open_store(built.root) as store:
+        report = verify_store(store)
+    assert {p.blob for p in report.problems} == {digest}
+    # EvaluationStarted, SubmissionPublished, FinalSubmissionSelected all reference it.
+    assert len(report.problems) == 3
+    assert report.first_problem is not None
+    assert report.first_problem.position == built.positions["evaluation"]
+    assert [p.position for p in report.problems] == sorted(p.position for p in report.problems)
+
+
+def test_verify_undecodable_payload(built: Built) -> None:
+    position = built.positions["episode0"]
+    tamper_column(built.root, position, "type", "NoSuchEvent")
+    with open_store(built.root) as store:
+        report = verify_store(store)
+    kinds = [p.kind for p in report.problems if p.position == position]
+    assert "decode" in kinds and "chain" in kinds
+
+
+# --------------------------------------------------------------------------- store, schema
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "alpha"], ["events", "alpha"], ["verify"]])
+def test_missing_store_is_one_line_error(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "nowhere"
+    line = one_line_error(invoke("record", "--store", str(missing), *command))
+    assert str(missing) in line and "record" in line and "create" in line
+    assert not missing.exists()
+
+
+def test_store_from_environment(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STORE_ENV, str(built.root))
+    result = invoke("record", "list", "--json")
+    assert result.exit_code == 0 and len(json.loads(result.stdout)) == 2
+
+
+def test_create(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    created = invoke("record", "--store", str(root), "create")
+    assert created.exit_code == 0 and "created" in created.stdout
+    assert (root / "events.db").is_file()
+    again = invoke("record", "--store", str(root), "create")
+    assert again.exit_code == 0 and "already exists" in again.stdout
+    assert invoke("record", "--store", str(root), "verify").stdout == (
+        "ok: 0 events, 0 blobs verified\n"
+    )
+
+
+def test_schema_check_on_repository_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = invoke("record", "schema", "--check", "--output", str(ROOT / "schemas" / "events"))
+    assert result.exit_code == 0, result.output
+    monkeypatch.chdir(ROOT)
+    assert invoke("record", "schema", "--check").exit_code == 0
+
+
+def test_schema_write_then_drift(tmp_path: Path) -> None:
+    out = tmp_path / "schemas"
+    written = invoke("record", "schema", "--output", str(out))
+    assert written.exit_code == 0, written.output
+    assert invoke("record", "schema", "--check", "--output", str(out)).exit_code == 0
+    (out / "RunFinished.json").write_text("{}\n")
+    (out / "AgentStarted.json").unlink()
+    line = one_line_error(invoke("record", "schema", "--check", "--output", str(out)))
+    assert "RunFinished.json" in line and "AgentStarted.json" in line
+    assert invoke("record", "schema", "--output", str(out)).exit_code == 0
+    assert invoke("record", "schema", "--check", "--output", str(out)).exit_code == 0
