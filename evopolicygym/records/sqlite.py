@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -53,7 +54,8 @@ metadata = MetaData()
 events_table = Table(
     "events",
     metadata,
-    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    # INTEGER PRIMARY KEY: the position is SQLite's rowid, not a second index.
+    Column("position", Integer, primary_key=True, autoincrement=False),
     Column("stream_id", String, nullable=False),
     Column("stream_version", Integer, nullable=False),
     Column("event_id", String, nullable=False, unique=True),
@@ -75,6 +77,26 @@ _APPEND_ONLY = (
     "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
 )
 _COLUMNS = "position, stream_id, stream_version, event_id, type, schema_version, recorded_at, payload, payload_hash, prev_hash, hash"
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        header = handle.read(16)
+    return header in (b"SQLite format 3\x00", b"")
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix``; None if there is none."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars[-1]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
+            code = 0xE000
+        if code <= 0x10FFFF:
+            chars[-1] = chr(code)
+            return "".join(chars)
+        chars.pop()
+    return None
 
 
 def _envelope(row: tuple[Any, ...]) -> Envelope:
@@ -100,6 +122,10 @@ class SQLiteEventStore:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"no event log at {self.path}")
+        if not self.path.parent.is_dir():
+            raise StoreError(f"{self.path.parent} is not a directory")
+        if self.path.exists() and not _looks_like_sqlite(self.path):
+            raise StoreError(f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)")
         self._lock = threading.RLock()
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
@@ -109,18 +135,23 @@ class SQLiteEventStore:
             connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False},
         )
         event.listen(self.engine, "connect", self._configure)
-        with self._lock:
-            self._conn = self.engine.connect()
-            self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
-            if create:
-                self._create_schema()
-            self._check_format()
+        try:
+            with self._lock:
+                self._conn = self.engine.connect()
+                self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
+                if create:
+                    self._create_schema()
+                self._check_format()
+        except BaseException as exc:
+            self.engine.dispose()
+            if isinstance(exc, sqlalchemy.exc.SQLAlchemyError | sqlite3.Error):
+                raise StoreError(f"{self.path}: cannot open the event log ({exc})") from exc
+            raise
 
     @staticmethod
     def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.close()
 
@@ -143,6 +174,8 @@ class SQLiteEventStore:
     def _create_schema(self) -> None:
         # Safe when two processes create at once: IF NOT EXISTS, under the write lock.
         ddl = [str(CreateTable(table, if_not_exists=True).compile(self.engine)) for table in metadata.sorted_tables]
+        # WAL is a property of the file, set once here (never on a file we only open).
+        self._raw.execute("PRAGMA journal_mode = WAL")
         with self._write() as cursor:
             for statement in (*ddl, *_APPEND_ONLY):
                 cursor.execute(statement)
@@ -239,6 +272,15 @@ class SQLiteEventStore:
                 f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (from_position, limit)
             ).fetchall()
 
+    def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[tuple[Any, ...]]:
+        """(position, stream_id, stream_version, type, schema_version, payload): what a fold needs."""
+        with self._lock:
+            return self._raw.execute(
+                "SELECT position, stream_id, stream_version, type, schema_version, payload FROM events "
+                "WHERE position > ? ORDER BY position LIMIT ?",
+                (from_position, limit),
+            ).fetchall()
+
     def head(self) -> int:
         with self._lock:
             row = self._raw.execute("SELECT MAX(position) FROM events").fetchone()
@@ -246,12 +288,17 @@ class SQLiteEventStore:
 
     def streams(self, prefix: str = "") -> list[StreamInfo]:
         with self._lock:
-            if prefix:
+            upper = _prefix_upper_bound(prefix) if prefix else None
+            if upper is not None:
                 # A range on the unique (stream_id, stream_version) index, not a LIKE scan.
-                upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
                 rows = self._raw.execute(
                     "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND stream_id < ? GROUP BY stream_id ORDER BY stream_id",
                     (prefix, upper),
+                ).fetchall()
+            elif prefix:
+                rows = self._raw.execute(
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND substr(stream_id, 1, ?) = ? GROUP BY stream_id ORDER BY stream_id",
+                    (prefix, len(prefix), prefix),
                 ).fetchall()
             else:
                 rows = self._raw.execute(

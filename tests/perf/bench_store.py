@@ -1,0 +1,261 @@
+"""Event store throughput against raw SQLite, fold speed and analytic queries, measured in one run.
+
+Prints: raw sqlite3 ``executemany`` events/s on the store's own schema (WAL,
+synchronous=FULL, batches of 100, one commit each, no chain and no checks); our
+durable ``append`` events/s in batches of 100 and one event at a time; their
+ratio; folding the whole log with ``iter_events`` (events/s, beside the row
+fetch alone and Envelope decoding for scale); ``verify_chain`` events/s; and a
+``GROUP BY type`` over the log in DuckDB (from a pyarrow table) beside the same
+query in SQLite. Targets: batch append >= 0.5 x raw; iter_events >= 500k
+events/s; the DuckDB GROUP BY <= 100 ms at 1M events.
+
+Run: uv run python tests/perf/bench_store.py [--events 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.schema import CreateTable
+
+from evopolicygym.records.events import EpisodeCompleted, NewEvent, new_event
+from evopolicygym.records.fold import iter_events, iter_rows, verify_chain
+from evopolicygym.records.sqlite import SQLiteEventStore, events_table
+from evopolicygym.records.store import ANY_VERSION
+
+BATCH = 100
+COLUMNS = (
+    "position, stream_id, stream_version, event_id, type, schema_version, recorded_at, "
+    "payload, payload_hash, prev_hash, hash"
+)
+
+
+def episodes(count: int, prefix: str, start: int = 0) -> list[NewEvent]:
+    """Small realistic events: what an evaluation writes once per Episode."""
+    return [
+        new_event(
+            EpisodeCompleted(
+                submission_id=(start + i) // 20,
+                index=(start + i) % 20,
+                status="ok" if i % 17 else "error",
+                total_reward=round(((start + i) * 7919 % 5000) / 10, 1),
+                steps=(start + i) * 31 % 500,
+                failure=None if i % 17 else "policy raised ValueError",
+                duration_s=0.0123,
+                output_tail="",
+            ),
+            f"{prefix}-{start + i}",
+        )
+        for i in range(count)
+    ]
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:>12,.0f} events/s  ({count:,} in {seconds:.2f} s)"
+
+
+def median_ms(fn: Callable[[], Any], repeats: int = 5) -> float:
+    fn()  # warm caches once; the figure is the median of the timed runs
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def bench_raw(path: Path, events: list[NewEvent]) -> float:
+    """The floor: the same table, constraints and durability, prepared rows, no chain, no checks."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(str(CreateTable(events_table).compile(dialect=sqlite_dialect.dialect())))
+    zero = "0" * 64
+    now = time.time_ns()
+    rows = [
+        (
+            i + 1,
+            "raw",
+            i + 1,
+            e.event_id,
+            e.type,
+            e.schema_version,
+            now,
+            e.payload,
+            zero,
+            zero,
+            zero,
+        )
+        for i, e in enumerate(events)
+    ]
+    insert = f"INSERT INTO events ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    start = time.perf_counter()
+    for offset in range(0, len(rows), BATCH):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(insert, rows[offset : offset + BATCH])
+        conn.execute("COMMIT")
+    seconds = time.perf_counter() - start
+    conn.close()
+    return seconds
+
+
+def bench_append(store: SQLiteEventStore, events: list[NewEvent], size: int, stream: str) -> float:
+    start = time.perf_counter()
+    version = 0
+    for offset in range(0, len(events), size):
+        chunk = events[offset : offset + size]
+        store.append(stream, chunk, version)
+        version += len(chunk)
+    return time.perf_counter() - start
+
+
+def build(store: SQLiteEventStore, count: int, per_call: int = 1_000, streams: int = 100) -> float:
+    start = time.perf_counter()
+    for offset in range(0, count, per_call):
+        n = min(per_call, count - offset)
+        store.append(
+            f"run-{(offset // per_call) % streams:03d}", episodes(n, "e", offset), ANY_VERSION
+        )
+    return time.perf_counter() - start
+
+
+class NarrowRows:
+    """For reference only: ``read_all_rows`` selecting just what a fold decodes (NULL for the
+    event id, timestamp and hashes), to show what a narrower store method would give."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
+        return self.conn.execute(
+            "SELECT position, stream_id, stream_version, NULL, type, schema_version, NULL, "
+            "payload, NULL, NULL, NULL FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (from_position, limit),
+        ).fetchall()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events to fold and query")
+    parser.add_argument(
+        "--append-events", type=int, default=100_000, help="events for append vs raw"
+    )
+    parser.add_argument("--single", type=int, default=2_000, help="single-event appends")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where to build (default: a temp dir)"
+    )
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="bench-store-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        print(f"SQLite {sqlite3.sqlite_version}, in {root}")
+
+        # ----------------------------------------------------------- append vs raw
+        events = episodes(args.append_events, "a")
+        raw_s = bench_raw(root / "raw.db", events)
+        print(f"raw executemany, batches of {BATCH}: {rate(len(events), raw_s)}")
+        with SQLiteEventStore(root / "append.db", create=True) as store:
+            batch_s = bench_append(store, events, BATCH, "batched")
+            print(f"append, batches of {BATCH}:          {rate(len(events), batch_s)}")
+            singles = episodes(args.single, "s")
+            single_s = bench_append(store, singles, 1, "single")
+            print(f"append, single events:           {rate(len(singles), single_s)}")
+        ratio = raw_s / batch_s
+        target = "ok" if ratio >= 0.5 else "MISSED"
+        print(f"batch append / raw: {ratio:.2f}  (target >= 0.5: {target})")
+
+        # ----------------------------------------------------------- folding
+        path = root / "events.db"
+        with SQLiteEventStore(path, create=True) as store:
+            build_s = build(store, args.events)
+            print(f"built {args.events:,} events, 1,000 per append: {build_s:.1f} s")
+
+            start = time.perf_counter()
+            rows = sum(1 for _ in iter_rows(store))
+            rows_s = time.perf_counter() - start
+            print(f"read_all_rows alone (no decoding):  {rate(rows, rows_s)}")
+
+            start = time.perf_counter()
+            folded = 0
+            reward = 0.0
+            for _position, _stream, _version, event in iter_events(store):
+                folded += 1
+                reward += event.total_reward  # type: ignore[attr-defined]
+            fold_s = time.perf_counter() - start
+            target = "ok" if folded / fold_s >= 500_000 else "MISSED"
+            print(f"iter_events fold:                   {rate(folded, fold_s)}", end="")
+            print(f"  (target >= 500k: {target})")
+
+            narrow = NarrowRows(path)
+            start = time.perf_counter()
+            narrowed = sum(1 for _ in iter_events(narrow))
+            narrow_s = time.perf_counter() - start
+            narrow.conn.close()
+            print(f"iter_events on a narrow SELECT:     {rate(narrowed, narrow_s)}  (reference)")
+
+            start = time.perf_counter()
+            enveloped = 0
+            position = 0
+            while page := store.read_all(position, 10_000):
+                for envelope in page:
+                    envelope.event()
+                    enveloped += 1
+                position = page[-1].position
+            env_s = time.perf_counter() - start
+            print(f"read_all + Envelope.event():        {rate(enveloped, env_s)}")
+
+            start = time.perf_counter()
+            problems = verify_chain(store)
+            verify_s = time.perf_counter() - start
+            print(f"verify_chain:                       {rate(args.events, verify_s)}", end="")
+            print(f"  problems={len(problems)}")
+
+        # ----------------------------------------------------------- analytics
+        import duckdb
+        import pyarrow as pa
+
+        duckdb.connect().close()  # the first connect loads the library: not part of the figure
+        start = time.perf_counter()
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        columns: list[list[Any]] = [[], [], [], []]
+        cursor = conn.execute(
+            "SELECT position, stream_id, type, recorded_at FROM events ORDER BY position"
+        )
+        while chunk := cursor.fetchmany(100_000):
+            for column, values in zip(columns, zip(*chunk, strict=True), strict=True):
+                column.extend(values)
+        table = pa.table(
+            {
+                "position": pa.array(columns[0], pa.int64()),
+                "stream_id": pa.array(columns[1], pa.string()),
+                "type": pa.array(columns[2], pa.string()),
+                "recorded_at": pa.array(columns[3], pa.int64()),
+            }
+        )
+        duck = duckdb.connect()
+        duck.register("arrow_events", table)
+        duck.execute("CREATE TABLE events AS SELECT * FROM arrow_events")
+        load_s = time.perf_counter() - start
+        print(f"DuckDB table from {table.num_rows:,} rows via pyarrow: {load_s:.2f} s")
+
+        query = "SELECT type, count(*) FROM events GROUP BY type ORDER BY type"
+        duck_ms = median_ms(lambda: duck.execute(query).fetchall())
+        sqlite_ms = median_ms(lambda: conn.execute(query).fetchall())
+        assert duck.execute(query).fetchall() == conn.execute(query).fetchall()
+        target = "ok" if duck_ms <= 100 else "MISSED"
+        print(f"GROUP BY type, DuckDB: {duck_ms:8.1f} ms median of 5  (target <= 100 ms: {target})")
+        print(f"GROUP BY type, SQLite: {sqlite_ms:8.1f} ms median of 5")
+        duck.close()
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,770 @@
+"""The EventStore contract, written once and run against every backend in conftest.BACKENDS.
+
+Positions are gap-free in commit order, stream versions count from 1, appends are
+atomic and checked against an expected version, a retried batch is a no-op that
+returns the original positions, every envelope field survives the round trip and
+the hash chain recomputes. SQLite-specific checks (triggers, files, processes) are
+at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import sqlalchemy.exc
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from evopolicygym.records.chain import GENESIS, chain_hash
+from evopolicygym.records.events import (
+    EVENT_TYPES,
+    AgentExited,
+    AgentIdentity,
+    AgentMessages,
+    AgentStarted,
+    ArtifactRef,
+    AssessmentCompleted,
+    AssessmentFailed,
+    AssessmentStarted,
+    CandidateValidated,
+    Envelope,
+    EpisodeCompleted,
+    EpisodeOutcome,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    FinishRejected,
+    Message,
+    NewEvent,
+    PoolEntry,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ToolCall,
+    Usage,
+    ValidationFailed,
+    ValidationStarted,
+    new_event,
+)
+from evopolicygym.records.fold import iter_events, verify_chain
+from evopolicygym.records.location import open_store
+from evopolicygym.records.sqlite import SQLiteEventStore
+from evopolicygym.records.store import (
+    ANY_VERSION,
+    DuplicateEventError,
+    EventStore,
+    ExpectedVersionError,
+    StoreError,
+    StreamInfo,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def episode(event_id: str, n: int = 0, reward: float = 1.5) -> NewEvent:
+    event = EpisodeCompleted(
+        submission_id=n, index=n, status="ok", total_reward=reward, steps=10 + n
+    )
+    return new_event(event, event_id)
+
+
+def batch(prefix: str, count: int) -> list[NewEvent]:
+    return [episode(f"{prefix}-{i}", i) for i in range(count)]
+
+
+def read_everything(store: EventStore, page: int = 1000) -> list[Envelope]:
+    envelopes: list[Envelope] = []
+    while chunk := store.read_all(envelopes[-1].position if envelopes else 0, page):
+        envelopes.extend(chunk)
+    return envelopes
+
+
+def assert_chain(envelopes: list[Envelope]) -> None:
+    """Positions 1..n, payload hashes, links and chain hashes, recomputed here independently."""
+    prev = GENESIS
+    for expected_position, e in enumerate(envelopes, start=1):
+        assert e.position == expected_position
+        assert e.payload_hash == hashlib.sha256(e.payload).hexdigest()
+        assert e.prev_hash == prev
+        assert e.hash == chain_hash(
+            e.prev_hash,
+            e.position,
+            e.stream_id,
+            e.stream_version,
+            e.event_id,
+            e.type,
+            e.schema_version,
+            e.recorded_at,
+            e.payload_hash,
+        )
+        prev = e.hash
+
+
+def assert_matches(envelope: Envelope, new: NewEvent, stream_id: str, version: int) -> None:
+    assert envelope.stream_id == stream_id
+    assert envelope.stream_version == version
+    assert envelope.event_id == new.event_id
+    assert envelope.type == new.type
+    assert envelope.schema_version == new.schema_version
+    assert envelope.payload == new.payload
+    assert isinstance(envelope.payload, bytes)
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def test_an_empty_store_has_nothing(event_store: EventStore) -> None:
+    assert event_store.head() == 0
+    assert event_store.read_all() == []
+    assert event_store.streams() == []
+    assert event_store.streams("run-") == []
+    assert list(event_store.read_stream("nope")) == []
+    assert verify_chain(event_store) == []
+
+
+def test_append_assigns_gap_free_positions_and_versions(event_store: EventStore) -> None:
+    before = time.time_ns()
+    first = batch("a", 3)
+    assert event_store.append("a", first, 0) == [1, 2, 3]
+    second = batch("b", 2)
+    assert event_store.append("b", second, 0) == [4, 5]
+    third = batch("a2", 2)
+    assert event_store.append("a", third, 3) == [6, 7]
+    after = time.time_ns()
+    assert event_store.head() == 7
+
+    stream_a = list(event_store.read_stream("a"))
+    assert [e.position for e in stream_a] == [1, 2, 3, 6, 7]
+    for version, (envelope, new) in enumerate(zip(stream_a, first + third, strict=True), 1):
+        assert_matches(envelope, new, "a", version)
+    stream_b = list(event_store.read_stream("b"))
+    assert [e.position for e in stream_b] == [4, 5]
+    for version, (envelope, new) in enumerate(zip(stream_b, second, strict=True), 1):
+        assert_matches(envelope, new, "b", version)
+
+    everything = event_store.read_all()
+    assert [e.event_id for e in everything] == [n.event_id for n in first + second + third]
+    assert everything[0].prev_hash == GENESIS
+    assert all(before <= e.recorded_at <= after for e in everything)
+    assert_chain(everything)
+    # read_stream and read_all agree envelope for envelope.
+    assert sorted(stream_a + stream_b, key=lambda e: e.position) == everything
+    assert verify_chain(event_store) == []
+
+
+def test_append_continues_the_chain_across_calls(event_store: EventStore) -> None:
+    for i in range(5):
+        assert event_store.append(f"s{i % 2}", [episode(f"e{i}", i)], ANY_VERSION) == [i + 1]
+    assert_chain(event_store.read_all())
+
+
+# --------------------------------------------------------------------------- expected version
+
+
+@pytest.mark.parametrize("expected", [0, 1, 3, 5, 100])
+def test_a_wrong_expected_version_is_refused(event_store: EventStore, expected: int) -> None:
+    event_store.append("run-1", batch("a", 2), 0)
+    event_store.append("other", batch("o", 1), 0)
+    head = event_store.head()
+    with pytest.raises(ExpectedVersionError) as caught:
+        event_store.append("run-1", [episode("late")], expected)
+    error = caught.value
+    assert (error.stream_id, error.expected, error.actual) == ("run-1", expected, 2)
+    assert isinstance(error, StoreError)
+    message = str(error)
+    assert "'run-1'" in message
+    rest = message.replace("'run-1'", "")
+    assert str(expected) in rest and "2" in rest
+    assert event_store.head() == head
+    assert [e.event_id for e in event_store.read_stream("run-1")] == ["a-0", "a-1"]
+
+
+def test_a_new_stream_is_at_version_0(event_store: EventStore) -> None:
+    with pytest.raises(ExpectedVersionError) as caught:
+        event_store.append("fresh", [episode("x")], 1)
+    assert (caught.value.expected, caught.value.actual) == (1, 0)
+    assert event_store.head() == 0
+    assert event_store.append("fresh", [episode("x")], 0) == [1]
+    with pytest.raises(ExpectedVersionError):
+        event_store.append("fresh", [episode("y")], 0)
+
+
+def test_any_version_skips_the_check(event_store: EventStore) -> None:
+    assert event_store.append("s", [episode("a")], ANY_VERSION) == [1]
+    assert event_store.append("s", batch("b", 2), ANY_VERSION) == [2, 3]
+    assert event_store.append("s", [episode("c")], 3) == [4]
+    assert [e.stream_version for e in event_store.read_stream("s")] == [1, 2, 3, 4]
+
+
+# --------------------------------------------------------------------------- idempotency
+
+
+def test_a_retried_batch_returns_the_original_positions(event_store: EventStore) -> None:
+    original = batch("r", 3)
+    positions = event_store.append("s", original, 0)
+    event_store.append("s", batch("later", 2), 3)
+    event_store.append("t", batch("t", 1), 0)
+    head = event_store.head()
+    before = read_everything(event_store)
+    for expected in (0, 3, ANY_VERSION, 99):  # stale, stale, any, nonsense: all no-ops
+        assert event_store.append("s", original, expected) == positions
+    # The same events rebuilt from scratch are the same content.
+    assert event_store.append("s", batch("r", 3), 0) == positions
+    assert event_store.head() == head
+    assert read_everything(event_store) == before
+
+
+def test_a_reused_id_with_different_content_is_a_duplicate(event_store: EventStore) -> None:
+    event_store.append("s", [episode("id-1", 1, reward=1.0)], 0)
+    head = event_store.head()
+    conflicts: list[tuple[str, NewEvent]] = [
+        ("s", episode("id-1", 1, reward=2.0)),  # other payload
+        ("t", episode("id-1", 1, reward=1.0)),  # other stream
+        ("s", new_event(RunResumed(attempt=1), "id-1")),  # other type
+        ("s", NewEvent("id-1", "EpisodeCompleted", 2, episode("id-1", 1, 1.0).payload)),
+    ]
+    for stream, conflict in conflicts:
+        with pytest.raises(DuplicateEventError):
+            event_store.append(stream, [conflict], ANY_VERSION)
+    assert event_store.head() == head
+    assert event_store.streams() == [StreamInfo("s", 1)]
+
+
+def test_a_batch_mixing_new_and_existing_ids_is_refused(event_store: EventStore) -> None:
+    event_store.append("s", batch("m", 2), 0)
+    head = event_store.head()
+    mixed = [*batch("m", 2), episode("brand-new")]
+    for expected in (2, ANY_VERSION):
+        with pytest.raises(DuplicateEventError):
+            event_store.append("s", mixed, expected)
+    with pytest.raises(DuplicateEventError):
+        event_store.append("s", [episode("brand-new"), batch("m", 1)[0]], ANY_VERSION)
+    assert event_store.head() == head
+    assert "brand-new" not in {e.event_id for e in read_everything(event_store)}
+
+
+def test_the_same_id_twice_in_one_batch_is_a_value_error(event_store: EventStore) -> None:
+    with pytest.raises(ValueError):
+        event_store.append("s", [episode("twice"), episode("other"), episode("twice")], 0)
+    assert event_store.head() == 0
+    assert event_store.streams() == []
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_read_stream_from_version(event_store: EventStore) -> None:
+    events = batch("v", 6)
+    event_store.append("s", events[:4], 0)
+    event_store.append("noise", batch("n", 2), 0)
+    event_store.append("s", events[4:], 4)
+    for from_version in range(0, 9):
+        got = list(event_store.read_stream("s", from_version))
+        assert [e.event_id for e in got] == [e.event_id for e in events[from_version:]]
+        assert [e.stream_version for e in got] == list(range(from_version + 1, 7))
+    assert list(event_store.read_stream("missing", 0)) == []
+
+
+def test_read_stream_past_one_page(event_store: EventStore) -> None:
+    events = batch("big", 2_500)
+    event_store.append("big", events, 0)
+    for from_version in (0, 999, 1000, 1001, 2499, 2500):
+        got = [e.stream_version for e in event_store.read_stream("big", from_version)]
+        assert got == list(range(from_version + 1, 2_501))
+
+
+def test_read_all_pages(event_store: EventStore) -> None:
+    for i in range(5):
+        event_store.append(f"s{i % 3}", batch(f"p{i}", 5), ANY_VERSION)
+    everything = event_store.read_all(0, 100)
+    assert [e.position for e in everything] == list(range(1, 26))
+    for limit in (1, 7, 25, 26):
+        assert read_everything(event_store, page=limit) == everything
+    assert event_store.read_all(10, 3) == everything[10:13]
+    assert event_store.read_all(24, 10) == everything[24:]
+    assert event_store.read_all(25) == []
+    assert event_store.read_all(1_000) == []
+
+
+def test_read_all_default_limit_is_1000(event_store: EventStore) -> None:
+    event_store.append("s", batch("d", 1_200), 0)
+    assert [e.position for e in event_store.read_all()] == list(range(1, 1_001))
+    assert [e.position for e in event_store.read_all(1_000)] == list(range(1_001, 1_201))
+
+
+def test_interleaved_streams_keep_versions_and_one_global_order(event_store: EventStore) -> None:
+    order: list[tuple[str, int]] = []
+    versions = {"x": 0, "y": 0, "z": 0}
+    for i in range(30):
+        stream = "xyzzy"[i % 5]
+        size = 1 + i % 3
+        positions = event_store.append(
+            stream, batch(f"i{i}", size), versions[stream] if i % 2 else ANY_VERSION
+        )
+        assert positions == list(range(len(order) + 1, len(order) + size + 1))
+        for _ in range(size):
+            versions[stream] += 1
+            order.append((stream, versions[stream]))
+    everything = read_everything(event_store)
+    assert [(e.stream_id, e.stream_version) for e in everything] == order
+    for stream, version in versions.items():
+        assert [e.stream_version for e in event_store.read_stream(stream)] == list(
+            range(1, version + 1)
+        )
+    assert event_store.streams() == [StreamInfo(s, v) for s, v in sorted(versions.items())]
+    assert_chain(everything)
+
+
+STREAM_IDS = ["run-1", "run-10", "run-2", "run-1/agent", "run_1", "runx1", "ru", "zzz", "run-"]
+
+
+def test_streams_filter_by_prefix(event_store: EventStore) -> None:
+    for i, stream in enumerate(STREAM_IDS):
+        event_store.append(stream, batch(stream, i + 1), 0)
+    version = {s: i + 1 for i, s in enumerate(STREAM_IDS)}
+
+    def ids(prefix: str) -> list[str]:
+        found = event_store.streams(prefix)
+        assert all(info.version == version[info.stream_id] for info in found)
+        return sorted(info.stream_id for info in found)
+
+    assert ids("") == sorted(STREAM_IDS)
+    assert ids("run-1") == ["run-1", "run-1/agent", "run-10"]
+    assert ids("run-10") == ["run-10"]
+    assert ids("run-") == ["run-", "run-1", "run-1/agent", "run-10", "run-2"]
+    assert ids("run_") == ["run_1"]  # not a LIKE pattern
+    assert ids("run") == ["run-", "run-1", "run-1/agent", "run-10", "run-2", "run_1", "runx1"]
+    assert ids("ru") == sorted(s for s in STREAM_IDS if s.startswith("ru"))
+    assert ids("run-3") == []
+    assert ids("zz") == ["zzz"]
+    assert ids("zzzz") == []
+    assert ids("~") == []
+    assert event_store.streams("run-10") == [StreamInfo("run-10", 2)]
+
+
+@pytest.mark.parametrize("last", ["\U0010ffff", "\ud7ff"])
+def test_streams_prefix_ending_in_the_highest_characters(
+    event_store: EventStore, last: str
+) -> None:
+    prefix = "run" + last
+    for stream in (prefix, prefix + "b", prefix + last, "run", "runa"):
+        event_store.append(stream, [episode(f"id-{stream}")], 0)
+    found = sorted(info.stream_id for info in event_store.streams(prefix))
+    assert found == sorted([prefix, prefix + "b", prefix + last])
+
+
+# --------------------------------------------------------------------------- reopening
+
+
+def test_reopen_sees_everything(open_backend: Any, tmp_path: Path) -> None:
+    store = open_backend(tmp_path, create=True)
+    store.append("a", batch("a", 3), 0)
+    store.append("b", batch("b", 2), 0)
+    before = read_everything(store)
+    streams = store.streams()
+    store.close()
+
+    store = open_backend(tmp_path, create=False)
+    try:
+        assert store.head() == 5
+        assert read_everything(store) == before
+        assert store.streams() == streams
+        assert store.append("a", batch("a", 3), 0) == [1, 2, 3]  # retries still recognised
+        assert store.append("a", [episode("a-more")], 3) == [6]
+        assert_chain(read_everything(store))
+    finally:
+        store.close()
+    # Creating again over an existing store changes nothing.
+    store = open_backend(tmp_path, create=True)
+    try:
+        assert store.head() == 6
+        assert verify_chain(store) == []
+    finally:
+        store.close()
+
+
+def test_opening_a_missing_store_without_create_fails(open_backend: Any, tmp_path: Path) -> None:
+    with pytest.raises(StoreError):
+        open_backend(tmp_path / "missing", create=False)
+    with pytest.raises(StoreError, match="create"):
+        open_store(tmp_path / "nothing-here", create=False)
+    assert not (tmp_path / "nothing-here").exists()
+
+
+# --------------------------------------------------------------------------- model-based
+
+
+STREAMS = ("run-1", "run-10", "shared")
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """The store against a dict model: stream -> [(event_id, payload)]."""
+
+    opener: ClassVar[Any]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.location = Path(tempfile.mkdtemp(prefix="store-machine-"))
+        self.store: EventStore = self.opener(self.location, create=True)
+        self.model: dict[str, list[tuple[str, bytes]]] = {s: [] for s in STREAMS}
+        self.batches: list[tuple[str, list[NewEvent], list[int]]] = []
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.location, ignore_errors=True)
+
+    def fresh(self, reward: float) -> NewEvent:
+        self.counter += 1
+        return episode(f"ev-{self.counter}", self.counter, reward)
+
+    def total(self) -> int:
+        return sum(len(events) for events in self.model.values())
+
+    @rule(
+        stream=st.sampled_from(STREAMS),
+        size=st.integers(1, 4),
+        mode=st.sampled_from(["right", "wrong", "any"]),
+        skew=st.integers(1, 3),
+        below=st.booleans(),
+        reward=st.floats(-1e6, 1e6, allow_nan=False),
+    )
+    def append(
+        self, stream: str, size: int, mode: str, skew: int, below: bool, reward: float
+    ) -> None:
+        current = len(self.model[stream])
+        events = [self.fresh(reward) for _ in range(size)]
+        head = self.store.head()
+        if mode == "wrong":
+            expected = current - min(skew, current) if below and current else current + skew
+            with pytest.raises(ExpectedVersionError) as caught:
+                self.store.append(stream, events, expected)
+            assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == (
+                stream,
+                expected,
+                current,
+            )
+            assert self.store.head() == head
+            return
+        expected = current if mode == "right" else ANY_VERSION
+        positions = self.store.append(stream, events, expected)
+        assert positions == list(range(head + 1, head + size + 1))
+        self.model[stream].extend((e.event_id, e.payload) for e in events)
+        self.batches.append((stream, events, positions))
+
+    @precondition(lambda self: self.batches)
+    @rule(index=st.integers(0, 1_000), expected=st.sampled_from([0, 1, 7, ANY_VERSION]))
+    def retry(self, index: int, expected: int) -> None:
+        stream, events, positions = self.batches[index % len(self.batches)]
+        head = self.store.head()
+        assert self.store.append(stream, events, expected) == positions
+        assert self.store.head() == head
+
+    @precondition(lambda self: self.batches)
+    @rule(index=st.integers(0, 1_000), how=st.sampled_from(["payload", "stream", "mixed"]))
+    def reuse_an_id(self, index: int, how: str) -> None:
+        stream, events, _ = self.batches[index % len(self.batches)]
+        old = events[0]
+        head = self.store.head()
+        if how == "payload":
+            changed = episode(old.event_id, -1, reward=float("inf"))
+            attempt: tuple[str, list[NewEvent]] = (stream, [changed])
+        elif how == "stream":
+            attempt = (next(s for s in STREAMS if s != stream), [old])
+        else:
+            attempt = (stream, [*events, self.fresh(0.0)])
+        with pytest.raises(DuplicateEventError):
+            self.store.append(attempt[0], attempt[1], ANY_VERSION)
+        assert self.store.head() == head
+
+    @rule(stream=st.sampled_from(STREAMS), from_version=st.integers(0, 12))
+    def read_stream_from(self, stream: str, from_version: int) -> None:
+        got = list(self.store.read_stream(stream, from_version))
+        assert [(e.event_id, e.payload) for e in got] == self.model[stream][from_version:]
+        assert [e.stream_version for e in got] == list(
+            range(from_version + 1, len(self.model[stream]) + 1)
+        )
+
+    @rule(from_position=st.integers(0, 40), limit=st.integers(1, 10))
+    def read_a_page(self, from_position: int, limit: int) -> None:
+        page = self.store.read_all(from_position, limit)
+        end = min(self.total(), from_position + limit)
+        assert [e.position for e in page] == list(range(from_position + 1, end + 1))
+
+    @invariant()
+    def the_log_matches_the_model(self) -> None:
+        assert self.store.head() == self.total()
+        everything = read_everything(self.store, page=16)
+        assert [e.position for e in everything] == list(range(1, self.total() + 1))
+        for stream, events in self.model.items():
+            got = [(e.event_id, e.payload) for e in everything if e.stream_id == stream]
+            assert got == events
+            assert [(e.event_id, e.payload) for e in self.store.read_stream(stream)] == events
+        assert self.store.streams() == [
+            StreamInfo(s, len(events)) for s, events in sorted(self.model.items()) if events
+        ]
+        assert_chain(everything)
+        assert verify_chain(self.store) == []
+
+
+def test_the_store_behaves_like_the_model(open_backend: Any) -> None:
+    machine = type("Machine", (StoreMachine,), {"opener": staticmethod(open_backend)})
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=30, stateful_step_count=30, deadline=None)
+    )
+
+
+# --------------------------------------------------------------------------- every event type
+
+
+def one_of_each() -> list[Event]:
+    agent = AgentIdentity(name="ref", provider="reference", model="m-1", options={"t": 0.2})
+    outcome = EpisodeOutcome(index=3, status="ok", total_reward=199.5, steps=200)
+    failed = EpisodeOutcome(index=4, status="error", total_reward=0.0, steps=1, failure="boom")
+    message = Message(
+        role="assistant",
+        content="Trying a PD rule.",
+        reasoning="pole angle dominates",
+        tool_calls=[ToolCall(id="c1", name="evaluate", arguments={"indices": [0, 1]})],
+        usage=Usage(input_tokens=120, output_tokens=40, cached_tokens=10),
+        at=1_700_000_000_000,
+    )
+    digest = "sha256:" + "ab" * 32
+    return [
+        RunCreated(
+            run_id="run-1",
+            config={"budget": 100, "nested": {"a": [1, 2.5, None, True]}},
+            benchmark_id="cartpole",
+            benchmark_spec={"env": "CartPole-v1", "max_steps": 500},
+            environment_digest=digest,
+            initial_program_digest=digest,
+            agent=agent,
+            pool=[PoolEntry(index=0, split="train", seed=7, policy_seed=8, scenario={"x": 1})],
+            seeds={"validation": 11, "assessment": 12},
+            skill_program_digests=[digest],
+        ),
+        AgentStarted(attempt=1, command=["agent", "--run", "run-1"], pid=4242),
+        AgentMessages(
+            attempt=1,
+            chunk=0,
+            messages=[message, Message(role="tool", content="{}", tool_call_id="c1", name="e")],
+            raw_blob=digest,
+        ),
+        SubmissionRejected(
+            request_id="q1", code="syntax", message="bad indent", program_digest=digest
+        ),
+        EvaluationStarted(
+            submission_id=1,
+            program_digest=digest,
+            parent_program_digest=None,
+            indices=[0, 1, 2],
+            budget_reserved=3,
+            budget_used=3,
+        ),
+        EpisodeCompleted(
+            submission_id=1,
+            index=0,
+            status="ok",
+            total_reward=500.0,
+            steps=500,
+            duration_s=0.25,
+            output_tail="done\n",
+            trace_blob=digest,
+        ),
+        SubmissionPublished(
+            submission_id=1,
+            program_digest=digest,
+            score=412.25,
+            failures=0,
+            content={"summary": "ok", "episodes": [1, 2]},
+            artifacts=[
+                ArtifactRef(
+                    name="trace", media_type="text/plain", retention="bulk", blob=digest, size=9
+                )
+            ],
+            budget_used=3,
+            budget_left=97,
+        ),
+        EvaluationFailed(submission_id=2, error="runner died", budget_consumed=2),
+        FinishRejected(request_id="f1", code="empty", message="no candidates", candidates=[]),
+        FinishAccepted(request_id="f2", candidates=[1, 3]),
+        AgentExited(attempt=1, exit_code=0, signal=None, reason="finished", stdout_blob=digest),
+        ValidationStarted(candidates=[1, 3], split="validation", episodes=20, seed=99),
+        CandidateValidated(submission_id=1, score=300.5, failures=1, episodes=[outcome, failed]),
+        ValidationFailed(error="validation crashed"),
+        FinalSubmissionSelected(
+            submission_id=1, program_digest=digest, score=300.5, reason="best validation"
+        ),
+        AssessmentStarted(submission_id=1, split="assessment", episodes=50, seed=123),
+        AssessmentCompleted(
+            submission_id=1, score=280.0, failures=0, episodes=[outcome], content={"k": "v"}
+        ),
+        AssessmentFailed(error="assessment crashed"),
+        RunInterrupted(reason="SIGTERM", last_position=17),
+        RunResumed(attempt=2),
+        RunFinished(
+            reason="finished",
+            final_submission_id=1,
+            validation_score=300.5,
+            assessment_score=280.0,
+        ),
+    ]
+
+
+def test_every_event_type_round_trips(event_store: EventStore) -> None:
+    originals = one_of_each()
+    assert sorted(type(e).type_name() for e in originals) == sorted(EVENT_TYPES)
+    news = [new_event(event, f"type-{i}") for i, event in enumerate(originals)]
+    event_store.append("run-1", news, 0)
+    stored = list(event_store.read_stream("run-1"))
+    assert [e.type for e in stored] == [type(e).type_name() for e in originals]
+    assert [e.schema_version for e in stored] == [type(e).SCHEMA_VERSION for e in originals]
+    assert [e.event() for e in stored] == originals
+    assert [e.event() for e in read_everything(event_store)] == originals
+    assert [event for *_, event in iter_events(event_store)] == originals
+    assert all(type(s.event()) is type(o) for s, o in zip(stored, originals, strict=True))
+
+
+# --------------------------------------------------------------------------- SQLite specifics
+
+
+def sqlite_path(store: EventStore) -> Path:
+    if not isinstance(store, SQLiteEventStore):
+        pytest.skip("SQLite backend only")
+    return store.path
+
+
+def test_sqlite_refuses_update_and_delete(event_store: EventStore) -> None:
+    path = sqlite_path(event_store)
+    event_store.append("s", batch("u", 3), 0)
+    before = event_store.read_all()
+    raw = sqlite3.connect(path, timeout=30)
+    try:
+        for statement in (
+            "UPDATE events SET payload = x'00' WHERE position = 2",
+            "UPDATE events SET type = 'Forged'",
+            "DELETE FROM events WHERE position = 3",
+            "DELETE FROM events",
+        ):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                raw.execute(statement)
+            raw.rollback()
+    finally:
+        raw.rollback()
+        raw.close()
+    assert event_store.read_all() == before
+    assert event_store.append("s", [episode("after")], 3) == [4]
+
+
+def test_sqlite_refuses_files_that_are_not_stores(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    raw = sqlite3.connect(other)
+    raw.execute("CREATE TABLE t (x)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match="not an EvoPolicyGym event log"):
+        SQLiteEventStore(other)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(StoreError):
+        SQLiteEventStore(empty)
+
+
+def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    garbage = tmp_path / "events.db"
+    garbage.write_bytes(b"this is not an SQLite database, just text\n" * 200)
+    with pytest.raises(StoreError):
+        SQLiteEventStore(garbage)
+
+
+def test_a_refused_foreign_file_is_left_as_it_was(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    raw = sqlite3.connect(other)
+    raw.execute("CREATE TABLE t (x)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError):
+        SQLiteEventStore(other)
+    raw = sqlite3.connect(other)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    finally:
+        raw.close()
+
+
+def test_sqlite_create_in_a_missing_directory_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError):
+        SQLiteEventStore(tmp_path / "no" / "such" / "events.db", create=True)
+
+
+CREATOR = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from evopolicygym.records.events import RunResumed, new_event
+    from evopolicygym.records.location import open_store
+    root, name, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.001)
+    with open_store(root, create=True) as store:
+        store.events.append(name, [new_event(RunResumed(attempt=1), name)], 0)
+    print("ok", flush=True)
+    """
+)
+
+
+def test_two_processes_creating_one_store_both_succeed(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    go = tmp_path / "go"
+    names = [f"creator-{i}" for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CREATOR, str(root), name, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for name in names
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        go.touch()
+        results = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0, err
+        assert out.strip() == "ok"
+    with open_store(root) as store:
+        assert store.events.head() == len(names)
+        assert sorted(s.stream_id for s in store.events.streams()) == names
+        assert verify_chain(store.events) == []

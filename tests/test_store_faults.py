@@ -1,0 +1,464 @@
+"""The event store under real faults: concurrent processes, SIGKILL mid-append, a corrupted file.
+
+Also the fold helpers (``iter_events``, ``verify_chain``) the verifier and replay build on:
+verify_chain must name the first bad position whatever was tampered with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evopolicygym.records.chain import chain_hash
+from evopolicygym.records.events import (
+    Envelope,
+    EpisodeCompleted,
+    EventCodecError,
+    NewEvent,
+    RunResumed,
+    new_event,
+)
+from evopolicygym.records.fold import iter_events, iter_rows, verify_chain
+from evopolicygym.records.sqlite import SQLiteEventStore
+from evopolicygym.records.store import ANY_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def episode(event_id: str, n: int = 0, tail: str = "") -> NewEvent:
+    event = EpisodeCompleted(
+        submission_id=1, index=n, status="ok", total_reward=n / 4, steps=n, output_tail=tail
+    )
+    return new_event(event, event_id)
+
+
+def make_store(path: Path, events: int = 30) -> SQLiteEventStore:
+    store = SQLiteEventStore(path, create=True)
+    for i in range(events):
+        store.append(f"s{i % 3}", [episode(f"e{i}", i, tail=f"marker-{i + 1:04d}")], ANY_VERSION)
+    return store
+
+
+def everything(store: SQLiteEventStore) -> list[Envelope]:
+    envelopes: list[Envelope] = []
+    while page := store.read_all(envelopes[-1].position if envelopes else 0, 1000):
+        envelopes.extend(page)
+    return envelopes
+
+
+def assert_sound(store: SQLiteEventStore) -> list[Envelope]:
+    """Gap-free positions, a valid chain and contiguous stream versions."""
+    envelopes = everything(store)
+    assert [e.position for e in envelopes] == list(range(1, store.head() + 1))
+    assert verify_chain(store) == []
+    versions: dict[str, list[int]] = {}
+    for e in envelopes:
+        versions.setdefault(e.stream_id, []).append(e.stream_version)
+    for stream, found in versions.items():
+        assert found == list(range(1, len(found) + 1)), stream
+    assert {(s.stream_id, s.version) for s in store.streams()} == {
+        (stream, len(found)) for stream, found in versions.items()
+    }
+    return envelopes
+
+
+def spawn(script: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+# --------------------------------------------------------------------------- concurrency
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from evopolicygym.records.events import EpisodeCompleted, new_event
+    from evopolicygym.records.sqlite import SQLiteEventStore
+    from evopolicygym.records.store import ANY_VERSION
+
+    path, worker, count, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    store = SQLiteEventStore(path)
+    own_stream = f"worker-{worker}"
+    print("ready", flush=True)
+    while not go.exists():
+        time.sleep(0.001)
+    errors, own, shared, retries, last = [], 0, 0, 0, None
+    for n in range(count):
+        event = EpisodeCompleted(
+            submission_id=worker, index=n, status="ok", total_reward=n / 2, steps=n
+        )
+        batch = [new_event(event, f"w{worker}-{n}")]
+        try:
+            if n % 4 == 3:
+                positions = store.append("shared", batch, ANY_VERSION)
+                shared += 1
+                last = ("shared", batch, ANY_VERSION, positions)
+            else:
+                positions = store.append(own_stream, batch, own)
+                last = (own_stream, batch, own, positions)
+                own += 1
+            if n % 10 == 9:  # retry the last batch; for the own stream, with a stale version
+                stream, again, expected, first = last
+                retries += 1
+                if store.append(stream, again, expected) != first:
+                    errors.append(f"retry of {n} returned other positions")
+        except Exception as exc:
+            errors.append(f"append {n}: {type(exc).__name__}: {exc}")
+    store.close()
+    print(json.dumps({"errors": errors, "own": own, "shared": shared, "retries": retries}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_four_processes_append_concurrently(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    SQLiteEventStore(path, create=True).close()
+    go = tmp_path / "go"
+    workers, count = 4, 2_000
+    procs = [spawn(WORKER, str(path), str(w), str(count), str(go)) for w in range(workers)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready", proc.stderr
+        go.touch()
+        outputs = [proc.communicate(timeout=240) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    reports = []
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    assert [r["errors"] for r in reports] == [[]] * workers
+    assert all(r["retries"] == count // 10 for r in reports)
+
+    with SQLiteEventStore(path) as store:
+        assert store.head() == workers * count
+        envelopes = assert_sound(store)
+        versions = {s.stream_id: s.version for s in store.streams()}
+    assert versions == {
+        "shared": sum(r["shared"] for r in reports),
+        **{f"worker-{w}": r["own"] for w, r in enumerate(reports)},
+    }
+    # Every worker's events are in its own order, and all writers really interleaved.
+    for w in range(workers):
+        indices = [
+            int(e.event_id.split("-")[1]) for e in envelopes if e.event_id.startswith(f"w{w}-")
+        ]
+        assert indices == list(range(count))
+    switches = sum(
+        a.event_id.split("-")[0] != b.event_id.split("-")[0]
+        for a, b in itertools.pairwise(envelopes)
+    )
+    assert switches > workers
+
+
+# --------------------------------------------------------------------------- SIGKILL
+
+LOOPER = textwrap.dedent(
+    """
+    import sys
+    from evopolicygym.records.events import EpisodeCompleted, new_event
+    from evopolicygym.records.sqlite import SQLiteEventStore
+
+    store = SQLiteEventStore(sys.argv[1])
+    size = 50
+    version = store.streams("loop")[0].version if store.streams("loop") else 0
+    n = version // size
+    while True:
+        batch = [
+            new_event(
+                EpisodeCompleted(
+                    submission_id=n, index=i, status="ok", total_reward=i / 3, steps=i,
+                    output_tail="x" * 200,
+                ),
+                f"loop-{n}-{i}",
+            )
+            for i in range(size)
+        ]
+        store.append("loop", batch, version)
+        version += size
+        n += 1
+        if n % 5 == 1:
+            print(version, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_append_leaves_whole_batches(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    SQLiteEventStore(path, create=True).close()
+    heads: list[int] = []
+    for _ in range(3):  # three kills, each resuming where the last one left off
+        proc = spawn(LOOPER, str(path))
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip(), proc.stderr  # at least one batch is in
+            time.sleep(0.5)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        with SQLiteEventStore(path) as store:
+            head = store.head()
+            assert head % 50 == 0 and head > (heads[-1] if heads else 0)
+            assert_sound(store)
+            heads.append(head)
+    with SQLiteEventStore(path) as store:
+        head = store.head()
+        assert store.streams("loop")[0].version == head
+        more = [episode(f"after-{i}", i) for i in range(50)]
+        assert store.append("loop", more, head) == list(range(head + 1, head + 51))
+        assert store.append("loop", more, head) == list(range(head + 1, head + 51))
+        assert_sound(store)
+
+
+# --------------------------------------------------------------------------- corruption
+
+
+def tamper(path: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Run statements in a raw connection with the append-only triggers dropped."""
+    raw = sqlite3.connect(path, timeout=30)
+    try:
+        raw.execute("DROP TRIGGER events_no_update")
+        raw.execute("DROP TRIGGER events_no_delete")
+        for sql, args in statements:
+            raw.execute(sql, args)
+        raw.commit()
+    finally:
+        raw.rollback()
+        raw.close()
+
+
+def row(path: Path, position: int) -> tuple[Any, ...]:
+    raw = sqlite3.connect(path)
+    try:
+        found = raw.execute(
+            "SELECT position, stream_id, stream_version, event_id, type, schema_version, "
+            "recorded_at, payload, payload_hash, prev_hash, hash FROM events WHERE position = ?",
+            (position,),
+        ).fetchone()
+    finally:
+        raw.close()
+    assert found is not None
+    return tuple(found)
+
+
+def flip_a_digit(payload: bytes, marker: bytes) -> bytes:
+    """Flip the low bit of one digit byte: still valid JSON, a different payload."""
+    at = payload.index(marker) + len(marker) - 1
+    flipped = bytearray(payload)
+    flipped[at] ^= 0x01
+    return bytes(flipped)
+
+
+def test_verify_chain_is_clean_for_an_intact_log(tmp_path: Path) -> None:
+    with make_store(tmp_path / "events.db") as store:
+        store.append("big", [episode(f"b{i}", i) for i in range(2_000)], 0)
+        assert verify_chain(store) == []
+        assert verify_chain(store, batch=7) == []
+
+
+def test_verify_chain_names_a_flipped_payload_byte(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    store = make_store(path)
+    try:
+        flipped = flip_a_digit(row(path, 17)[7], b"marker-0017")
+        tamper(path, ("UPDATE events SET payload = ? WHERE position = 17", (flipped,)))
+        assert verify_chain(store) == ["position 17: payload hash mismatch"]
+    finally:
+        store.close()
+    with SQLiteEventStore(path) as reopened:
+        assert verify_chain(reopened) == ["position 17: payload hash mismatch"]
+
+
+def test_verify_chain_names_bit_rot_in_the_file_itself(tmp_path: Path) -> None:
+    """No SQL at all: one byte of the database file changes on disk, triggers intact."""
+    path = tmp_path / "events.db"
+    make_store(path).close()  # the last connection checkpoints the WAL into the file
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    data = bytearray(path.read_bytes())
+    marker = b"marker-0017"
+    assert data.count(marker) == 1
+    data[data.index(marker) + len(marker) - 1] ^= 0x01
+    path.write_bytes(bytes(data))
+    with SQLiteEventStore(path) as store:
+        assert verify_chain(store) == ["position 17: payload hash mismatch"]
+        assert store.head() == 30
+    raw = sqlite3.connect(path)
+    try:
+        triggers = raw.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+        assert sorted(triggers) == [("events_no_delete",), ("events_no_update",)]
+    finally:
+        raw.close()
+
+
+def rehash(path: Path, at: int, **changes: Any) -> tuple[str, tuple[Any, ...]]:
+    """An UPDATE that sets fields of one event and recomputes its payload and chain hashes,
+    as a careful forger would (the next event's prev_hash is left alone)."""
+    old = dict(zip(Envelope.__struct_fields__, row(path, at), strict=True))
+    new = {**old, **changes}
+    new["payload_hash"] = hashlib.sha256(new["payload"]).hexdigest()
+    new["hash"] = chain_hash(
+        new["prev_hash"],
+        new["position"],
+        new["stream_id"],
+        new["stream_version"],
+        new["event_id"],
+        new["type"],
+        new["schema_version"],
+        new["recorded_at"],
+        new["payload_hash"],
+    )
+    sets = ", ".join(f"{column} = ?" for column in new)
+    return f"UPDATE events SET {sets} WHERE position = ?", (*new.values(), at)
+
+
+Tampering = Callable[[Path], list[tuple[str, tuple[Any, ...]]]]
+
+CASES: dict[str, tuple[Tampering, list[str]]] = {
+    "deleted event": (
+        # Position 4 is s0's second event (s0 holds 1, 4, 7...), so s0's versions break at 7.
+        lambda p: [("DELETE FROM events WHERE position = 4", ())],
+        [
+            "position 5: gap after 3",
+            "position 5: prev_hash does not link to position 3",
+            "position 7: stream 's0' version 3 after 1",
+        ],
+    ),
+    "deleted tail": (
+        lambda p: [("DELETE FROM events WHERE position > 25", ())],
+        [],  # a truncated tail is a consistent shorter log: only an anchored head can tell
+    ),
+    "changed timestamp": (
+        lambda p: [("UPDATE events SET recorded_at = recorded_at + 1 WHERE position = 6", ())],
+        ["position 6: chain hash mismatch"],
+    ),
+    "rewritten hash": (
+        lambda p: [("UPDATE events SET hash = ? WHERE position = 6", ("f" * 64,))],
+        [
+            "position 6: chain hash mismatch",
+            "position 7: prev_hash does not link to position 6",
+        ],
+    ),
+    "forged payload with recomputed hashes": (
+        lambda p: [rehash(p, 12, payload=episode("e11", 999).payload)],
+        ["position 13: prev_hash does not link to position 12"],
+    ),
+    "forged first event": (
+        lambda p: [rehash(p, 1, prev_hash="1" * 64)],
+        [
+            "position 1: prev_hash is not the genesis hash",
+            "position 2: prev_hash does not link to position 1",
+        ],
+    ),
+    "changed payload hash only": (
+        lambda p: [("UPDATE events SET payload_hash = ? WHERE position = 9", ("0" * 64,))],
+        ["position 9: payload hash mismatch", "position 9: chain hash mismatch"],
+    ),
+    "skipped stream version": (
+        lambda p: [rehash(p, 30, stream_version=50)],
+        ["position 30: stream 's2' version 50 after 9"],
+    ),
+    "undecodable last payload": (
+        lambda p: [rehash(p, 30, payload=b'{"submission_id": "not a number"}')],
+        ["position 30: payload does not decode: "],
+    ),
+    "unknown type": (
+        lambda p: [rehash(p, 30, type="NoSuchEvent")],
+        ["position 30: payload does not decode: unknown event type 'NoSuchEvent'"],
+    ),
+    "payload stored as text": (
+        lambda p: [("UPDATE events SET payload = CAST(payload AS TEXT) WHERE position = 3", ())],
+        ["position 3: payload is str, not bytes"],
+    ),
+    "renumbered last event": (
+        lambda p: [rehash(p, 30, position=31)],
+        ["position 31: gap after 29"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_verify_chain_names_each_problem_in_order(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "events.db"
+    make_store(path).close()
+    change, expected = CASES[case]
+    tamper(path, *change(path))
+    with SQLiteEventStore(path) as store:
+        problems = verify_chain(store)
+    assert len(problems) == len(expected), problems
+    for found, wanted in zip(problems, expected, strict=True):
+        assert found.startswith(wanted), problems
+
+
+# --------------------------------------------------------------------------- fold helpers
+
+
+class EnvelopesOnly:
+    """A store with the contract's read_all but no read_all_rows (the fallback path)."""
+
+    def __init__(self, store: SQLiteEventStore) -> None:
+        self.store = store
+
+    def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
+        return self.store.read_all(from_position, limit)
+
+
+def test_iter_events_matches_read_all(tmp_path: Path) -> None:
+    with make_store(tmp_path / "events.db", events=25) as store:
+        store.append("r", [new_event(RunResumed(attempt=i), f"r{i}") for i in range(5)], 0)
+        expected = [
+            (e.position, e.stream_id, e.stream_version, e.event()) for e in everything(store)
+        ]
+        assert len(expected) == 30
+        assert list(iter_events(store)) == expected
+        assert list(iter_events(store, batch=4)) == expected
+        assert list(iter_events(store, from_position=17, batch=3)) == expected[17:]
+        assert list(iter_events(store, from_position=30)) == []
+        assert list(iter_events(EnvelopesOnly(store), batch=7)) == expected
+        rows = list(iter_rows(store, batch=6))
+        assert rows == list(iter_rows(EnvelopesOnly(store), batch=11))
+        fields = Envelope.__struct_fields__
+        envelopes = [Envelope(**dict(zip(fields, r, strict=True))) for r in rows]
+        assert envelopes == everything(store)
+        with pytest.raises(ValueError):
+            list(iter_events(store, batch=0))
+
+
+def test_iter_events_raises_on_a_bad_payload_and_verify_chain_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    make_store(path).close()
+    tamper(path, rehash(path, 10, payload=b'{"steps": []}'))
+    with SQLiteEventStore(path) as store:
+        events = iter_events(store)
+        assert [position for position, *_ in (next(events) for _ in range(9))] == list(range(1, 10))
+        with pytest.raises(EventCodecError, match="EpisodeCompleted v1"):
+            next(events)
+        problems = verify_chain(store)
+        assert verify_chain(EnvelopesOnly(store)) == problems
+    assert [p.split(":")[0] for p in problems] == ["position 10", "position 11"]
+    assert problems[0].startswith("position 10: payload does not decode: EpisodeCompleted v1")
