@@ -7,6 +7,7 @@ import click
 from evopolicygym.cli.benchmarks import benchmarks
 from evopolicygym.cli.errors import Cli
 from evopolicygym.cli.evaluate import evaluate
+from evopolicygym.cli.query import query
 from evopolicygym.cli.record import record
 
 __all__ = ["main"]
@@ -21,3 +22,4 @@ def main() -> None:
 main.add_command(benchmarks)
 main.add_command(evaluate)
 main.add_command(record)
+main.add_command(query)

@@ -1,0 +1,507 @@
+"""Projections: state derived from the log, caught up into DuckDB, atomic per batch.
+
+A ``Projection`` is a name, a version, the tables it owns and two functions:
+``create`` makes its (empty) tables, ``apply`` writes one ``Batch`` of the log
+into them. ``catch_up`` polls the store from each projection's checkpoint and
+applies page after page; every page is one DuckDB transaction that holds both
+the rows it wrote and the advanced checkpoints in ``projection_checkpoints``,
+so a crash or an error keeps either all of a page or none of it.
+
+A projection whose version differs from its checkpoint (or whose tables are
+missing, or whose checkpoint no longer matches the log) is dropped and rebuilt
+from position 0. Events of an unknown type or with an undecodable payload never
+stop the runner: a projection simply does not see them, and they are counted in
+the checkpoint's ``skipped`` column.
+
+A ``Batch`` is columnar on purpose: projections build Python lists and hand
+them to DuckDB as one Arrow table per page (``insert_arrow``), which is what
+makes a million events catch up in seconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gc
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import duckdb
+import msgspec
+import pyarrow as pa
+
+from evopolicygym.records.events import EVENT_TYPES, Envelope, Event, EventCodecError, decode_event
+
+__all__ = [
+    "CHECKPOINTS",
+    "DEFAULT_BATCH",
+    "RUN_PREFIX",
+    "Batch",
+    "Projection",
+    "catch_up",
+    "checkpoints",
+    "insert_arrow",
+    "run_id_of",
+]
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = "projection_checkpoints"
+DEFAULT_BATCH = 10_000
+RUN_PREFIX = "run-"
+
+Connection = duckdb.DuckDBPyConnection
+Row = tuple[Any, ...]
+
+
+class _Log(Protocol):
+    def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]: ...
+
+
+def run_id_of(stream_id: str) -> str | None:
+    """The Run id of a ``run-<id>`` stream; None for any other stream."""
+    return stream_id[len(RUN_PREFIX) :] if stream_id.startswith(RUN_PREFIX) else None
+
+
+# --------------------------------------------------------------------------- a page of the log
+
+
+class _Page:
+    """The columns of one page read from the store, and its events decoded once, by type."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        columns = list(zip(*rows, strict=True))
+        self.positions: Sequence[int] = columns[0]
+        self.stream_ids: Sequence[str] = columns[1]
+        self.stream_versions: Sequence[int] = columns[2]
+        self.event_ids: Sequence[str] = columns[3]
+        self.types: Sequence[str] = columns[4]
+        self.schema_versions: Sequence[int] = columns[5]
+        self.recorded_at: Sequence[int] = columns[6]
+        self.payloads: Sequence[bytes] = columns[7]
+        self.payload_hashes: Sequence[str] = columns[8]
+        self.prev_hashes: Sequence[str] = columns[9]
+        self.hashes: Sequence[str] = columns[10]
+        self.last_hash: str = rows[-1][10]
+        self.by_type: dict[str, list[int]] = {}
+        for i, kind in enumerate(self.types):
+            found = self.by_type.get(kind)
+            if found is None:
+                self.by_type[kind] = [i]
+            else:
+                found.append(i)
+        runs = {stream: run_id_of(stream) for stream in set(self.stream_ids)}
+        self.run_ids: Sequence[str | None] = [runs[stream] for stream in self.stream_ids]
+        self.decoded: dict[str, list[tuple[int, Event]]] = {}
+        self.failed: dict[str, list[tuple[int, str]]] = {}
+
+    def decode(self, kind: str) -> list[tuple[int, Event]]:
+        """The decodable events of one type as ``(index, event)``, in order; failures noted."""
+        done = self.decoded.get(kind)
+        if done is not None:
+            return done
+        rows = self.by_type.get(kind, [])
+        failed: list[tuple[int, str]] = []
+        cls = EVENT_TYPES.get(kind)
+        if cls is None:
+            decoded: list[tuple[int, Event]] = []
+            failed = [(i, f"unknown event type {kind!r}") for i in rows]
+        else:
+            current = [i for i in rows if self.schema_versions[i] == cls.SCHEMA_VERSION]
+            bulk = _decode_many(cls, current, self.payloads)
+            if bulk is None:  # some payload is bad: find it one event at a time
+                current, bulk = [], []
+            decoded = bulk
+            if len(current) < len(rows):
+                done_rows = set(current)
+                for i in rows:
+                    if i in done_rows:
+                        continue
+                    try:
+                        decoded.append(
+                            (i, decode_event(kind, self.schema_versions[i], self.payloads[i]))
+                        )
+                    except EventCodecError as exc:
+                        failed.append((i, str(exc)))
+                decoded.sort(key=_first)
+        self.decoded[kind] = decoded
+        self.failed[kind] = failed
+        return decoded
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+_LIST_DECODERS: dict[type[Event], msgspec.json.Decoder[Any]] = {}
+
+
+def _decode_many(
+    cls: type[Event], rows: list[int], payloads: Sequence[bytes]
+) -> list[tuple[int, Event]] | None:
+    """Current-version payloads decoded in one call (a JSON array of them); None if any is bad."""
+    if not rows:
+        return []
+    decoder = _LIST_DECODERS.get(cls)
+    if decoder is None:
+        decoder = _LIST_DECODERS[cls] = msgspec.json.Decoder(list[cls])  # type: ignore[valid-type]
+    try:
+        events = decoder.decode(b"[" + b",".join([payloads[i] for i in rows]) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if len(events) != len(rows):  # a payload that was itself a list of objects
+        return None
+    return list(zip(rows, events, strict=True))
+
+
+class Batch:
+    """Consecutive events of the log as columns (``positions``, ``stream_ids``, …).
+
+    ``events(types)`` gives the decoded events of those types as ``(i, event)``
+    pairs, ``i`` indexing the columns; undecodable events are left out.
+    ``run_ids`` holds each event's Run id (None off a ``run-`` stream).
+
+    ``scratch`` is a dict the projection may keep things in from one batch to
+    the next within one ``catch_up`` (such as rows it wrote, to skip re-reading
+    them); ``fresh`` says its tables were empty when that catch-up began, so
+    whatever it wrote since is all there is.
+    """
+
+    def __init__(
+        self,
+        page: _Page,
+        start: int = 0,
+        scratch: dict[str, Any] | None = None,
+        fresh: bool = False,
+    ) -> None:
+        self._page = page
+        self._start = start
+        self.scratch: dict[str, Any] = {} if scratch is None else scratch
+        self.fresh = fresh
+        self.positions = page.positions[start:] if start else page.positions
+        self.stream_ids = page.stream_ids[start:] if start else page.stream_ids
+        self.stream_versions = page.stream_versions[start:] if start else page.stream_versions
+        self.event_ids = page.event_ids[start:] if start else page.event_ids
+        self.types = page.types[start:] if start else page.types
+        self.schema_versions = page.schema_versions[start:] if start else page.schema_versions
+        self.recorded_at = page.recorded_at[start:] if start else page.recorded_at  # ns
+        self.payloads = page.payloads[start:] if start else page.payloads
+        self.run_ids = page.run_ids[start:] if start else page.run_ids
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def envelopes(self) -> list[Envelope]:
+        """The batch as ``Envelope`` objects, for projections that prefer them to columns."""
+        page, start = self._page, self._start
+        return [
+            Envelope(
+                position=page.positions[i],
+                stream_id=page.stream_ids[i],
+                stream_version=page.stream_versions[i],
+                event_id=page.event_ids[i],
+                type=page.types[i],
+                schema_version=page.schema_versions[i],
+                recorded_at=page.recorded_at[i],
+                payload=page.payloads[i],
+                payload_hash=page.payload_hashes[i],
+                prev_hash=page.prev_hashes[i],
+                hash=page.hashes[i],
+            )
+            for i in range(start, len(page.positions))
+        ]
+
+    @property
+    def first(self) -> int:
+        return self.positions[0]
+
+    @property
+    def last(self) -> int:
+        return self.positions[-1]
+
+    def events(self, types: Iterable[str]) -> list[tuple[int, Event]]:
+        """The decodable events of ``types``, in log order, with their column index."""
+        lists = [self._page.decode(kind) for kind in sorted(set(types))]
+        lists = [found for found in lists if found]
+        if not lists:
+            return []
+        merged = lists[0] if len(lists) == 1 else sorted(itertools.chain(*lists), key=_first)
+        start = self._start
+        if not start:
+            return merged
+        cut = bisect.bisect_left(merged, start, key=_first)
+        return [(i - start, event) for i, event in merged[cut:]]
+
+    def skipped(self, types: Iterable[str] | None) -> int:
+        """How many events of ``types`` (None: of any type) this batch could not decode.
+
+        With ``types=None`` only unknown types are counted: nothing is decoded."""
+        page, start = self._page, self._start
+        if types is None:
+            return sum(
+                sum(1 for i in rows if i >= start)
+                for kind, rows in page.by_type.items()
+                if kind not in EVENT_TYPES
+            )
+        total = 0
+        for kind in set(types):
+            page.decode(kind)
+            total += sum(1 for i, _ in page.failed[kind] if i >= start)
+        return total
+
+    def failures(self) -> list[tuple[int, str]]:
+        """``(position, error)`` of every event this batch tried and failed to decode."""
+        page, start = self._page, self._start
+        found = [(i, error) for failed in page.failed.values() for i, error in failed if i >= start]
+        return sorted((page.positions[i], error) for i, error in found)
+
+
+# --------------------------------------------------------------------------- projections
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A named, versioned function from batches of the log to DuckDB tables it owns.
+
+    ``types`` are the event types ``apply`` decodes (None: it reads raw columns
+    only); they decide what ``skipped`` counts. Bump ``version`` whenever the
+    tables or the meaning of their rows change: the next catch-up rebuilds."""
+
+    name: str
+    version: int
+    tables: tuple[str, ...]
+    create: Callable[[Connection], None]
+    apply: Callable[[Connection, Batch], None]
+    types: frozenset[str] | None = None
+
+
+def insert_arrow(connection: Connection, table: str, data: pa.Table, select: str = "*") -> None:
+    """``INSERT INTO table SELECT <select> FROM data`` in one vectorised statement."""
+    view = f"__epg_{table}_batch"
+    connection.register(view, data)
+    try:
+        connection.execute(f"INSERT INTO {table} SELECT {select} FROM {view}")
+    finally:
+        connection.unregister(view)
+
+
+def _create_checkpoints(connection: Connection) -> None:
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {CHECKPOINTS} ("
+        "name VARCHAR PRIMARY KEY, version INTEGER NOT NULL, position BIGINT NOT NULL, "
+        "last_hash VARCHAR, skipped BIGINT NOT NULL DEFAULT 0, updated_at TIMESTAMP)"
+    )
+
+
+def checkpoints(connection: Connection) -> dict[str, tuple[int, int, int]]:
+    """``{name: (version, position, skipped)}`` for every projection caught up here."""
+    exists = connection.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main'",
+        [CHECKPOINTS],
+    ).fetchone()
+    if not exists or not exists[0]:
+        return {}
+    rows = connection.execute(
+        f"SELECT name, version, position, skipped FROM {CHECKPOINTS}"
+    ).fetchall()
+    return {name: (version, position, skipped) for name, version, position, skipped in rows}
+
+
+def _tables_present(connection: Connection, tables: Sequence[str]) -> bool:
+    if not tables:
+        return True
+    row = connection.execute(
+        "SELECT count(DISTINCT table_name) FROM duckdb_tables() "
+        "WHERE schema_name = 'main' AND list_contains(?, table_name)",
+        [list(tables)],
+    ).fetchone()
+    return row is not None and row[0] == len(set(tables))
+
+
+def _transaction(connection: Connection, work: Callable[[], None]) -> None:
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        work()
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # the original error is the one to report
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _reader(store: Any) -> Callable[[int, int], list[Row]]:
+    """A page reader over ``store`` (a Store or an EventStore): rows in envelope order."""
+    events = getattr(store, "events", store)
+    rows = getattr(events, "read_all_rows", None)
+    if callable(rows):
+        return rows
+    log_: _Log = events
+
+    def read(from_position: int, limit: int) -> list[Row]:
+        return [
+            (
+                e.position,
+                e.stream_id,
+                e.stream_version,
+                e.event_id,
+                e.type,
+                e.schema_version,
+                e.recorded_at,
+                e.payload,
+                e.payload_hash,
+                e.prev_hash,
+                e.hash,
+            )
+            for e in log_.read_all(from_position, limit)
+        ]
+
+    return read
+
+
+def _start(
+    connection: Connection,
+    projection: Projection,
+    found: tuple[int, int, str | None] | None,
+    read: Callable[[int, int], list[Row]],
+) -> int:
+    """Where ``projection`` resumes; drops and recreates its tables when it must rebuild."""
+    if found is not None:
+        version, position, last_hash = found
+        reason = None
+        if version != projection.version:
+            reason = f"version {version} -> {projection.version}"
+        elif not _tables_present(connection, projection.tables):
+            reason = "tables missing"
+        elif position > 0:
+            at = read(position - 1, 1)
+            if not at or at[0][0] != position or at[0][10] != last_hash:
+                reason = f"the log no longer holds the event at position {position}"
+        if reason is None:
+            return position
+        log.info("rebuilding projection %s (%s)", projection.name, reason)
+
+    def rebuild() -> None:
+        for table in projection.tables:
+            connection.execute(f"DROP TABLE IF EXISTS {table}")
+        projection.create(connection)
+        connection.execute(f"DELETE FROM {CHECKPOINTS} WHERE name = ?", [projection.name])
+        connection.execute(
+            f"INSERT INTO {CHECKPOINTS} (name, version, position, last_hash, skipped, updated_at) "
+            "VALUES (?, ?, 0, NULL, 0, now()::TIMESTAMP)",
+            [projection.name, projection.version],
+        )
+
+    _transaction(connection, rebuild)
+    return 0
+
+
+def catch_up(
+    store: Any,
+    connection: Connection,
+    projections: Sequence[Projection],
+    batch: int = DEFAULT_BATCH,
+) -> int:
+    """Apply the log to ``projections`` from their checkpoints; return the position reached.
+
+    ``store`` is a ``Store`` or an ``EventStore`` (``read_all_rows`` is used when
+    the backend has it, else ``read_all``). Each page of ``batch`` events is one
+    DuckDB transaction covering every projection's rows and checkpoint."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    names = [p.name for p in projections]
+    if len(set(names)) != len(names):
+        raise ValueError("two projections share a name")
+    read = _reader(store)
+    _create_checkpoints(connection)
+    stored = {
+        name: (version, position, last_hash)
+        for name, version, position, last_hash in connection.execute(
+            f"SELECT name, version, position, last_hash FROM {CHECKPOINTS}"
+        ).fetchall()
+    }
+    at = {p.name: _start(connection, p, stored.get(p.name), read) for p in projections}
+    if not projections:
+        return 0
+    # Every type any projection decodes is decoded once per page, while the page before
+    # it is being written: reading and decoding overlap DuckDB's inserts and commits.
+    wanted = sorted(set().union(*(p.types or () for p in projections)))
+
+    def fetch(position: int) -> tuple[_Page, int] | None:
+        rows = read(position, batch)
+        if not rows:
+            return None
+        page = _Page(rows)
+        for kind in wanted:
+            page.decode(kind)
+        return page, len(rows)
+
+    fresh = {name: position == 0 for name, position in at.items()}
+    scratch: dict[str, dict[str, Any]] = {name: {} for name in at}
+
+    def apply_page(page: _Page) -> None:
+        first, last = page.positions[0], page.positions[-1]
+        done: list[tuple[str, int]] = []
+        for projection in projections:
+            name = projection.name
+            start = at[name]
+            if start >= last:
+                continue
+            cut = 0 if start < first else bisect.bisect_right(page.positions, start)
+            view = Batch(page, cut, scratch[name], fresh[name])
+            projection.apply(connection, view)
+            done.append((name, view.skipped(projection.types)))
+        if done:
+            marks = ", ".join("(?, ?)" for _ in done)
+            connection.execute(
+                f"UPDATE {CHECKPOINTS} SET position = ?, last_hash = ?, "
+                f"skipped = {CHECKPOINTS}.skipped + done.skipped, updated_at = now()::TIMESTAMP "
+                f"FROM (VALUES {marks}) AS done(name, skipped) WHERE {CHECKPOINTS}.name = done.name",
+                [last, page.last_hash, *itertools.chain(*done)],
+            )
+
+    with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="catch-up") as reader:
+        ahead = reader.submit(fetch, min(at.values()))
+        while True:
+            fetched = ahead.result()
+            if fetched is None:
+                break
+            page, count = fetched
+            if count == batch:
+                ahead = reader.submit(fetch, page.positions[-1])
+            _transaction(connection, lambda page=page: apply_page(page))  # type: ignore[misc]
+            _report_skipped(Batch(page))
+            for name in at:
+                at[name] = max(at[name], page.positions[-1])
+            if count < batch:
+                break
+    return min(at.values())
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Bulk loading makes millions of acyclic objects; the cyclic GC would scan them all."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _report_skipped(batch: Batch) -> None:
+    failures = batch.failures()
+    unknown = batch.skipped(None)
+    if failures or unknown:
+        log.warning(
+            "positions %d..%d: %d events of unknown types, %d undecodable%s",
+            batch.first,
+            batch.last,
+            unknown,
+            len(failures),
+            f" (first at {failures[0][0]}: {failures[0][1]})" if failures else "",
+        )

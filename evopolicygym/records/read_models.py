@@ -1,0 +1,597 @@
+"""The read models: DuckDB tables over the log for ``evopolicy query`` and analytics.
+
+They live in ``read-models.duckdb`` in the store directory, are derived only
+from the log (delete the file and they are rebuilt) and are caught up by
+``refresh``. Tables:
+
+- ``events``: one row per event, flat scalar columns plus the raw JSON payload.
+- ``runs``: one row per Run stream: who, what, status, budget, scores.
+- ``submissions``: one row per evaluated Submission of a Run.
+- ``episodes``: one row per completed Episode of a Submission.
+
+Host-private facts (``RunCreated.pool`` and ``.seeds``, ``RunCreated.config``,
+``ValidationStarted.seed``, ``AssessmentStarted.seed``, validation and
+assessment Episode outcomes) are copied into no column of ``runs``,
+``submissions`` or ``episodes``. Only ``events.payload`` carries them, verbatim
+from the log; that is acceptable because the Agent never sees the read models
+(it sees only its workspace projection), exactly as it never sees the log.
+
+DuckDB admits one read-write process per database file: ``open_read_models``
+retries briefly while another process holds it, then raises ``ReadModelsBusy``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from evopolicygym.records.events import (
+    AssessmentCompleted,
+    CandidateValidated,
+    EpisodeCompleted,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    FinalSubmissionSelected,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+)
+from evopolicygym.records.location import Store
+from evopolicygym.records.projections import (
+    DEFAULT_BATCH,
+    Batch,
+    Connection,
+    Projection,
+    catch_up,
+    insert_arrow,
+)
+from evopolicygym.records.store import StoreError
+
+__all__ = [
+    "EPISODES",
+    "EVENTS",
+    "LOCK_WAIT_S",
+    "PROJECTIONS",
+    "RUNS",
+    "SUBMISSIONS",
+    "ReadModelsBusy",
+    "open_read_models",
+    "refresh",
+]
+
+LOCK_WAIT_S = 5.0
+CHECKPOINT_THRESHOLD = "256MB"
+_REMEMBER = 200_000  # rows of runs/submissions kept in memory during one catch-up
+
+
+class ReadModelsBusy(StoreError):
+    """Another process holds the read-model database."""
+
+
+# --------------------------------------------------------------------------- table shapes
+
+_ARROW: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "TIMESTAMP": pa.timestamp("us"),  # values are microseconds since the epoch
+    "INTEGER[]": pa.list_(pa.int32()),
+}
+
+
+@dataclass(frozen=True)
+class _Table:
+    name: str
+    columns: tuple[tuple[str, str], ...]  # (name, DuckDB type)
+    key: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.columns]
+
+    def create(self, connection: Connection) -> None:
+        columns = [f"{name} {kind}" for name, kind in self.columns]
+        if self.key:
+            columns.append(f"PRIMARY KEY ({', '.join(self.key)})")
+        connection.execute(f"CREATE TABLE IF NOT EXISTS {self.name} ({', '.join(columns)})")
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([(name, _ARROW[kind]) for name, kind in self.columns])
+
+    def load(
+        self, connection: Connection, batch: Batch, keys: list[tuple[Any, ...]]
+    ) -> dict[tuple[Any, ...], dict[str, Any]]:
+        """The current rows with these keys, timestamps as microseconds.
+
+        Rows written earlier in the same catch-up come from ``batch.scratch``; after
+        a fresh start those are all the rows there are, so nothing is read back."""
+        known: dict[tuple[Any, ...], dict[str, Any]] = batch.scratch.setdefault("rows", {})
+        found = {key: known[key] for key in keys if key in known}
+        missing = [key for key in keys if key not in found]
+        if missing and not (batch.fresh and batch.scratch.get("complete", True)):
+            found.update(self._read(connection, missing))
+        return found
+
+    def _read(
+        self, connection: Connection, keys: list[tuple[Any, ...]]
+    ) -> dict[tuple[Any, ...], dict[str, Any]]:
+        data = self._keys(keys)
+        view = f"__epg_{self.name}_keys"
+        select = ", ".join(
+            f"epoch_us(t.{name})" if kind == "TIMESTAMP" else f"t.{name}"
+            for name, kind in self.columns
+        )
+        on = " AND ".join(f"t.{k} = k.{k}" for k in self.key)
+        connection.register(view, data)
+        try:
+            rows = connection.execute(
+                f"SELECT {select} FROM {self.name} t JOIN {view} k ON {on}"
+            ).fetchall()
+        finally:
+            connection.unregister(view)
+        names = self.names
+        found = {}
+        for row in rows:
+            values = dict(zip(names, row, strict=True))
+            found[tuple(values[k] for k in self.key)] = values
+        return found
+
+    def write(
+        self,
+        connection: Connection,
+        batch: Batch,
+        rows: dict[tuple[Any, ...], dict[str, Any]],
+        existing: Iterable[tuple[Any, ...]],
+    ) -> None:
+        """Store ``rows`` (all of them new or changed), replacing the ``existing`` keys."""
+        old = list(existing)
+        if old:
+            self._delete(connection, old)
+        data = pa.Table.from_pylist(list(rows.values()), schema=self.schema())
+        insert_arrow(connection, self.name, data)
+        known: dict[tuple[Any, ...], dict[str, Any]] = batch.scratch.setdefault("rows", {})
+        known.update(rows)
+        if len(known) > _REMEMBER:  # bounded memory: forget, and read back from now on
+            known.clear()
+            batch.scratch["complete"] = False
+
+    def _keys(self, keys: list[tuple[Any, ...]]) -> pa.Table:
+        kinds = dict(self.columns)
+        return pa.table(
+            {
+                k: pa.array([key[j] for key in keys], _ARROW[kinds[k]])
+                for j, k in enumerate(self.key)
+            }
+        )
+
+    def _delete(self, connection: Connection, keys: list[tuple[Any, ...]]) -> None:
+        view = f"__epg_{self.name}_keys"
+        on = " AND ".join(f"{self.name}.{k} = k.{k}" for k in self.key)
+        connection.register(view, self._keys(keys))
+        try:
+            connection.execute(f"DELETE FROM {self.name} USING {view} k WHERE {on}")
+        finally:
+            connection.unregister(view)
+
+
+def _us(ns: int) -> int:
+    return ns // 1000
+
+
+def _text(payloads: Sequence[bytes]) -> list[str]:
+    """Payload bytes as text; invalid UTF-8 (a corrupt event) is replaced, not fatal."""
+    try:
+        return [payload.decode() for payload in payloads]
+    except UnicodeDecodeError:
+        return [payload.decode("utf-8", "replace") for payload in payloads]
+
+
+# --------------------------------------------------------------------------- events
+
+EVENTS_TABLE = _Table(
+    "events",
+    (
+        ("position", "BIGINT"),
+        ("stream_id", "VARCHAR"),
+        ("stream_version", "BIGINT"),
+        ("event_id", "VARCHAR"),
+        ("type", "VARCHAR"),
+        ("schema_version", "INTEGER"),
+        ("recorded_at", "TIMESTAMP"),
+        ("run_id", "VARCHAR"),
+        # The raw payload, Host-private fields included (see the module docstring).
+        ("payload", "JSON"),
+    ),
+)
+
+
+def _apply_events(connection: Connection, batch: Batch) -> None:
+    data = pa.table(
+        {
+            "position": pa.array(batch.positions, pa.int64()),
+            "stream_id": pa.array(batch.stream_ids, pa.string()),
+            "stream_version": pa.array(batch.stream_versions, pa.int64()),
+            "event_id": pa.array(batch.event_ids, pa.string()),
+            "type": pa.array(batch.types, pa.string()),
+            "schema_version": pa.array(batch.schema_versions, pa.int32()),
+            "recorded_at": pa.array(batch.recorded_at, pa.int64()),
+            "payload": pa.array(_text(batch.payloads), pa.string()),
+        }
+    )
+    insert_arrow(
+        connection,
+        "events",
+        data,
+        "position, stream_id, stream_version, event_id, type, schema_version, "
+        "make_timestamp(recorded_at // 1000), "
+        "CASE WHEN starts_with(stream_id, 'run-') THEN substr(stream_id, 5) END, "
+        # A payload that is not JSON (a corrupt event) is kept as a JSON string.
+        "CASE WHEN json_valid(payload) THEN payload::JSON ELSE to_json(payload) END",
+    )
+
+
+EVENTS = Projection(
+    name="events",
+    version=1,
+    tables=("events",),
+    create=EVENTS_TABLE.create,
+    apply=_apply_events,
+)
+
+
+# --------------------------------------------------------------------------- runs
+
+RUNS_TABLE = _Table(
+    "runs",
+    (
+        ("run_id", "VARCHAR"),
+        ("benchmark_id", "VARCHAR"),
+        ("score_direction", "VARCHAR"),
+        ("agent_name", "VARCHAR"),
+        ("agent_provider", "VARCHAR"),
+        ("agent_model", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+        ("status", "VARCHAR"),  # running, interrupted, or the RunFinished reason
+        ("submissions", "INTEGER"),  # evaluations started
+        ("published", "INTEGER"),
+        ("failed", "INTEGER"),
+        ("rejected", "INTEGER"),  # submit requests refused before evaluation
+        ("budget_used", "BIGINT"),
+        ("best_score", "DOUBLE"),  # best published score in the Benchmark's direction
+        ("best_submission_id", "INTEGER"),
+        ("final_submission_id", "INTEGER"),
+        ("validation_score", "DOUBLE"),
+        ("assessment_score", "DOUBLE"),
+        ("finished_at", "TIMESTAMP"),
+        ("updated_at", "TIMESTAMP"),
+    ),
+    key=("run_id",),
+)
+_RUN_TYPES = frozenset(
+    cls.type_name()
+    for cls in (
+        RunCreated,
+        EvaluationStarted,
+        SubmissionPublished,
+        EvaluationFailed,
+        SubmissionRejected,
+        FinalSubmissionSelected,
+        AssessmentCompleted,
+        RunInterrupted,
+        RunResumed,
+        RunFinished,
+    )
+)
+
+
+def _new_run(run_id: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(RUNS_TABLE.names)
+    row.update(
+        run_id=run_id,
+        score_direction="maximize",
+        status="running",
+        submissions=0,
+        published=0,
+        failed=0,
+        rejected=0,
+        budget_used=0,
+    )
+    return row
+
+
+def _better(score: float, best: float | None, direction: str) -> bool:
+    if math.isnan(score):
+        return False
+    if best is None:
+        return True
+    return score < best if direction == "minimize" else score > best
+
+
+def _fold_run(row: dict[str, Any], event: Event, at: int) -> None:
+    # Only public facts: never RunCreated.pool, .seeds or .config.
+    match event:
+        case RunCreated():
+            direction = event.benchmark_spec.get("score_direction") or "maximize"
+            row.update(
+                benchmark_id=event.benchmark_id,
+                score_direction=str(direction),
+                agent_name=event.agent.name,
+                agent_provider=event.agent.provider,
+                agent_model=event.agent.model,
+                created_at=at,
+            )
+        case EvaluationStarted():
+            row["submissions"] += 1
+            row["budget_used"] = max(row["budget_used"] or 0, event.budget_used)
+        case SubmissionPublished():
+            row["published"] += 1
+            row["budget_used"] = max(row["budget_used"] or 0, event.budget_used)
+            if _better(event.score, row["best_score"], row["score_direction"]):
+                row["best_score"] = event.score
+                row["best_submission_id"] = event.submission_id
+        case EvaluationFailed():
+            row["failed"] += 1
+        case SubmissionRejected():
+            row["rejected"] += 1
+        case FinalSubmissionSelected():
+            row["final_submission_id"] = event.submission_id
+            row["validation_score"] = event.score
+        case AssessmentCompleted():
+            row["assessment_score"] = event.score
+        case RunInterrupted():
+            if row["status"] == "running":
+                row["status"] = "interrupted"
+        case RunResumed():
+            if row["status"] == "interrupted":
+                row["status"] = "running"
+        case RunFinished():
+            row["status"] = event.reason
+            row["finished_at"] = at
+            for name in ("final_submission_id", "validation_score", "assessment_score"):
+                value = getattr(event, name)
+                if value is not None:
+                    row[name] = value
+    row["updated_at"] = at
+
+
+def _apply_runs(connection: Connection, batch: Batch) -> None:
+    todo = [
+        (run_id, i, event)
+        for i, event in batch.events(_RUN_TYPES)
+        if (run_id := batch.run_ids[i]) is not None
+    ]
+    if not todo:
+        return
+    keys = list(dict.fromkeys((run_id,) for run_id, _, _ in todo))
+    existing = RUNS_TABLE.load(connection, batch, keys)
+    rows = dict(existing)
+    for run_id, i, event in todo:
+        row = rows.get((run_id,))
+        if row is None:
+            row = rows[(run_id,)] = _new_run(run_id)
+        _fold_run(row, event, _us(batch.recorded_at[i]))
+    RUNS_TABLE.write(connection, batch, rows, existing)
+
+
+RUNS = Projection(
+    name="runs",
+    version=1,
+    tables=("runs",),
+    create=RUNS_TABLE.create,
+    apply=_apply_runs,
+    types=_RUN_TYPES,
+)
+
+
+# --------------------------------------------------------------------------- submissions
+
+SUBMISSIONS_TABLE = _Table(
+    "submissions",
+    (
+        ("run_id", "VARCHAR"),
+        ("submission_id", "INTEGER"),
+        ("program_digest", "VARCHAR"),
+        ("parent_program_digest", "VARCHAR"),
+        ("indices", "INTEGER[]"),  # pool indices: the Agent's own choice, not Host-private
+        ("budget_reserved", "INTEGER"),
+        ("started_at", "TIMESTAMP"),
+        ("status", "VARCHAR"),  # evaluating, published or failed
+        ("score", "DOUBLE"),
+        ("failures", "INTEGER"),
+        ("published_at", "TIMESTAMP"),
+        ("error", "VARCHAR"),
+        ("budget_consumed", "INTEGER"),
+        ("validation_score", "DOUBLE"),
+        ("validation_failures", "INTEGER"),
+        ("assessment_score", "DOUBLE"),
+        ("updated_at", "TIMESTAMP"),
+    ),
+    key=("run_id", "submission_id"),
+)
+_SUBMISSION_TYPES = frozenset(
+    cls.type_name()
+    for cls in (
+        EvaluationStarted,
+        SubmissionPublished,
+        EvaluationFailed,
+        CandidateValidated,
+        AssessmentCompleted,
+    )
+)
+
+
+def _fold_submission(row: dict[str, Any], event: Event, at: int) -> None:
+    # Scores only: never the validation or assessment Episodes, whose seeds are Host-private.
+    match event:
+        case EvaluationStarted():
+            row.update(
+                program_digest=event.program_digest,
+                parent_program_digest=event.parent_program_digest,
+                indices=list(event.indices),
+                budget_reserved=event.budget_reserved,
+                started_at=at,
+                status="evaluating",
+            )
+        case SubmissionPublished():
+            row.update(
+                program_digest=event.program_digest,
+                score=event.score,
+                failures=event.failures,
+                published_at=at,
+                status="published",
+            )
+        case EvaluationFailed():
+            row.update(status="failed", error=event.error, budget_consumed=event.budget_consumed)
+        case CandidateValidated():
+            row.update(validation_score=event.score, validation_failures=event.failures)
+        case AssessmentCompleted():
+            row["assessment_score"] = event.score
+    row["updated_at"] = at
+
+
+def _apply_submissions(connection: Connection, batch: Batch) -> None:
+    todo = [
+        (run_id, i, event)
+        for i, event in batch.events(_SUBMISSION_TYPES)
+        if (run_id := batch.run_ids[i]) is not None
+    ]
+    if not todo:
+        return
+    keys = list(dict.fromkeys((run_id, event.submission_id) for run_id, _, event in todo))  # type: ignore[attr-defined]
+    existing = SUBMISSIONS_TABLE.load(connection, batch, keys)
+    rows = dict(existing)
+    names = SUBMISSIONS_TABLE.names
+    for run_id, i, event in todo:
+        key = (run_id, event.submission_id)  # type: ignore[attr-defined]
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = dict.fromkeys(names)
+            row.update(run_id=run_id, submission_id=key[1])
+        _fold_submission(row, event, _us(batch.recorded_at[i]))
+    SUBMISSIONS_TABLE.write(connection, batch, rows, existing)
+
+
+SUBMISSIONS = Projection(
+    name="submissions",
+    version=1,
+    tables=("submissions",),
+    create=SUBMISSIONS_TABLE.create,
+    apply=_apply_submissions,
+    types=_SUBMISSION_TYPES,
+)
+
+
+# --------------------------------------------------------------------------- episodes
+
+EPISODES_TABLE = _Table(
+    "episodes",
+    (
+        ("position", "BIGINT"),
+        ("run_id", "VARCHAR"),
+        ("submission_id", "INTEGER"),
+        ("pool_index", "INTEGER"),  # the index the Agent chose; the EpisodeSpec stays private
+        ("status", "VARCHAR"),
+        ("total_reward", "DOUBLE"),
+        ("steps", "BIGINT"),
+        ("failure", "VARCHAR"),
+        ("duration_s", "DOUBLE"),
+        ("trace_blob", "VARCHAR"),
+        ("recorded_at", "TIMESTAMP"),
+    ),
+)
+_EPISODE_TYPES = frozenset({EpisodeCompleted.type_name()})
+
+
+def _apply_episodes(connection: Connection, batch: Batch) -> None:
+    run_ids = batch.run_ids
+    found = [(i, e) for i, e in batch.events(_EPISODE_TYPES) if run_ids[i] is not None]
+    if not found:
+        return
+    rows = [i for i, _ in found]
+    events: list[EpisodeCompleted] = [e for _, e in found]  # type: ignore[misc]
+    positions, recorded = batch.positions, batch.recorded_at
+    data = {
+        "position": [positions[i] for i in rows],
+        "run_id": [run_ids[i] for i in rows],
+        "submission_id": [e.submission_id for e in events],
+        "pool_index": [e.index for e in events],
+        "status": [e.status for e in events],
+        "total_reward": [e.total_reward for e in events],
+        "steps": [e.steps for e in events],
+        "failure": [e.failure for e in events],
+        "duration_s": [e.duration_s for e in events],
+        "trace_blob": [e.trace_blob for e in events],
+        "recorded_at": [recorded[i] // 1000 for i in rows],
+    }
+    insert_arrow(connection, "episodes", pa.table(data, schema=EPISODES_TABLE.schema()))
+
+
+EPISODES = Projection(
+    name="episodes",
+    version=1,
+    tables=("episodes",),
+    create=EPISODES_TABLE.create,
+    apply=_apply_episodes,
+    types=_EPISODE_TYPES,
+)
+
+PROJECTIONS: tuple[Projection, ...] = (EVENTS, RUNS, SUBMISSIONS, EPISODES)
+
+
+# --------------------------------------------------------------------------- the database
+
+
+def _locked(exc: BaseException) -> bool:
+    message = str(exc).lower()
+    return "lock" in message or "different configuration" in message
+
+
+def open_read_models(
+    store: Store, read_only: bool = False, *, wait_s: float | None = None
+) -> Connection:
+    """A DuckDB connection to the store's read models, waiting up to ``wait_s`` for a lock
+    (default ``LOCK_WAIT_S``) while another process holds the database."""
+    path = store.read_models_path
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
+    if read_only and not path.exists():
+        raise StoreError(f"no read models at {path} yet: refresh them first")
+    deadline = time.monotonic() + wait_s
+    delay = 0.02
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _locked(exc):
+                raise StoreError(
+                    f"cannot open the read models at {path} ({' '.join(str(exc).split())}); "
+                    "they are derived from the log: delete the file to rebuild them"
+                ) from exc
+            if time.monotonic() >= deadline:
+                raise ReadModelsBusy(
+                    "read models are being updated by another process; try again"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+
+def refresh(store: Store, *, batch: int = DEFAULT_BATCH, wait_s: float | None = None) -> int:
+    """Catch every read model up with the log; return the log position reached."""
+    connection = open_read_models(store, wait_s=wait_s)
+    try:
+        # Checkpointing every 16 MB of WAL (the default) costs more than the inserts when
+        # catching up a large log; one checkpoint at close does the same work once.
+        connection.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+        return catch_up(store, connection, PROJECTIONS, batch)
+    finally:
+        connection.close()
