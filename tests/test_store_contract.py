@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import sqlalchemy.exc
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (

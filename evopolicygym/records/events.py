@@ -437,6 +437,14 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
     def event(self) -> Event:
         return decode_event(self.type, self.schema_version, self.payload)
 
+    def as_row(self) -> tuple[Any, ...]:
+        """The fields as a tuple in declaration order: the row form bulk readers use."""
+        return tuple(getattr(self, name) for name in self.__struct_fields__)
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Envelope:
+        return cls(**dict(zip(cls.__struct_fields__, row, strict=True)))
+
     def data(self) -> dict[str, Any]:
         """The payload as plain JSON values (no upcasting)."""
         value: dict[str, Any] = _RAW.decode(self.payload)

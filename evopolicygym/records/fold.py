@@ -28,7 +28,7 @@ import msgspec
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EVENT_TYPES, Event, decode_event
 
-__all__ = ["iter_events", "iter_rows", "verify_chain"]
+__all__ = ["iter_events", "iter_rows", "page_reader", "verify_chain"]
 
 Row = tuple[Any, ...]
 """position, stream_id, stream_version, event_id, type, schema_version, recorded_at,
@@ -60,37 +60,29 @@ def _decoder(cache: Decoders, key: tuple[str, int]) -> Callable[[bytes], Event]:
     return decoder
 
 
-def _envelope_rows(store: Any, from_position: int, limit: int) -> list[Row]:
-    """A ``read_all`` page as row tuples, for stores without ``read_all_rows``."""
-    return [
-        (
-            e.position,
-            e.stream_id,
-            e.stream_version,
-            e.event_id,
-            e.type,
-            e.schema_version,
-            e.recorded_at,
-            e.payload,
-            e.payload_hash,
-            e.prev_hash,
-            e.hash,
-        )
-        for e in store.read_all(from_position, limit)
-    ]
+def page_reader(store: Any) -> Callable[[int, int], list[Row]]:
+    """``read(from_position, limit)`` returning row tuples in envelope field order, for a
+    ``Store`` or any ``EventStore``: ``read_all_rows`` where the backend has it (no
+    Envelope objects), else ``read_all`` pages turned into rows."""
+    events = getattr(store, "events", store)
+    rows = getattr(events, "read_all_rows", None)
+    if callable(rows):
+        return rows
+
+    def read(from_position: int, limit: int) -> list[Row]:
+        return [e.as_row() for e in events.read_all(from_position, limit)]
+
+    return read
 
 
 def _pages(store: Any, from_position: int, batch: int) -> Iterator[list[Row]]:
     """Pages of row tuples after ``from_position`` until a page comes back empty."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
-    read_rows = getattr(store, "read_all_rows", None)
+    read = page_reader(store)
     position = from_position
     while True:
-        if read_rows is not None:
-            rows = read_rows(position, batch)
-        else:
-            rows = _envelope_rows(store, position, batch)
+        rows = read(position, batch)
         if not rows:
             return
         yield rows

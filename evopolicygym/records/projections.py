@@ -35,6 +35,7 @@ import msgspec
 import pyarrow as pa
 
 from evopolicygym.records.events import EVENT_TYPES, Envelope, Event, EventCodecError, decode_event
+from evopolicygym.records.fold import page_reader
 
 __all__ = [
     "CHECKPOINTS",
@@ -333,35 +334,6 @@ def _transaction(connection: Connection, work: Callable[[], None]) -> None:
     connection.execute("COMMIT")
 
 
-def _reader(store: Any) -> Callable[[int, int], list[Row]]:
-    """A page reader over ``store`` (a Store or an EventStore): rows in envelope order."""
-    events = getattr(store, "events", store)
-    rows = getattr(events, "read_all_rows", None)
-    if callable(rows):
-        return rows
-    log_: _Log = events
-
-    def read(from_position: int, limit: int) -> list[Row]:
-        return [
-            (
-                e.position,
-                e.stream_id,
-                e.stream_version,
-                e.event_id,
-                e.type,
-                e.schema_version,
-                e.recorded_at,
-                e.payload,
-                e.payload_hash,
-                e.prev_hash,
-                e.hash,
-            )
-            for e in log_.read_all(from_position, limit)
-        ]
-
-    return read
-
-
 def _start(
     connection: Connection,
     projection: Projection,
@@ -415,7 +387,7 @@ def catch_up(
     names = [p.name for p in projections]
     if len(set(names)) != len(names):
         raise ValueError("two projections share a name")
-    read = _reader(store)
+    read = page_reader(store)
     _create_checkpoints(connection)
     stored = {
         name: (version, position, last_hash)

@@ -99,22 +99,6 @@ def _prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
-def _envelope(row: tuple[Any, ...]) -> Envelope:
-    return Envelope(
-        position=row[0],
-        stream_id=row[1],
-        stream_version=row[2],
-        event_id=row[3],
-        type=row[4],
-        schema_version=row[5],
-        recorded_at=row[6],
-        payload=row[7],
-        payload_hash=row[8],
-        prev_hash=row[9],
-        hash=row[10],
-    )
-
-
 class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
@@ -259,11 +243,11 @@ class SQLiteEventStore:
             if not rows:
                 return
             for row in rows:
-                yield _envelope(row)
+                yield Envelope.from_row(row)
             version = rows[-1][2]
 
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
-        return [_envelope(row) for row in self.read_all_rows(from_position, limit)]
+        return [Envelope.from_row(row) for row in self.read_all_rows(from_position, limit)]
 
     def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
         """``read_all`` as plain tuples in envelope field order: for bulk folds and projections."""

@@ -28,6 +28,7 @@ import msgspec
 from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EventCodecError, decode_event, payload_hash
+from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
 
 __all__ = ["PAGE", "Problem", "ProblemKind", "VerifyReport", "referenced_blobs", "verify_store"]
@@ -112,29 +113,10 @@ def referenced_blobs(value: Any) -> Iterator[tuple[Literal["blob", "program"], s
 
 def _rows(store: Store, head: int) -> Iterator[tuple[Any, ...]]:
     """The log's rows up to ``head``, in position order, a page at a time."""
-    events = store.events
-    read_rows = getattr(events, "read_all_rows", None)
+    read = page_reader(store)
     after = 0
     while after < head:
-        if read_rows is not None:
-            page = read_rows(after, PAGE)
-        else:
-            page = [
-                (
-                    e.position,
-                    e.stream_id,
-                    e.stream_version,
-                    e.event_id,
-                    e.type,
-                    e.schema_version,
-                    e.recorded_at,
-                    e.payload,
-                    e.payload_hash,
-                    e.prev_hash,
-                    e.hash,
-                )
-                for e in events.read_all(after, PAGE)
-            ]
+        page = read(after, PAGE)
         if not page:
             return
         for row in page:
