@@ -411,7 +411,7 @@ def _children_of(pid: int) -> list[int]:
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_no_policy_process_outlives_its_evaluation(evaluator: Evaluator, jobs: int) -> None:
     evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=4, jobs=jobs))
-    server = evaluator.fork_server._process.pid
+    server = evaluator.fork_server.server_pid
     deadline = time.monotonic() + 3
     while _children_of(server) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -645,7 +645,7 @@ import os, time
 os._exit = lambda code: time.sleep(3600)
 """ + GOOD
     evaluator.evaluate(program(source), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=1))
-    server = evaluator.fork_server._process.pid
+    server = evaluator.fork_server.server_pid
     deadline = time.monotonic() + 3
     while _children_of(server) and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -52,7 +52,6 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
 
     from evopolicygym.evaluation import sandbox, worker
 
-    server_pid = os.getpid()
     sandbox.die_with_parent(host_pid)
     if os.geteuid() != 0 and not sandbox.containment_disabled() and sandbox.enter_user_namespace():
         # Our PID namespace belongs to the initial user namespace, where we hold no
@@ -69,6 +68,10 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             _, status = os.waitpid(pid, 0)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         sandbox.die_with_parent(None)
+    # As our children see us (for their die-with-parent check), and as the Host sees us:
+    # /proc belongs to the Host's PID namespace, so /proc/self names our pid there.
+    server_pid = os.getpid()
+    host_visible_pid = int(os.readlink("/proc/self"))
     containment = sandbox.probe_containment()
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
@@ -90,7 +93,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     owners: dict[int, socket.socket] = {}
     serial = 0
     children: dict[socket.socket, set[int]] = {}
-    os.write(ready_fd, msgspec.msgpack.encode({"containment": containment}))
+    os.write(ready_fd, msgspec.msgpack.encode({"containment": containment, "pid": host_visible_pid}))
     os.close(ready_fd)
 
     def reply(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -250,7 +253,11 @@ class ForkServer:
         if not data:
             self._process.wait()
             raise ForkServerError(f"policy fork server failed to start (exit code {self._process.returncode})")
-        self.containment: str = msgspec.msgpack.decode(data)["containment"]
+        ready = msgspec.msgpack.decode(data)
+        self.containment: str = ready["containment"]
+        # The serving process: the one started, or its child when it re-parents itself
+        # into a PID namespace of its own (no root); policy processes are its children.
+        self.server_pid: int = ready["pid"]
         self._closed = False
 
     def connect(self) -> ForkServerClient:

@@ -275,6 +275,10 @@ def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
     _bind(work_dir, inside(work_dir), readonly=False)
     for mount_point in (PROGRAM_MOUNT, SCRATCH_MOUNT, "/proc"):
         os.makedirs(inside(mount_point), exist_ok=True)
+    if os.geteuid() != 0:
+        # In a user namespace the kernel lets a policy mount its own /proc only where a
+        # proc mount is already fully visible; this one shows only our own PID namespace.
+        _mount_fs("proc", inside("/proc"), MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)
     os.mkdir(".old")
     _check(_libc.syscall(_PIVOT_ROOT, b".", b".old"), "pivot_root")
