@@ -171,10 +171,10 @@ def test_fork_bomb_is_contained_and_nothing_is_left_behind(evaluator: Evaluator)
     def make_policy(c):
         return P()
     """
+    if evaluator.fork_server.containment != "namespaces":
+        pytest.skip("process-group containment cannot reap children that call setsid()")
     result = run(evaluator, source, episodes=2, timeout=5.0, max_processes=32)
     assert [e.status for e in result.episodes] == ["ok", "ok"]
-    if result.containment != "namespaces":
-        pytest.skip("process-group containment cannot reap children that call setsid()")
     namespaces = {m for r in result.records for m in re.findall(r"ns (pid:\[\d+\])", r.stderr_tail)}
     assert len(namespaces) == 2  # a fresh PID namespace per Episode
     own = os.readlink("/proc/self/ns/pid")
@@ -456,13 +456,15 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_sigkilled_host_leaves_no_process_behind() -> None:
+def test_sigkilled_host_leaves_no_process_behind(tmp_path: Path) -> None:
     import signal
     import subprocess
     import sys
 
     tests = str(Path(__file__).parent)
-    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE)
+    # The killed Host cannot remove its fork server's directory: keep it in tmp_path.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE, env=env)
     assert host.stdout is not None
     assert host.stdout.readline().strip() == b"started"
     # Wait until the fork server, two runners and busy policies exist.
@@ -665,3 +667,20 @@ def test_bad_configs_are_refused(kwargs: dict) -> None:
 def test_bad_limits_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         ResourceLimits(**kwargs)
+
+
+def test_abandoned_fork_server_directories_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from evopolicygym.evaluation.forkserver import ForkServer
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "evopolicy-fs-4194305-abandoned"  # above the largest possible pid_max
+    alive = tmp_path / f"evopolicy-fs-{os.getpid()}-in-use"
+    other = tmp_path / "evopolicy-fs-notapid"
+    for directory in (dead, alive, other):
+        (directory / "work").mkdir(parents=True)
+    with ForkServer():
+        pass
+    assert not dead.exists()
+    assert alive.exists() and other.exists()
