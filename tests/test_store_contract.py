@@ -67,7 +67,7 @@ from evopolicygym.records.events import (
     ValidationStarted,
     new_event,
 )
-from evopolicygym.records.fold import iter_events, verify_chain
+from evopolicygym.records.fold import iter_events
 from evopolicygym.records.location import open_store
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import (
@@ -78,6 +78,7 @@ from evopolicygym.records.store import (
     StoreError,
     StreamInfo,
 )
+from evopolicygym.records.verify import verify_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,7 +141,7 @@ def test_an_empty_store_has_nothing(event_store: EventStore) -> None:
     assert event_store.streams() == []
     assert event_store.streams("run-") == []
     assert list(event_store.read_stream("nope")) == []
-    assert verify_chain(event_store) == []
+    assert verify_store(event_store).problems == []
 
 
 def test_append_assigns_gap_free_positions_and_versions(event_store: EventStore) -> None:
@@ -170,7 +171,7 @@ def test_append_assigns_gap_free_positions_and_versions(event_store: EventStore)
     assert_chain(everything)
     # read_stream and read_all agree envelope for envelope.
     assert sorted(stream_a + stream_b, key=lambda e: e.position) == everything
-    assert verify_chain(event_store) == []
+    assert verify_store(event_store).problems == []
 
 
 def test_append_continues_the_chain_across_calls(event_store: EventStore) -> None:
@@ -399,7 +400,7 @@ def test_reopen_sees_everything(open_backend: Any, tmp_path: Path) -> None:
     store = open_backend(tmp_path, create=True)
     try:
         assert store.head() == 6
-        assert verify_chain(store) == []
+        assert verify_store(store).problems == []
     finally:
         store.close()
 
@@ -525,7 +526,7 @@ class StoreMachine(RuleBasedStateMachine):
             StreamInfo(s, len(events)) for s, events in sorted(self.model.items()) if events
         ]
         assert_chain(everything)
-        assert verify_chain(self.store) == []
+        assert verify_store(self.store).problems == []
 
 
 def test_the_store_behaves_like_the_model(open_backend: Any) -> None:
@@ -766,4 +767,4 @@ def test_two_processes_creating_one_store_both_succeed(tmp_path: Path) -> None:
     with open_store(root) as store:
         assert store.events.head() == len(names)
         assert sorted(s.stream_id for s in store.events.streams()) == names
-        assert verify_chain(store.events) == []
+        assert verify_store(store.events).problems == []

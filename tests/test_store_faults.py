@@ -1,7 +1,7 @@
 """The event store under real faults: concurrent processes, SIGKILL mid-append, a corrupted file.
 
-Also the fold helpers (``iter_events``, ``verify_chain``) the verifier and replay build on:
-verify_chain must name the first bad position whatever was tampered with.
+Also the fold helpers (``iter_events``) replay builds on, and ``verify_store`` on the bare
+log: it must name the first bad position, and what is wrong there, whatever was tampered with.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from evopolicygym.records import events as events_module
+from evopolicygym.records import verify as verify_module
 from evopolicygym.records.chain import chain_hash
 from evopolicygym.records.events import (
     Envelope,
@@ -30,9 +32,10 @@ from evopolicygym.records.events import (
     RunResumed,
     new_event,
 )
-from evopolicygym.records.fold import iter_events, iter_rows, verify_chain
+from evopolicygym.records.fold import iter_events, iter_rows
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import ANY_VERSION
+from evopolicygym.records.verify import ProblemKind, VerifyReport, verify_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +65,8 @@ def assert_sound(store: SQLiteEventStore) -> list[Envelope]:
     """Gap-free positions, a valid chain and contiguous stream versions."""
     envelopes = everything(store)
     assert [e.position for e in envelopes] == list(range(1, store.head() + 1))
-    assert verify_chain(store) == []
+    report = verify_store(store)
+    assert report.ok, report.problems
     versions: dict[str, list[int]] = {}
     for e in envelopes:
         versions.setdefault(e.stream_id, []).append(e.stream_version)
@@ -274,27 +278,43 @@ def flip_a_digit(payload: bytes, marker: bytes) -> bytes:
     return bytes(flipped)
 
 
-def test_verify_chain_is_clean_for_an_intact_log(tmp_path: Path) -> None:
+def problems_of(report: VerifyReport) -> list[tuple[int, ProblemKind]]:
+    return [(p.position, p.kind) for p in report.problems]
+
+
+def test_verify_store_is_clean_for_an_intact_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with make_store(tmp_path / "events.db") as store:
         store.append("big", [episode(f"b{i}", i) for i in range(2_000)], 0)
-        assert verify_chain(store) == []
-        assert verify_chain(store, batch=7) == []
+        report = verify_store(store)
+        assert report.ok, report.problems
+        # A bare EventStore has no blob store: no references are checked.
+        assert (report.head, report.events, report.blobs) == (2_030, 2_030, 0)
+        monkeypatch.setattr(verify_module, "PAGE", 7)
+        paged = verify_store(store)
+        assert paged.ok, paged.problems
+        assert (paged.head, paged.events, paged.blobs) == (2_030, 2_030, 0)
 
 
-def test_verify_chain_names_a_flipped_payload_byte(tmp_path: Path) -> None:
+def test_verify_store_names_a_flipped_payload_byte(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     store = make_store(path)
     try:
         flipped = flip_a_digit(row(path, 17)[7], b"marker-0017")
         tamper(path, ("UPDATE events SET payload = ? WHERE position = 17", (flipped,)))
-        assert verify_chain(store) == ["position 17: payload hash mismatch"]
+        report = verify_store(store)
+        assert problems_of(report) == [(17, "payload_hash")]
+        assert "payload hash mismatch" in report.problems[0].message
     finally:
         store.close()
     with SQLiteEventStore(path) as reopened:
-        assert verify_chain(reopened) == ["position 17: payload hash mismatch"]
+        report = verify_store(reopened)
+        assert problems_of(report) == [(17, "payload_hash")]
+        assert "payload hash mismatch" in report.problems[0].message
 
 
-def test_verify_chain_names_bit_rot_in_the_file_itself(tmp_path: Path) -> None:
+def test_verify_store_names_bit_rot_in_the_file_itself(tmp_path: Path) -> None:
     """No SQL at all: one byte of the database file changes on disk, triggers intact."""
     path = tmp_path / "events.db"
     make_store(path).close()  # the last connection checkpoints the WAL into the file
@@ -306,7 +326,9 @@ def test_verify_chain_names_bit_rot_in_the_file_itself(tmp_path: Path) -> None:
     data[data.index(marker) + len(marker) - 1] ^= 0x01
     path.write_bytes(bytes(data))
     with SQLiteEventStore(path) as store:
-        assert verify_chain(store) == ["position 17: payload hash mismatch"]
+        report = verify_store(store)
+        assert problems_of(report) == [(17, "payload_hash")]
+        assert "payload hash mismatch" in report.problems[0].message
         assert store.head() == 30
     raw = sqlite3.connect(path)
     try:
@@ -339,14 +361,16 @@ def rehash(path: Path, at: int, **changes: Any) -> tuple[str, tuple[Any, ...]]:
 
 Tampering = Callable[[Path], list[tuple[str, tuple[Any, ...]]]]
 
-CASES: dict[str, tuple[Tampering, list[str]]] = {
+Expected = list[tuple[int, ProblemKind, str]]  # position, kind, and a part of the message
+
+CASES: dict[str, tuple[Tampering, Expected]] = {
     "deleted event": (
         # Position 4 is s0's second event (s0 holds 1, 4, 7...), so s0's versions break at 7.
         lambda p: [("DELETE FROM events WHERE position = 4", ())],
         [
-            "position 5: gap after 3",
-            "position 5: prev_hash does not link to position 3",
-            "position 7: stream 's0' version 3 after 1",
+            (5, "position", "gap after 3"),
+            (5, "chain", "does not link to position 3"),
+            (7, "version", "stream 's0' version 3 after 1"),
         ],
     ),
     "deleted tail": (
@@ -355,64 +379,122 @@ CASES: dict[str, tuple[Tampering, list[str]]] = {
     ),
     "changed timestamp": (
         lambda p: [("UPDATE events SET recorded_at = recorded_at + 1 WHERE position = 6", ())],
-        ["position 6: chain hash mismatch"],
+        [(6, "chain", "chain hash mismatch")],
     ),
     "rewritten hash": (
         lambda p: [("UPDATE events SET hash = ? WHERE position = 6", ("f" * 64,))],
         [
-            "position 6: chain hash mismatch",
-            "position 7: prev_hash does not link to position 6",
+            (6, "chain", "chain hash mismatch"),
+            (7, "chain", "does not link to position 6"),
         ],
     ),
     "forged payload with recomputed hashes": (
         lambda p: [rehash(p, 12, payload=episode("e11", 999).payload)],
-        ["position 13: prev_hash does not link to position 12"],
+        [(13, "chain", "does not link to position 12")],
     ),
     "forged first event": (
         lambda p: [rehash(p, 1, prev_hash="1" * 64)],
         [
-            "position 1: prev_hash is not the genesis hash",
-            "position 2: prev_hash does not link to position 1",
+            (1, "chain", "is not the genesis hash"),
+            (2, "chain", "does not link to position 1"),
         ],
     ),
     "changed payload hash only": (
+        # The chain (global) is checked before the event itself, within one position.
         lambda p: [("UPDATE events SET payload_hash = ? WHERE position = 9", ("0" * 64,))],
-        ["position 9: payload hash mismatch", "position 9: chain hash mismatch"],
+        [(9, "chain", "chain hash mismatch"), (9, "payload_hash", "payload hash mismatch")],
     ),
     "skipped stream version": (
         lambda p: [rehash(p, 30, stream_version=50)],
-        ["position 30: stream 's2' version 50 after 9"],
+        [(30, "version", "stream 's2' version 50 after 9")],
     ),
     "undecodable last payload": (
         lambda p: [rehash(p, 30, payload=b'{"submission_id": "not a number"}')],
-        ["position 30: payload does not decode: "],
+        [(30, "decode", "payload does not decode: ")],
     ),
     "unknown type": (
         lambda p: [rehash(p, 30, type="NoSuchEvent")],
-        ["position 30: payload does not decode: unknown event type 'NoSuchEvent'"],
+        [(30, "decode", "payload does not decode: unknown event type 'NoSuchEvent'")],
     ),
     "payload stored as text": (
         lambda p: [("UPDATE events SET payload = CAST(payload AS TEXT) WHERE position = 3", ())],
-        ["position 3: payload is str, not bytes"],
+        [(3, "payload_type", "payload is str, not bytes")],
     ),
     "renumbered last event": (
         lambda p: [rehash(p, 30, position=31)],
-        ["position 31: gap after 29"],
+        [(31, "position", "gap after 29")],
     ),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_verify_chain_names_each_problem_in_order(tmp_path: Path, case: str) -> None:
+def test_verify_store_names_each_problem_in_order(tmp_path: Path, case: str) -> None:
     path = tmp_path / "events.db"
     make_store(path).close()
     change, expected = CASES[case]
     tamper(path, *change(path))
     with SQLiteEventStore(path) as store:
-        problems = verify_chain(store)
-    assert len(problems) == len(expected), problems
-    for found, wanted in zip(problems, expected, strict=True):
-        assert found.startswith(wanted), problems
+        report = verify_store(store)
+    assert problems_of(report) == [(position, kind) for position, kind, _ in expected], (
+        report.problems
+    )
+    for problem, (_, _, wanted) in zip(report.problems, expected, strict=True):
+        assert wanted in problem.message, report.problems
+    assert report.ok == (not expected)
+
+
+class Reordered:
+    """A log whose backend hands back positions 5 and 6 swapped (reads must be in order)."""
+
+    def __init__(self, store: SQLiteEventStore) -> None:
+        self.store = store
+
+    def head(self) -> int:
+        return self.store.head()
+
+    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
+        rows = self.store.read_all_rows(from_position, limit)
+        at = [r[0] for r in rows]
+        if 5 in at and 6 in at:
+            i, j = at.index(5), at.index(6)
+            rows[i], rows[j] = rows[j], rows[i]
+        return rows
+
+
+def test_verify_store_names_positions_out_of_order(tmp_path: Path) -> None:
+    with make_store(tmp_path / "events.db") as store:
+        report = verify_store(Reordered(store))
+    # 5 and 6 are in different streams (s1, s2), so no stream version is out of order.
+    expected: Expected = [
+        (6, "position", "gap after 4"),
+        (6, "chain", "does not link to position 4"),
+        (5, "position", "out of order after 6"),
+        (5, "chain", "does not link to position 6"),
+        (7, "chain", "does not link to position 5"),
+    ]
+    assert problems_of(report) == [(position, kind) for position, kind, _ in expected]
+    for problem, (_, _, wanted) in zip(report.problems, expected, strict=True):
+        assert wanted in problem.message, report.problems
+
+
+def test_verify_store_reports_an_upcaster_that_fails_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "events.db"
+    make_store(path).close()
+    tamper(path, rehash(path, 30, schema_version=0))
+
+    def broken(data: dict[str, Any]) -> dict[str, Any]:
+        return {"index": data["no such field"]}
+
+    with SQLiteEventStore(path) as store:
+        report = verify_store(store)  # no upcaster from v0 at all: a codec error
+        assert problems_of(report) == [(30, "decode")]
+        assert "no upcaster for EpisodeCompleted v0 -> v1" in report.problems[0].message
+        monkeypatch.setitem(events_module._UPCASTERS, ("EpisodeCompleted", 0), broken)
+        report = verify_store(store)  # an upcaster raising anything is reported, not raised
+    assert problems_of(report) == [(30, "decode")]
+    assert report.problems[0].message.startswith("payload does not decode: KeyError")
 
 
 # --------------------------------------------------------------------------- fold helpers
@@ -426,6 +508,9 @@ class EnvelopesOnly:
 
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
         return self.store.read_all(from_position, limit)
+
+    def head(self) -> int:
+        return self.store.head()
 
 
 def test_iter_events_matches_read_all(tmp_path: Path) -> None:
@@ -449,7 +534,7 @@ def test_iter_events_matches_read_all(tmp_path: Path) -> None:
             list(iter_events(store, batch=0))
 
 
-def test_iter_events_raises_on_a_bad_payload_and_verify_chain_goes_on(tmp_path: Path) -> None:
+def test_iter_events_raises_on_a_bad_payload_and_verify_store_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     make_store(path).close()
     tamper(path, rehash(path, 10, payload=b'{"steps": []}'))
@@ -458,7 +543,7 @@ def test_iter_events_raises_on_a_bad_payload_and_verify_chain_goes_on(tmp_path: 
         assert [position for position, *_ in (next(events) for _ in range(9))] == list(range(1, 10))
         with pytest.raises(EventCodecError, match="EpisodeCompleted v1"):
             next(events)
-        problems = verify_chain(store)
-        assert verify_chain(EnvelopesOnly(store)) == problems
-    assert [p.split(":")[0] for p in problems] == ["position 10", "position 11"]
-    assert problems[0].startswith("position 10: payload does not decode: EpisodeCompleted v1")
+        problems = verify_store(store).problems
+        assert verify_store(EnvelopesOnly(store)).problems == problems
+    assert [(p.position, p.kind) for p in problems] == [(10, "decode"), (11, "chain")]
+    assert problems[0].message.startswith("payload does not decode: EpisodeCompleted v1")

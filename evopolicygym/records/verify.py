@@ -1,17 +1,30 @@
 """Verify a store end to end: the log's positions, versions, hashes and chain, and its blobs.
 
-``verify_store`` walks the whole log once, in pages (memory stays flat in the
-number of events), and checks for every event:
+``verify_store`` is the one integrity walk over the log (``evopolicy record
+verify`` runs it). It reads the whole log once, in pages (memory stays flat in
+the number of events), never stops early, and checks for every event:
 
-* global positions are contiguous from 1, and stream versions contiguous from 1;
+* global positions are contiguous from 1 (a gap, or a position at or below one
+  already seen: out of order), and stream versions contiguous from 1;
+* the payload is stored as bytes (a tampered row can hold TEXT: that is
+  reported, and its text is checked on);
 * the stored payload hash is the sha256 of the payload;
 * ``prev_hash`` is the previous event's hash (``GENESIS`` for the first) and
   ``hash`` is ``chain.chain_hash`` over the envelope;
-* the payload decodes as its declared type and version (upcasting included);
+* the payload decodes as its declared type and version (upcasting included; an
+  unknown type, a version newer than the code or a failing upcaster is a
+  ``decode`` problem);
 * every blob the payload references is stored and intact: a key ``blob`` or
   ending in ``_blob`` holding a ``sha256:`` string names a blob, a key ending in
   ``program_digest`` names a Program, and the plurals ``_blobs`` / ``program_digests``
-  hold lists of them (see ``events``).
+  hold lists of them (see ``events``). Only with a blob store: given a bare
+  ``EventStore`` (no ``.blobs``), references are not checked and the report's
+  ``blobs`` count stays 0.
+
+Each check trusts the stored values the others are about, so a problem is
+reported where it is: a flipped payload byte is a payload hash problem at that
+position alone; a rewritten ``hash`` is a chain problem there and a broken link
+at the next position.
 
 With a stream filter the chain is still walked globally (it is one chain), but
 only that stream's problems are reported, plus any break of the global chain
@@ -21,7 +34,7 @@ only that stream's problems are reported, plus any break of the global chain
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
@@ -30,6 +43,7 @@ from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EventCodecError, decode_event, payload_hash
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
+from evopolicygym.records.store import EventStore
 
 __all__ = ["PAGE", "Problem", "ProblemKind", "VerifyReport", "referenced_blobs", "verify_store"]
 
@@ -37,10 +51,11 @@ PAGE = 1000
 
 ProblemKind = Literal[
     "position",  # a gap or disorder in global positions
+    "payload_type",  # the payload is not stored as bytes
     "chain",  # prev_hash does not link to the previous event, or hash is wrong
     "version",  # a gap or disorder in a stream's versions
     "payload_hash",  # the payload does not hash to its stored payload hash
-    "decode",  # the payload does not decode as its type and version
+    "decode",  # the payload does not decode as its type and version (or its type is unknown)
     "blob_missing",
     "blob_corrupt",
 ]
@@ -111,7 +126,7 @@ def referenced_blobs(value: Any) -> Iterator[tuple[Literal["blob", "program"], s
             yield from referenced_blobs(item)
 
 
-def _rows(store: Store, head: int) -> Iterator[tuple[Any, ...]]:
+def _rows(store: Store | EventStore, head: int) -> Iterator[tuple[Any, ...]]:
     """The log's rows up to ``head``, in position order, a page at a time."""
     read = page_reader(store)
     after = 0
@@ -156,14 +171,18 @@ class _BlobChecker:
         return outcome
 
 
+Found = list[tuple[ProblemKind, str, str | None]]
+
+
 class _Walker:
     """The state of one pass over the log: where the chain and each stream should be."""
 
-    def __init__(self, store: Store, stream_id: str | None) -> None:
+    def __init__(self, blobs: BlobStore | None, stream_id: str | None) -> None:
         self.stream_id = stream_id
-        self.checker = _BlobChecker(store.blobs)
+        self.checker = _BlobChecker(blobs) if blobs is not None else None
         self.versions: dict[str, int] = {}
-        self.expected_position = 1
+        self.last_position = 0  # the highest global position seen so far
+        self.prev_position: int | None = None  # the previous row's position (None: first row)
         self.prev = GENESIS
         self.events = 0
 
@@ -181,24 +200,27 @@ class _Walker:
             prev_hash,
             stored_hash,
         ) = row
-        found: list[tuple[ProblemKind, str, str | None]] = []
+        found: Found = []
         # The chain is global: walked (and reported) whatever the stream filter.
-        if position != self.expected_position:
+        last = self.last_position
+        if position != last + 1:
+            order = "gap" if position > last else "out of order"
             found.append(
                 (
                     "position",
-                    f"expected global position {self.expected_position}, found {position}",
+                    f"{order} after {last}: expected global position {last + 1}, found {position}",
                     None,
                 )
             )
         if prev_hash != self.prev:
-            found.append(
-                (
-                    "chain",
-                    f"prev_hash {prev_hash} does not link to the previous event's hash {self.prev}",
-                    None,
+            if self.prev_position is None:
+                message = f"prev_hash {prev_hash} is not the genesis hash {GENESIS}"
+            else:
+                message = (
+                    f"prev_hash {prev_hash} does not link to position {self.prev_position} "
+                    f"(its hash is {self.prev})"
                 )
-            )
+            found.append(("chain", message, None))
         computed = chain_hash(
             prev_hash,
             position,
@@ -214,17 +236,19 @@ class _Walker:
             found.append(
                 (
                     "chain",
-                    f"hash {stored_hash} does not match the envelope (computed {computed})",
+                    f"chain hash mismatch: hash {stored_hash} does not match the envelope "
+                    f"(computed {computed})",
                     None,
                 )
             )
-        self.expected_position = position + 1
+        self.last_position = max(position, last)
+        self.prev_position = position
         self.prev = stored_hash
         if self.stream_id is None or sid == self.stream_id:
             self.events += 1
             found.extend(
                 self._check_event(
-                    sid, version, type_name, schema_version, bytes(payload), stored_payload_hash
+                    sid, version, type_name, schema_version, payload, stored_payload_hash
                 )
             )
         return [
@@ -245,24 +269,48 @@ class _Walker:
         version: int,
         type_name: str,
         schema_version: int,
-        payload: bytes,
+        payload: Any,
         stored_payload_hash: str,
-    ) -> list[tuple[ProblemKind, str, str | None]]:
-        found: list[tuple[ProblemKind, str, str | None]] = []
+    ) -> Found:
+        found: Found = []
         last = self.versions.get(sid, 0)
         if version != last + 1:
-            found.append(("version", f"expected stream version {last + 1}, found {version}", None))
+            found.append(
+                (
+                    "version",
+                    f"stream {sid!r} version {version} after {last} (expected {last + 1})",
+                    None,
+                )
+            )
         self.versions[sid] = version
+        if not isinstance(payload, bytes):  # a tampered row can hold TEXT: report, go on
+            found.append(("payload_type", f"payload is {type(payload).__name__}, not bytes", None))
+            if isinstance(payload, bytearray | memoryview):
+                payload = bytes(payload)
+            else:
+                payload = str(payload).encode()
         actual = payload_hash(payload)
         if actual != stored_payload_hash:
             found.append(
-                ("payload_hash", f"payload hashes to {actual}, stored {stored_payload_hash}", None)
+                (
+                    "payload_hash",
+                    f"payload hash mismatch: payload hashes to {actual}, stored {stored_payload_hash}",
+                    None,
+                )
             )
-        walked: Any = None
+        event: Any = None
         try:
-            walked = msgspec.to_builtins(decode_event(type_name, schema_version, payload))
+            event = decode_event(type_name, schema_version, payload)
         except EventCodecError as exc:
             found.append(("decode", f"payload does not decode: {exc}", None))
+        except Exception as exc:  # an upcaster may fail in any way: report it, go on
+            found.append(("decode", f"payload does not decode: {type(exc).__name__}: {exc}", None))
+        if self.checker is None:  # no blob store: references are not checked
+            return found
+        walked: Any = None
+        if event is not None:
+            walked = msgspec.to_builtins(event)
+        else:
             try:  # still check the references the raw payload holds
                 walked = _RAW_JSON.decode(payload)
             except msgspec.DecodeError:
@@ -274,17 +322,26 @@ class _Walker:
         return found
 
 
-def verify_store(store: Store, stream_id: str | None = None) -> VerifyReport:
+def verify_store(store: Store | EventStore, stream_id: str | None = None) -> VerifyReport:
     """Check the log (and the blobs it references) up to its head when called.
 
-    See the module docstring for what is checked. Problems come in log order.
+    ``store`` is a ``Store`` (its ``.events`` log and its ``.blobs``) or a bare
+    ``EventStore``: with no blob store, blob and Program references are not
+    checked and ``VerifyReport.blobs`` stays 0. See the module docstring for what
+    is checked. Problems come in log order; an intact log gives ``report.ok``.
     """
-    head = store.events.head()
-    walker = _Walker(store, stream_id)
+    events = cast(EventStore, getattr(store, "events", store))
+    blobs = cast("BlobStore | None", getattr(store, "blobs", None))
+    head = events.head()
+    walker = _Walker(blobs, stream_id)
     problems: list[Problem] = []
     for row in _rows(store, head):
         problems.extend(walker.check(row))
-    blobs = sum(1 for outcome in walker.checker.seen.values() if outcome is None)
+    checked = walker.checker.seen.values() if walker.checker is not None else ()
     return VerifyReport(
-        head=head, stream_id=stream_id, events=walker.events, blobs=blobs, problems=problems
+        head=head,
+        stream_id=stream_id,
+        events=walker.events,
+        blobs=sum(1 for outcome in checked if outcome is None),
+        problems=problems,
     )
