@@ -1,25 +1,41 @@
-"""The ``evopolicy`` command group."""
+"""The ``evopolicy`` command group.
+
+Subcommands are imported when used: ``evopolicy evaluate`` should not pay for
+the record store's SQLAlchemy and DuckDB imports, nor ``query`` for Gymnasium.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from evopolicygym.cli.benchmarks import benchmarks
 from evopolicygym.cli.errors import Cli
-from evopolicygym.cli.evaluate import evaluate
-from evopolicygym.cli.query import query
-from evopolicygym.cli.record import record
 
 __all__ = ["main"]
 
+_COMMANDS = {
+    "benchmarks": "evopolicygym.cli.benchmarks:benchmarks",
+    "evaluate": "evopolicygym.cli.evaluate:evaluate",
+    "query": "evopolicygym.cli.query:query",
+    "record": "evopolicygym.cli.record:record",
+}
 
-@click.group(cls=Cli, context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyCli(Cli):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*_COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+
+@click.group(cls=_LazyCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="evopolicygym", prog_name="evopolicy")
 def main() -> None:
-    """EvoPolicyGym: evaluate policy programs on Benchmarks."""
-
-
-main.add_command(benchmarks)
-main.add_command(evaluate)
-main.add_command(record)
-main.add_command(query)
+    """EvoPolicyGym: evaluate policy programs and inspect their record."""

@@ -3,40 +3,40 @@
 Every fact of a Run is an event here; replay, resume, queries and exports read
 only from it. ``open_store`` opens a store directory; ``Store.events`` is the
 log (the ``EventStore`` contract), ``Store.blobs`` the blob store.
+
+Names are re-exported lazily, so importing one small module of the package
+(``records.store`` for its errors, say) does not import SQLAlchemy and zstd.
 """
 
-from evopolicygym.records.events import (
-    EVENT_TYPES,
-    Envelope,
-    Event,
-    NewEvent,
-    decode_event,
-    new_event,
-)
-from evopolicygym.records.location import Store, open_store, resolve_store_path
-from evopolicygym.records.store import (
-    ANY_VERSION,
-    DuplicateEventError,
-    EventStore,
-    ExpectedVersionError,
-    StoreError,
-    StreamInfo,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ANY_VERSION",
-    "EVENT_TYPES",
-    "DuplicateEventError",
-    "Envelope",
-    "Event",
-    "EventStore",
-    "ExpectedVersionError",
-    "NewEvent",
-    "Store",
-    "StoreError",
-    "StreamInfo",
-    "decode_event",
-    "new_event",
-    "open_store",
-    "resolve_store_path",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "EVENT_TYPES": "evopolicygym.records.events",
+    "Envelope": "evopolicygym.records.events",
+    "Event": "evopolicygym.records.events",
+    "NewEvent": "evopolicygym.records.events",
+    "decode_event": "evopolicygym.records.events",
+    "new_event": "evopolicygym.records.events",
+    "Store": "evopolicygym.records.location",
+    "open_store": "evopolicygym.records.location",
+    "resolve_store_path": "evopolicygym.records.location",
+    "ANY_VERSION": "evopolicygym.records.store",
+    "DuplicateEventError": "evopolicygym.records.store",
+    "EventStore": "evopolicygym.records.store",
+    "ExpectedVersionError": "evopolicygym.records.store",
+    "StoreError": "evopolicygym.records.store",
+    "StreamInfo": "evopolicygym.records.store",
+    "verify_store": "evopolicygym.records.verify",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evopolicygym.records' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
