@@ -55,7 +55,9 @@ POLICY_SEED = 5_550_001_230
 DERIVED_SEEDS = {"validation": 7_771_234_567, "assessment": 7_772_345_678}
 VALIDATION_SEED = 9_991_112_223
 ASSESSMENT_SEED = 9_993_334_445
+RUN_SEED = 7_300_003_991  # in the config: every Host-private seed derives from it
 PRIVATE_VALUES = [
+    str(RUN_SEED),
     *(str(POOL_SEED + i) for i in range(4)),
     *(str(POLICY_SEED + i) for i in range(4)),
     *(str(v) for v in DERIVED_SEEDS.values()),
@@ -113,7 +115,7 @@ class Built:
 def run_created(run_id: str, initial: str, benchmark: str = "cartpole") -> RunCreated:
     return RunCreated(
         run_id=run_id,
-        config={"budget": 16, "episodes_per_submission": 2, "agent": "reference"},
+        config={"budget": 16, "episodes_per_submission": 2, "agent": "reference", "seed": RUN_SEED},
         benchmark_id=benchmark,
         benchmark_spec={"id": benchmark, "score_direction": "maximize"},
         environment_digest="sha256:" + "e" * 64,
@@ -662,3 +664,63 @@ def test_schema_write_then_drift(tmp_path: Path) -> None:
     assert "RunFinished.json" in line and "AgentStarted.json" in line
     assert invoke("record", "schema", "--output", str(out)).exit_code == 0
     assert invoke("record", "schema", "--check", "--output", str(out)).exit_code == 0
+
+
+def test_recorded_control_characters_do_not_reach_the_terminal(tmp_path: Path) -> None:
+    hostile = "\x1b]0;PWNED\x07\x1b[2J"
+    with open_store(tmp_path / "store", create=True) as store:
+        w = Writer(store)
+        w.append("run-esc", run_created("esc", "sha256:" + "a" * 64))
+        w.append("run-esc", SubmissionRejected(request_id="r1", code="invalid_request", message=hostile))
+    for args in (["events", "esc"], ["show", "esc"]):
+        result = invoke("record", "--store", str(tmp_path / "store"), *args)
+        assert result.exit_code == 0, result.stderr
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+
+
+def test_follow_from_past_the_end_of_a_finished_run_returns(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    with open_store(tmp_path / "store", create=True) as store:
+        w = Writer(store)
+        w.append("run-done", run_created("done", "sha256:" + "a" * 64), RunFinished(reason="finished"))
+    command = [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(tmp_path / "store")]
+    done = subprocess.run([*command, "events", "done", "--follow", "--from-version", "5"], timeout=60)
+    assert done.returncode == 0
+
+
+def test_verify_finds_a_damaged_index_and_reads_fail_cleanly(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        w = Writer(store)
+        w.append("run-idx", run_created("idx", "sha256:" + "a" * 64))
+        for i in range(300):
+            w.append("run-idx", SubmissionRejected(request_id=f"r{i}", code="invalid_request", message="x" * 40))
+    raw = sqlite3.connect(root / "events.db")
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (rootpage,) = raw.execute(
+        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND sql IS NULL AND tbl_name = 'events' "
+        "ORDER BY name LIMIT 1"
+    ).fetchone()
+    (page_size,) = raw.execute("PRAGMA page_size").fetchone()
+    raw.close()
+    with open(root / "events.db", "r+b") as handle:  # bit rot in the event-id index
+        handle.seek((rootpage - 1) * page_size + 8)
+        handle.write(b"\xff" * 64)
+    result = invoke("record", "--store", str(root), "verify")
+    assert result.exit_code == 1
+    assert "damaged" in result.stdout + result.stderr
+
+
+def test_verify_reports_a_malformed_blob_reference(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        w = Writer(store)
+        w.append("run-bad", run_created("bad", store.blobs.put_program(Program.from_files({"policy.py": POLICY_V1}))))
+        w.append("run-bad", AgentExited(attempt=1, stdout_blob="not-a-digest"))
+    result = invoke("record", "--store", str(root), "verify")
+    assert result.exit_code == 1
+    assert "not-a-digest" in result.stdout + result.stderr

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line
+from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line, printable
 from evopolicygym.records.events import (
     AgentExited,
     AssessmentCompleted,
@@ -276,7 +276,7 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
                     benchmark=event.benchmark_id,
                     benchmark_spec=event.benchmark_spec,
                     agent=msgspec.to_builtins(event.agent),
-                    config=event.config,
+                    config=_public(event.config),
                     pool_size=len(event.pool),
                     environment_digest=event.environment_digest,
                     initial_program_digest=event.initial_program_digest,
@@ -395,7 +395,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         positions = ", ".join(str(p) for p in summary["undecodable_events"])
         rows.append(("undecodable", f"positions {positions} (run 'evopolicy record verify')"))
     for key, value in rows:
-        grid.add_row(key, escape(value))
+        grid.add_row(key, escape(printable(value)))
     console.print(grid)
     if not summary["submissions"]:
         return
@@ -436,6 +436,15 @@ def _digest(value: str | None) -> str:
     if value is None:
         return "-"
     return value[:19] + "…" if value.startswith("sha256:") and len(value) > 19 else value
+
+
+def _public(value: Any) -> Any:
+    """``value`` without Host-private keys at any depth (a Run's config holds its seed)."""
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items() if k not in _PRIVATE}
+    if isinstance(value, list):
+        return [_public(v) for v in value]
+    return value
 
 
 def _short(value: Any) -> str:
@@ -498,8 +507,18 @@ def envelope_json(envelope: Envelope) -> dict[str, Any]:
     return view
 
 
+def _finished_before(store: Store, stream_id: str, after: int) -> bool:
+    """Whether the Run's last event is a RunFinished at or before version ``after`` (so
+    following it from there would wait forever)."""
+    current = next((s.version for s in store.events.streams(stream_id) if s.stream_id == stream_id), 0)
+    if current < 1 or current > after:
+        return False
+    last = next(iter(store.events.read_stream(stream_id, current - 1)), None)
+    return last is not None and last.type == "RunFinished"
+
+
 def _event_line(envelope: Envelope) -> str:
-    return (
+    return printable(
         f"{envelope.position:>7}  v{envelope.stream_version:<5} {_iso(envelope.recorded_at)}  "
         f"{envelope.type:<24} {payload_summary(envelope)}"
     )
@@ -544,7 +563,7 @@ def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_versi
                         finished = True
                         break
                 sys.stdout.flush()
-                if finished or not follow:
+                if finished or not follow or _finished_before(store, stream_id, last):
                     return
                 time.sleep(POLL_INTERVAL_S)
         except KeyboardInterrupt:

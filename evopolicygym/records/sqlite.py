@@ -140,6 +140,15 @@ class SQLiteEventStore:
         cursor.close()
 
     @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Reads under the lock; a damaged file is a StoreError naming it, not a traceback."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: the event log cannot be read ({exc}); run 'evopolicy record verify'") from exc
+
+    @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Cursor]:
         """One write transaction: BEGIN IMMEDIATE takes the write lock up front."""
         with self._lock:
@@ -235,7 +244,7 @@ class SQLiteEventStore:
     def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
         version = from_version
         while True:
-            with self._lock:
+            with self._reading():
                 rows = self._raw.execute(
                     f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND stream_version > ? ORDER BY stream_version LIMIT 1000",
                     (stream_id, version),
@@ -251,27 +260,37 @@ class SQLiteEventStore:
 
     def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
         """``read_all`` as plain tuples in envelope field order: for bulk folds and projections."""
-        with self._lock:
+        with self._reading():
             return self._raw.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (from_position, limit)
             ).fetchall()
 
     def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[tuple[Any, ...]]:
         """(position, stream_id, stream_version, type, schema_version, payload): what a fold needs."""
-        with self._lock:
+        with self._reading():
             return self._raw.execute(
                 "SELECT position, stream_id, stream_version, type, schema_version, payload FROM events "
                 "WHERE position > ? ORDER BY position LIMIT ?",
                 (from_position, limit),
             ).fetchall()
 
+    def integrity_problems(self) -> list[str]:
+        """SQLite's own structural check of the file (pages, indexes): [] when sound."""
+        try:
+            with self._lock:
+                rows = self._raw.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return [f"the database file is damaged: {exc}"]
+        messages = [str(row[0]) for row in rows]
+        return [] if messages == ["ok"] else [f"the database file is damaged: {m}" for m in messages]
+
     def head(self) -> int:
-        with self._lock:
+        with self._reading():
             row = self._raw.execute("SELECT MAX(position) FROM events").fetchone()
         return int(row[0] or 0)
 
     def streams(self, prefix: str = "") -> list[StreamInfo]:
-        with self._lock:
+        with self._reading():
             upper = _prefix_upper_bound(prefix) if prefix else None
             if upper is not None:
                 # A range on the unique (stream_id, stream_version) index, not a LIKE scan.

@@ -43,7 +43,7 @@ from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EventCodecError, decode_event, payload_hash
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
-from evopolicygym.records.store import EventStore
+from evopolicygym.records.store import EventStore, StoreError
 
 __all__ = ["PAGE", "Problem", "ProblemKind", "VerifyReport", "referenced_blobs", "verify_store"]
 
@@ -58,6 +58,7 @@ ProblemKind = Literal[
     "decode",  # the payload does not decode as its type and version (or its type is unknown)
     "blob_missing",
     "blob_corrupt",
+    "storage",  # the database file itself is damaged (its pages, indexes)
 ]
 _RAW_JSON = msgspec.json.Decoder()
 
@@ -108,14 +109,13 @@ def referenced_blobs(value: Any) -> Iterator[tuple[Literal["blob", "program"], s
         for key, item in value.items():
             if isinstance(key, str):
                 if (key == "blob" or key.endswith("_blob")) and isinstance(item, str):
-                    if item.startswith("sha256:"):
-                        yield "blob", item
+                    yield "blob", item  # a malformed reference is reported, not skipped
                     continue
                 if key.endswith("program_digest") and item is not None:
                     yield "program", item if isinstance(item, str) else repr(item)
                     continue
                 if key.endswith("_blobs") and isinstance(item, list):
-                    yield from (("blob", d) for d in item if isinstance(d, str) and d.startswith("sha256:"))
+                    yield from (("blob", d if isinstance(d, str) else repr(d)) for d in item)
                     continue
                 if key.endswith("program_digests") and isinstance(item, list):
                     yield from (("program", d if isinstance(d, str) else repr(d)) for d in item)
@@ -332,11 +332,25 @@ def verify_store(store: Store | EventStore, stream_id: str | None = None) -> Ver
     """
     events = cast(EventStore, getattr(store, "events", store))
     blobs = cast("BlobStore | None", getattr(store, "blobs", None))
-    head = events.head()
-    walker = _Walker(blobs, stream_id)
     problems: list[Problem] = []
-    for row in _rows(store, head):
-        problems.extend(walker.check(row))
+    # The backend's own structural check first: a damaged index (say on event ids, the
+    # idempotency key) leaves every row readable, so the walk below would not see it.
+    integrity = getattr(events, "integrity_problems", None)
+    if callable(integrity):
+        problems.extend(
+            Problem(position=0, stream_id="", stream_version=0, kind="storage", message=message)
+            for message in integrity()
+        )
+    try:
+        head = events.head()
+        walker = _Walker(blobs, stream_id)
+        for row in _rows(store, head):
+            problems.extend(walker.check(row))
+    except StoreError as exc:
+        if not problems:
+            raise
+        problems.append(Problem(position=0, stream_id="", stream_version=0, kind="storage", message=str(exc)))
+        return VerifyReport(head=0, stream_id=stream_id, problems=problems)
     checked = walker.checker.seen.values() if walker.checker is not None else ()
     return VerifyReport(
         head=head,
