@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import inspect
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
+from evopolicygym.cli import query as query_module
 from evopolicygym.records import events as event_module
 from evopolicygym.records import new_event, open_store, read_models
 from evopolicygym.records.events import (
@@ -480,6 +482,64 @@ def test_catch_up_over_plain_read_all(two_runs: Store, tmp_path: Path) -> None:
         assert snapshot(db) == fresh_build(two_runs, tmp_path, "rows")
 
 
+def big_messages(count: int, size: int) -> list[Event]:
+    return [
+        AgentMessages(attempt=1, chunk=k, messages=[Message(role="tool", content="x" * size)])
+        for k in range(count)
+    ]
+
+
+def test_pages_are_bounded_in_bytes(store: Store, tmp_path: Path) -> None:
+    """Large payloads make smaller pages and smaller reads; the result is the same."""
+    append(store, "run-alpha", finished_run("alpha"))
+    append(store, "run-big", big_messages(150, 1000))
+    append(store, "run-beta", open_run("beta"))
+    head = store.events.head()
+    sizes: list[int] = []
+
+    def create(connection: duckdb.DuckDBPyConnection) -> None:
+        pass
+
+    def apply(connection: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        sizes.append(sum(len(p) for p in batch.payloads) if len(batch) > 1 else 0)
+
+    limits: list[int] = []
+
+    class Counting:
+        def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[Any]:
+            limits.append(limit)
+            return store.events.read_all_rows(from_position, limit)
+
+    pages = Projection("pages", 1, (), create, apply)
+    with duckdb.connect(str(tmp_path / "paged.duckdb")) as db:
+        assert catch_up(Counting(), db, [pages, *PROJECTIONS], max_bytes=3000) == head
+        paged = snapshot(db)
+    assert sizes and max(sizes) <= 3000  # a page of several events holds at most 3000 bytes
+    assert len(sizes) >= 50  # 150 KB of messages: at least fifty pages
+    assert limits[0] <= 100 and min(limits) < 10  # reads shrink once big payloads are seen
+    assert paged == fresh_build(store, tmp_path, "whole")
+    with pytest.raises(ValueError, match="max_bytes"):
+        catch_up(store, duckdb.connect(), PROJECTIONS, max_bytes=0)
+
+
+def test_refresh_caps_duckdb_memory(two_runs: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    original = read_models.catch_up
+
+    def spy(store: Any, connection: duckdb.DuckDBPyConnection, *args: Any, **kw: Any) -> int:
+        row = connection.execute("SELECT current_setting('memory_limit')").fetchone()
+        assert row is not None
+        seen.append(row[0])
+        return original(store, connection, *args, **kw)
+
+    monkeypatch.setattr(read_models, "catch_up", spy)
+    assert refresh(two_runs) == 27
+    with duckdb.connect() as db:
+        db.execute(f"SET memory_limit = '{read_models.MEMORY_LIMIT}'")
+        row = db.execute("SELECT current_setting('memory_limit')").fetchone()
+    assert row is not None and seen == [row[0]]
+
+
 # --------------------------------------------------------------------------- versions and atomicity
 
 
@@ -536,6 +596,17 @@ def test_a_failed_batch_keeps_neither_rows_nor_checkpoint(two_runs: Store, tmp_p
         # The next catch-up starts from the last good checkpoint and recovers fully.
         assert catch_up(two_runs, db, PROJECTIONS, batch=5) == 27
         assert snapshot(db) == fresh_build(two_runs, tmp_path, "whole")
+
+
+def test_checkpoint_times_are_utc(two_runs: Store, tmp_path: Path) -> None:
+    with duckdb.connect(str(tmp_path / "tz.duckdb")) as db:
+        db.execute("SET TimeZone = 'Asia/Tokyo'")  # nine hours from UTC, no DST
+        catch_up(two_runs, db, PROJECTIONS)
+        rows = db.execute("SELECT updated_at FROM projection_checkpoints").fetchall()
+    times = [row[0] for row in rows]
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    assert len(times) == len(PROJECTIONS)
+    assert all(abs(now - t) < dt.timedelta(minutes=5) for t in times), (now, times)
 
 
 def test_a_replaced_log_rebuilds_the_read_models(tmp_path: Path) -> None:
@@ -597,6 +668,84 @@ def test_old_payload_versions_are_upcast(store: Store, monkeypatch: pytest.Monke
         assert db.execute("SELECT pool_index, total_reward, steps FROM episodes").fetchall() == [
             (2, 42.0, 9)
         ]
+
+
+def test_out_of_range_integers_do_not_stop_catch_up(store: Store) -> None:
+    """Integers the event schema allows but a column cannot hold become NULL; an event
+    whose key cannot be stored is skipped and counted. The log is kept as it is."""
+    good = open_run("beta")
+    huge = [
+        episode(2, 5, 1.0, steps=2**63),
+        EvaluationStarted(
+            submission_id=3,
+            program_digest="b-3",
+            indices=[2**40, 1],
+            budget_reserved=2**33,
+            budget_used=2**70,
+        ),
+        episode(3, -(2**40), 2.0, steps=-(2**64)),
+        EvaluationFailed(submission_id=2**40, error="key out of range", budget_consumed=1),
+        episode(2**40, 0, 3.0),
+    ]
+    append(store, "run-beta", [*good, *huge])
+    head = len(good) + len(huge)
+    assert refresh(store) == head
+    with open_read_models(store, read_only=True) as db:
+        marks = checkpoints(db)
+        assert {mark[1] for mark in marks.values()} == {head}
+        assert db.execute("SELECT count(*) FROM events").fetchone() == (head,)
+        assert db.execute(
+            "SELECT payload->>'$.steps' FROM events WHERE position = ?", [len(good) + 1]
+        ).fetchone() == (str(2**63),)
+        assert db.execute(
+            "SELECT submission_id, pool_index, steps FROM episodes WHERE position > ? "
+            "ORDER BY position",
+            [len(good)],
+        ).fetchall() == [(2, 5, None), (3, None, None), (None, 0, 100)]
+        started = records(db, "SELECT * FROM submissions WHERE submission_id = 3")[0]
+        assert started["indices"] == [None, 1] and started["budget_reserved"] is None
+        assert started["status"] == "evaluating" and started["program_digest"] == "b-3"
+        beta = records(db, "SELECT * FROM runs")[0]
+        assert (beta["budget_used"], beta["submissions"], beta["failed"]) == (None, 3, 1)
+        assert db.execute("SELECT count(*) FROM submissions").fetchone() == (3,)
+    skipped = {name: mark[2] for name, mark in marks.items()}
+    assert skipped == {"events": 0, "runs": 0, "submissions": 1, "episodes": 0}
+    # The CLI catches up and queries as usual.
+    result = invoke("query", "SELECT count(*) AS n FROM episodes", "--store", str(store.path))
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("batch", [1, 4, 10_000])
+def test_a_data_error_in_a_projection_skips_only_that_event(
+    two_runs: Store, tmp_path: Path, batch: int
+) -> None:
+    """A projection that fails on one event with a data error loses that event only: the
+    page is split until the event is alone, then committed without that projection."""
+    bad = 8  # an EpisodeCompleted of Submission 2 of alpha
+
+    def picky(connection: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        if bad in batch.positions:
+            raise OverflowError("Python int too large to convert to C long")
+        EPISODES.apply(connection, batch)
+
+    # The failing projection comes first: the others still see every event, and the rows
+    # they remembered from a rolled-back page are not trusted.
+    failing = [dataclasses.replace(EPISODES, apply=picky), RUNS, SUBMISSIONS, EVENTS]
+    with duckdb.connect(str(tmp_path / "rm.duckdb")) as db:
+        assert catch_up(two_runs, db, failing, batch=batch) == 27
+        found = snapshot(db)
+        marks = checkpoints(db)
+    whole = fresh_build(two_runs, tmp_path, "whole")
+    assert [row for row in whole["episodes"] if row[0] != bad] == found["episodes"]
+    assert len(found["episodes"]) == len(whole["episodes"]) - 1
+    for table in ("events", "runs", "submissions"):
+        assert found[table] == whole[table], table
+    assert {name: mark[1:] for name, mark in marks.items()} == {
+        "episodes": (27, 1),
+        "runs": (27, 0),
+        "submissions": (27, 0),
+        "events": (27, 0),
+    }
 
 
 def encode(event: Event) -> bytes:
@@ -664,9 +813,98 @@ def test_a_held_database_is_a_clear_busy_error(
             result = invoke("query", "SELECT 1", "--store", str(two_runs.path), *extra)
             line = assert_one_line_error(result, 1)
             assert "another process" in line
+            assert line == "error: read models are in use by another process; try again"
     finally:
         holder.communicate("")
     assert refresh(two_runs) == 27  # released: works again
+
+
+HOLDER = """
+import duckdb, sys, time
+db = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "read")
+writing = float(sys.argv[3])
+if writing:
+    db.execute("CREATE TABLE IF NOT EXISTS holder_ticks (t DOUBLE)")
+print("held", flush=True)
+end = time.monotonic() + writing
+while time.monotonic() < end:  # commit after commit, as a long catch-up does
+    db.execute("INSERT INTO holder_ticks VALUES (?)", [time.time()])
+    time.sleep(0.05)
+if not writing:
+    sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def held(path: Path, mode: str, writing_s: float = 0.0) -> Iterator[subprocess.Popen[str]]:
+    """Another process with the read models open (``mode`` "read" or "write")."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), mode, str(writing_s)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.communicate("")
+
+
+def test_a_reader_elsewhere_means_stale_results_not_an_error(
+    two_runs: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process only reading the read models: they cannot be caught up, but they
+    can be read, so the query runs on them as they are and says so on stderr."""
+    refresh(two_runs)
+    append(two_runs, "run-beta", [RunFinished(reason="agent_exited")])
+    monkeypatch.setattr(read_models, "LOCK_WAIT_S", 0.5)
+    store = str(two_runs.path)
+    count = "SELECT count(*) AS n FROM events"
+    with held(two_runs.read_models_path, "read"):
+        result = invoke("query", count, "--store", store, "--json")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout) == [{"n": 27}]
+        assert result.stderr.splitlines() == [query_module.STALE_NOTE]
+        quiet = invoke("query", count, "--store", store, "--json", "--no-refresh")
+        assert (quiet.exit_code, quiet.stderr) == (0, "")
+        assert json.loads(quiet.stdout) == [{"n": 27}]
+        with pytest.raises(ReadModelsBusy, match="being read by another process; try again"):
+            refresh(two_runs, wait_s=0.1)
+    result = invoke("query", count, "--store", store, "--json")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == [{"n": 28}]
+
+
+def test_a_writer_that_keeps_writing_is_waited_for(
+    two_runs: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long catch-up in another process (it commits page after page) is waited for past
+    LOCK_WAIT_S; the query then catches up itself."""
+    refresh(two_runs)
+    append(two_runs, "run-beta", [RunFinished(reason="agent_exited")])
+    monkeypatch.setattr(read_models, "LOCK_WAIT_S", 1.5)
+    with held(two_runs.read_models_path, "write", writing_s=4.0):
+        result = invoke("query", "SELECT count(*) AS n FROM events", "--store", str(two_runs.path))
+    assert result.exit_code == 0, result.stderr
+    # Held for longer than LOCK_WAIT_S, yet no error and no stale note: waited, then caught up.
+    assert result.stderr == "" and "28" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "error", [RuntimeError("disk on\nfire"), duckdb.IOException("short write"), KeyError("x")]
+)
+def test_an_unexpected_refresh_error_is_one_line(
+    two_runs: Store, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    def broken(*args: Any, **kw: Any) -> int:
+        raise error
+
+    monkeypatch.setattr(read_models, "catch_up", broken)
+    result = invoke("query", "SELECT 1", "--store", str(two_runs.path))
+    line = assert_one_line_error(result, 1)
+    assert type(error).__name__ in line and "--no-refresh" in line
+    assert " ".join(str(error).split()) in line
 
 
 # --------------------------------------------------------------------------- evopolicy query
@@ -805,6 +1043,71 @@ def test_unreadable_read_models_are_a_one_line_error(two_runs: Store) -> None:
 def test_json_and_csv_together_is_a_usage_error(two_runs: Store) -> None:
     result = invoke("query", "SELECT 1", "--store", str(two_runs.path), "--json", "--csv")
     assert "mutually exclusive" in assert_one_line_error(result, 2)
+
+
+@pytest.mark.parametrize("sql", ["", "   ", "-- only a comment", "/* nothing */ ;"])
+def test_no_statement_is_a_one_line_error(two_runs: Store, sql: str) -> None:
+    result = invoke("query", "--store", str(two_runs.path), "--json", "--", sql)
+    assert assert_one_line_error(result, 1) == "error: no statement to run"
+
+
+def test_the_table_escapes_terminal_control_characters(two_runs: Store) -> None:
+    raw = "\x1b]0;PWNED\x07\x1b[2J boom\x7f\x9b\ttab"
+    append(two_runs, "run-beta", [EvaluationFailed(submission_id=9, error=raw, budget_consumed=1)])
+    store = str(two_runs.path)
+    sql = "SELECT error AS \"err\x1b[31m\" FROM submissions WHERE error IS NOT NULL AND run_id = 'beta'"
+    table = invoke("query", sql, "--store", store)
+    assert table.exit_code == 0, table.stderr
+    assert not any(c in table.stdout for c in "\x1b\x07\x7f\x9b\t")
+    assert "\\x1b]0;PWNED\\x07\\x1b[2J boom\\x7f\\x9b\\x09tab" in table.stdout
+    assert "err\\x1b[31m" in table.stdout
+    # JSON and CSV carry the value exactly.
+    [row] = json.loads(invoke("query", sql, "--store", store, "--json").stdout)
+    assert row == {"err\x1b[31m": raw}
+    assert raw in invoke("query", sql, "--store", store, "--csv").stdout
+
+
+def test_json_timestamps_are_utc_and_non_finite_numbers_are_strings(two_runs: Store) -> None:
+    sql = (
+        "SELECT TIMESTAMP '2024-01-02 03:04:05.5' AS t, "
+        "TIMESTAMPTZ '2024-01-02 03:04:05+02' AS tz, 'nan'::DOUBLE AS n, "
+        "'inf'::DOUBLE AS i, '-inf'::FLOAT AS m, [1.5, 'nan'::DOUBLE] AS l, "
+        "NULL::DOUBLE AS z, 0.25::DOUBLE AS f"
+    )
+    result = invoke("query", sql, "--store", str(two_runs.path), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        {
+            "t": "2024-01-02T03:04:05.500000Z",
+            "tz": "2024-01-02T01:04:05Z",
+            "n": "NaN",
+            "i": "Infinity",
+            "m": "-Infinity",
+            "l": [1.5, "NaN"],
+            "z": None,
+            "f": 0.25,
+        }
+    ]
+    marks = invoke(
+        "query", "SELECT updated_at FROM projection_checkpoints", "--store", str(two_runs.path)
+    )
+    assert marks.exit_code == 0
+    stamps = json.loads(
+        invoke(
+            "query",
+            "SELECT updated_at FROM projection_checkpoints",
+            "--store",
+            str(two_runs.path),
+            "--json",
+        ).stdout
+    )
+    now = dt.datetime.now(dt.UTC)
+    for stamp in stamps:
+        assert stamp["updated_at"].endswith("Z")
+        at = dt.datetime.fromisoformat(stamp["updated_at"])
+        assert abs(now - at) < dt.timedelta(minutes=5)
+    help_text = invoke("query", "--help").stdout
+    assert '"NaN", "Infinity" and' in help_text and "Z suffix" in help_text
 
 
 # --------------------------------------------------------------------------- speed (reported, not asserted)

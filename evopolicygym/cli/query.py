@@ -3,6 +3,16 @@
 The read models (``events``, ``runs``, ``submissions``, ``episodes``) are
 caught up with the log first, unless ``--no-refresh``; the query then runs on
 a read-only connection, so it cannot change them.
+
+DuckDB lets one process write the read models or any number of processes read
+them. When another process holds them so that they cannot be caught up, the
+query runs on them as they are, with a note on stderr that the results may be
+stale; while another process writes them (a long first catch-up) the query
+waits for as long as that writer keeps writing. Only when they can be neither
+caught up nor read is it an error.
+
+Values reach the terminal escaped: a recorded string (a policy's output, an
+error) is untrusted, and its control characters must not drive the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +21,8 @@ import csv
 import datetime as dt
 import decimal
 import io
+import math
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,13 +36,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, one_line
-from evopolicygym.records.location import STORE_ENV, open_store, resolve_store_path
-from evopolicygym.records.read_models import open_read_models, refresh
+from evopolicygym.records import read_models
+from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.records.read_models import ReadModelsBusy, open_read_models, refresh
 from evopolicygym.records.store import StoreError
 
 __all__ = ["query"]
 
 _JSON = msgspec.json.Decoder()
+_GRACE_S = 1.0  # how long to try to catch up before querying the read models as they are
+_MAX_WAIT_S = 600.0  # the longest wait for another process that keeps writing them
+_NOTE_AFTER_S = 5.0  # say why we wait once we have waited this long
+STALE_NOTE = (
+    "note: the read models are in use by another process and were not caught up "
+    "with the log; results may be stale"
+)
+BUSY_ERROR = "read models are in use by another process; try again"
 
 
 @click.command(short_help="Run SQL over the store's read models.")
@@ -60,6 +81,10 @@ def query(sql: str, store_dir: str | None, as_json: bool, as_csv: bool, no_refre
       episodes     one row per completed Episode of a Submission
       projection_checkpoints  how far each table has caught up with the log
     Timestamps are UTC. payload is JSON: payload->>'$.field' extracts a field.
+    With --json, timestamps are ISO 8601 with a Z suffix, and NaN and infinite
+    numbers, which JSON cannot hold, are the strings "NaN", "Infinity" and
+    "-Infinity". The table escapes control characters (ESC as \\x1b); --json
+    and --csv print values exactly.
     \b
     Example:
       evopolicy query "SELECT run_id, status, best_score FROM runs ORDER BY created_at"
@@ -82,26 +107,91 @@ def _run(
         raise CliError(f"no store at {root} (point --store or {STORE_ENV} at an existing store)")
     try:
         with open_store(root) as store:
-            if refresh_first:
-                refresh(store)
-            connection = open_read_models(store, read_only=True)
+            connection = _connect(store, refresh_first)
     except StoreError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(_printable(one_line(str(exc)))) from exc
     try:
         result = connection.execute(sql)
+        if result is None:  # nothing but whitespace, comments or semicolons
+            raise CliError("no statement to run")
         if result.description is None:  # a statement without a result
             return [], [], []
         columns = [column[0] for column in result.description]
         kinds = [str(column[1]) for column in result.description]
         return columns, kinds, result.fetchall()
     except duckdb.Error as exc:
-        raise CliError(f"query failed: {one_line(str(exc))}") from exc
+        raise CliError(f"query failed: {_printable(one_line(str(exc)))}") from exc
     finally:
         connection.close()
 
 
+def _connect(store: Store, refresh_first: bool) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the read models, caught up first if ``refresh_first``.
+
+    While another process holds them, keep trying for ``LOCK_WAIT_S`` (longer while
+    it keeps writing them); after ``_GRACE_S`` without catching up, settle for
+    reading them as they are, with a note on stderr."""
+    wait = read_models.LOCK_WAIT_S
+    started = time.monotonic()
+    grace, deadline = started + min(_GRACE_S, wait), started + wait
+    pending, noted, delay = refresh_first, False, 0.02
+    while True:
+        if pending:
+            try:
+                refresh(store, wait_s=0)
+                pending = False
+            except ReadModelsBusy:
+                pass
+            except StoreError:
+                raise
+            except Exception as exc:  # a bug or a damaged file: one line, never a traceback
+                raise CliError(
+                    f"cannot catch the read models up with the log: {type(exc).__name__}: "
+                    f"{_printable(one_line(str(exc)))} (--no-refresh queries them as they are)"
+                ) from exc
+        if not pending or time.monotonic() >= grace:
+            try:
+                connection = open_read_models(store, read_only=True, wait_s=0)
+            except ReadModelsBusy:
+                pass
+            else:
+                if pending:
+                    click.echo(STALE_NOTE, err=True)
+                return connection
+        now = time.monotonic()
+        if now >= deadline:
+            if now - started >= _MAX_WAIT_S or not _being_written(store, wait):
+                raise CliError(BUSY_ERROR)
+            if not noted and now - started >= max(wait, _NOTE_AFTER_S):
+                click.echo(
+                    "note: waiting for another process to finish writing the read models",
+                    err=True,
+                )
+                noted = True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+def _being_written(store: Store, within: float) -> bool:
+    """Whether the read-model files changed in the last ``within`` seconds."""
+    path = store.read_models_path
+    newest = 0.0
+    for name in (path, path.with_name(path.name + ".wal")):
+        try:
+            newest = max(newest, name.stat().st_mtime)
+        except OSError:
+            continue
+    return time.time() - newest < within
+
+
 def _plain(value: Any) -> Any:
     """A value msgspec can encode as JSON the way a reader expects it."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dt.datetime):  # naive ones are TIMESTAMPs, which are UTC
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
     if isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, dt.timedelta):
@@ -148,15 +238,29 @@ def _print_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_text(value) for value in row])
-    click.echo(out.getvalue(), nl=False)
+    click.echo(out.getvalue(), nl=False, color=True)  # color: click must not strip ESC
+
+
+# C0 controls (tab and newline too: a cell is one line), DEL and C1, as \xNN.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def _printable(text: str) -> str:
+    """``text`` with terminal control characters escaped."""
+    return text.translate(_CONTROL)
 
 
 def _print_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     console = Console()
     if not columns:
         return
-    table = Table(*(escape(column) for column in columns))
+    table = Table(*(escape(_printable(column)) for column in columns))
     for row in rows:
-        table.add_row(*("[dim]NULL[/]" if value is None else escape(_text(value)) for value in row))
+        table.add_row(
+            *(
+                "[dim]NULL[/]" if value is None else escape(_printable(_text(value)))
+                for value in row
+            )
+        )
     console.print(table)
     console.print(f"[dim]{len(rows)} row{'' if len(rows) == 1 else 's'}[/]")

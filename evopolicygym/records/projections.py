@@ -11,7 +11,17 @@ A projection whose version differs from its checkpoint (or whose tables are
 missing, or whose checkpoint no longer matches the log) is dropped and rebuilt
 from position 0. Events of an unknown type or with an undecodable payload never
 stop the runner: a projection simply does not see them, and they are counted in
-the checkpoint's ``skipped`` column.
+the checkpoint's ``skipped`` column. So are events a projection declines
+(``Batch.skip``) and events on which its ``apply`` fails with a data error
+(``DATA_ERRORS``: a value out of range, a conversion DuckDB refuses): the page
+is rolled back and split until the failing event is alone, and that event is
+then committed without the projection that failed on it. Any other error (a
+bug, a full disk) rolls the page back and propagates.
+
+A page holds at most ``batch`` events and, past its first event, at most
+``max_bytes`` of payload; how many events are read per query adapts to the
+payload sizes seen, so large events (long Agent transcripts) do not make a
+catch-up hold hundreds of megabytes.
 
 A ``Batch`` is columnar on purpose: projections build Python lists and hand
 them to DuckDB as one Arrow table per page (``insert_arrow``), which is what
@@ -22,6 +32,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import datetime as dt
+import functools
 import gc
 import itertools
 import logging
@@ -39,7 +51,9 @@ from evopolicygym.records.fold import page_reader
 
 __all__ = [
     "CHECKPOINTS",
+    "DATA_ERRORS",
     "DEFAULT_BATCH",
+    "PAGE_BYTES",
     "RUN_PREFIX",
     "Batch",
     "Projection",
@@ -53,7 +67,24 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS = "projection_checkpoints"
 DEFAULT_BATCH = 10_000
+PAGE_BYTES = 32 * 1024 * 1024  # payload bytes per page (a page always holds one event)
+_FIRST_READ = 100  # events in the first read of a catch-up, before any size is known
 RUN_PREFIX = "run-"
+
+# What a projection raises on a value it cannot store (an integer out of range, a string
+# DuckDB refuses): a bad event, not a broken runner. ValueError covers pyarrow's
+# ArrowInvalid and UnicodeError; ArithmeticError covers OverflowError.
+DATA_ERRORS: tuple[type[BaseException], ...] = (
+    ArithmeticError,
+    ValueError,
+    TypeError,
+    pa.ArrowException,
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.InvalidInputException,
+    duckdb.TypeMismatchException,
+    duckdb.ConstraintException,
+)
 
 Connection = duckdb.DuckDBPyConnection
 Row = tuple[Any, ...]
@@ -75,6 +106,7 @@ class _Page:
     """The columns of one page read from the store, and its events decoded once, by type."""
 
     def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows = rows
         columns = list(zip(*rows, strict=True))
         self.positions: Sequence[int] = columns[0]
         self.stream_ids: Sequence[str] = columns[1]
@@ -99,6 +131,9 @@ class _Page:
         self.run_ids: Sequence[str | None] = [runs[stream] for stream in self.stream_ids]
         self.decoded: dict[str, list[tuple[int, Event]]] = {}
         self.failed: dict[str, list[tuple[int, str]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
     def decode(self, kind: str) -> list[tuple[int, Event]]:
         """The decodable events of one type as ``(index, event)``, in order; failures noted."""
@@ -165,6 +200,9 @@ class Batch:
     ``events(types)`` gives the decoded events of those types as ``(i, event)``
     pairs, ``i`` indexing the columns; undecodable events are left out.
     ``run_ids`` holds each event's Run id (None off a ``run-`` stream).
+    ``skip(i, reason)`` declines an event the projection cannot represent (a key
+    out of range): it is counted in the checkpoint's ``skipped``, like an
+    undecodable one.
 
     ``scratch`` is a dict the projection may keep things in from one batch to
     the next within one ``catch_up`` (such as rows it wrote, to skip re-reading
@@ -192,9 +230,14 @@ class Batch:
         self.recorded_at = page.recorded_at[start:] if start else page.recorded_at  # ns
         self.payloads = page.payloads[start:] if start else page.payloads
         self.run_ids = page.run_ids[start:] if start else page.run_ids
+        self.declined: list[tuple[int, str]] = []  # (position, reason), from skip()
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    def skip(self, i: int, reason: str) -> None:
+        """Note that the event at column index ``i`` could not be projected at all."""
+        self.declined.append((self.positions[i], reason))
 
     def envelopes(self) -> list[Envelope]:
         """The batch as ``Envelope`` objects, for projections that prefer them to columns."""
@@ -363,8 +406,8 @@ def _start(
         connection.execute(f"DELETE FROM {CHECKPOINTS} WHERE name = ?", [projection.name])
         connection.execute(
             f"INSERT INTO {CHECKPOINTS} (name, version, position, last_hash, skipped, updated_at) "
-            "VALUES (?, ?, 0, NULL, 0, now()::TIMESTAMP)",
-            [projection.name, projection.version],
+            "VALUES (?, ?, 0, NULL, 0, ?)",
+            [projection.name, projection.version, _utc_now()],
         )
 
     _transaction(connection, rebuild)
@@ -376,14 +419,19 @@ def catch_up(
     connection: Connection,
     projections: Sequence[Projection],
     batch: int = DEFAULT_BATCH,
+    *,
+    max_bytes: int = PAGE_BYTES,
 ) -> int:
     """Apply the log to ``projections`` from their checkpoints; return the position reached.
 
     ``store`` is a ``Store`` or an ``EventStore`` (``read_all_rows`` is used when
-    the backend has it, else ``read_all``). Each page of ``batch`` events is one
-    DuckDB transaction covering every projection's rows and checkpoint."""
+    the backend has it, else ``read_all``). Each page (at most ``batch`` events
+    and, past its first event, ``max_bytes`` of payload) is one DuckDB
+    transaction covering every projection's rows and checkpoint."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
+    if max_bytes < 1:
+        raise ValueError("max_bytes must be at least 1")
     names = [p.name for p in projections]
     if len(set(names)) != len(names):
         raise ValueError("two projections share a name")
@@ -402,19 +450,43 @@ def catch_up(
     # it is being written: reading and decoding overlap DuckDB's inserts and commits.
     wanted = sorted(set().union(*(p.types or () for p in projections)))
 
-    def fetch(position: int) -> tuple[_Page, int] | None:
-        rows = read(position, batch)
+    def fetch(position: int, limit: int) -> tuple[list[_Page], int, int]:
+        """The next ``limit`` events as pages of at most ``max_bytes`` of payload each;
+        also how many events and payload bytes were read."""
+        rows = read(position, limit)
         if not rows:
-            return None
-        page = _Page(rows)
-        for kind in wanted:
-            page.decode(kind)
-        return page, len(rows)
+            return [], 0, 0
+        pages: list[_Page] = []
+        first = total = 0
+        for i, row in enumerate(rows):
+            size = len(row[_PAYLOAD])
+            if i > first and total + size > max_bytes:
+                pages.append(_Page(rows[first:i]))
+                first, total = i, 0
+            total += size
+        pages.append(_Page(rows[first:] if first else rows))
+        for page in pages:
+            for kind in wanted:
+                page.decode(kind)
+        return pages, len(rows), sum(len(row[_PAYLOAD]) for row in rows)
+
+    def next_limit(count: int, size: int) -> int:
+        """Events to read next: about ``max_bytes`` at the payload size just seen."""
+        if size <= 0:
+            return batch
+        return max(1, min(batch, int(max_bytes * count / size)))
 
     fresh = {name: position == 0 for name, position in at.items()}
     scratch: dict[str, dict[str, Any]] = {name: {} for name in at}
+    failing: list[str | None] = [None]  # the projection whose apply is running
 
-    def apply_page(page: _Page) -> None:
+    def forget() -> None:
+        """After a rollback, rows remembered from the rolled-back page may be wrong."""
+        for name in scratch:
+            scratch[name] = {}
+            fresh[name] = False
+
+    def apply_page(page: _Page, excluded: dict[str, str], declined: list[Any]) -> None:
         first, last = page.positions[0], page.positions[-1]
         done: list[tuple[str, int]] = []
         for projection in projections:
@@ -423,34 +495,71 @@ def catch_up(
             if start >= last:
                 continue
             cut = 0 if start < first else bisect.bisect_right(page.positions, start)
+            if name in excluded:  # a page of one event, which this projection failed on
+                done.append((name, len(page) - cut))
+                continue
             view = Batch(page, cut, scratch[name], fresh[name])
+            failing[0] = name
             projection.apply(connection, view)
-            done.append((name, view.skipped(projection.types)))
+            failing[0] = None
+            declined.extend((name, *found) for found in view.declined)
+            done.append((name, view.skipped(projection.types) + len(view.declined)))
         if done:
             marks = ", ".join("(?, ?)" for _ in done)
             connection.execute(
                 f"UPDATE {CHECKPOINTS} SET position = ?, last_hash = ?, "
-                f"skipped = {CHECKPOINTS}.skipped + done.skipped, updated_at = now()::TIMESTAMP "
+                f"skipped = {CHECKPOINTS}.skipped + done.skipped, updated_at = ? "
                 f"FROM (VALUES {marks}) AS done(name, skipped) WHERE {CHECKPOINTS}.name = done.name",
-                [last, page.last_hash, *itertools.chain(*done)],
+                [last, page.last_hash, _utc_now(), *itertools.chain(*done)],
             )
 
-    with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="catch-up") as reader:
-        ahead = reader.submit(fetch, min(at.values()))
+    def settle(page: _Page) -> None:
+        """Commit ``page``; on a data error, split it until the bad event is alone."""
+        excluded: dict[str, str] = {}
         while True:
-            fetched = ahead.result()
-            if fetched is None:
+            declined: list[tuple[str, int, str]] = []
+            try:
+                _transaction(connection, functools.partial(apply_page, page, excluded, declined))
                 break
-            page, count = fetched
-            if count == batch:
-                ahead = reader.submit(fetch, page.positions[-1])
-            _transaction(connection, lambda page=page: apply_page(page))  # type: ignore[misc]
-            _report_skipped(Batch(page))
-            for name in at:
-                at[name] = max(at[name], page.positions[-1])
-            if count < batch:
+            except DATA_ERRORS as exc:
+                name, failing[0] = failing[0], None
+                if name is None:  # not in a projection: nothing to blame on an event
+                    raise
+                forget()
+                if len(page) > 1:
+                    half = len(page) // 2
+                    settle(_Page(page.rows[:half]))
+                    settle(_Page(page.rows[half:]))
+                    return
+                excluded[name] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        _report_skipped(Batch(page), declined, excluded)
+        for name in at:
+            at[name] = max(at[name], page.positions[-1])
+
+    limit = min(batch, _FIRST_READ)
+    with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="catch-up") as reader:
+        ahead = reader.submit(fetch, min(at.values()), limit)
+        while True:
+            pages, count, size = ahead.result()
+            if not pages:
+                break
+            more = count == limit
+            if more:
+                limit = next_limit(count, size)
+                ahead = reader.submit(fetch, pages[-1].positions[-1], limit)
+            while pages:
+                settle(pages.pop(0))  # popped: a committed page is freed at once
+            if not more:
                 break
     return min(at.values())
+
+
+_PAYLOAD = 7  # the payload's index in a row (envelope field order)
+
+
+def _utc_now() -> dt.datetime:
+    """Now, as a UTC TIMESTAMP (naive, like every TIMESTAMP in the read models)."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 @contextlib.contextmanager
@@ -465,7 +574,11 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _report_skipped(batch: Batch) -> None:
+def _report_skipped(
+    batch: Batch,
+    declined: Sequence[tuple[str, int, str]] = (),
+    excluded: dict[str, str] | None = None,
+) -> None:
     failures = batch.failures()
     unknown = batch.skipped(None)
     if failures or unknown:
@@ -476,4 +589,13 @@ def _report_skipped(batch: Batch) -> None:
             unknown,
             len(failures),
             f" (first at {failures[0][0]}: {failures[0][1]})" if failures else "",
+        )
+    for name, position, reason in declined:
+        log.warning("projection %s skipped the event at position %d: %s", name, position, reason)
+    for name, error in (excluded or {}).items():
+        log.warning(
+            "projection %s skipped the event at position %d: it failed on it (%s)",
+            name,
+            batch.first,
+            error,
         )

@@ -16,15 +16,23 @@ assessment Episode outcomes) are copied into no column of ``runs``,
 from the log; that is acceptable because the Agent never sees the read models
 (it sees only its workspace projection), exactly as it never sees the log.
 
-DuckDB admits one read-write process per database file: ``open_read_models``
-retries briefly while another process holds it, then raises ``ReadModelsBusy``.
+A value the log allows but a column cannot hold (an integer beyond the column's
+range, such as ``steps=2**63``) is stored as NULL; an event whose key cannot be
+stored (a ``submission_id`` beyond INTEGER) is left out of ``submissions`` and
+counted in its checkpoint's ``skipped``. The ``events`` row always keeps the
+payload as it is in the log.
+
+DuckDB admits one read-write process per database file, or any number of
+read-only ones: ``open_read_models`` retries briefly while another process
+holds it, then raises ``ReadModelsBusy``. ``refresh`` caps DuckDB's memory at
+``MEMORY_LIMIT``; pages of the log are bounded in bytes (``PAGE_BYTES``).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +57,7 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import Store
 from evopolicygym.records.projections import (
     DEFAULT_BATCH,
+    PAGE_BYTES,
     Batch,
     Connection,
     Projection,
@@ -61,6 +70,7 @@ __all__ = [
     "EPISODES",
     "EVENTS",
     "LOCK_WAIT_S",
+    "MEMORY_LIMIT",
     "PROJECTIONS",
     "RUNS",
     "SUBMISSIONS",
@@ -71,6 +81,7 @@ __all__ = [
 
 LOCK_WAIT_S = 5.0
 CHECKPOINT_THRESHOLD = "256MB"
+MEMORY_LIMIT = "1GB"  # DuckDB's memory while catching up (it spills to disk past it)
 _REMEMBER = 200_000  # rows of runs/submissions kept in memory during one catch-up
 
 
@@ -88,6 +99,42 @@ _ARROW: dict[str, pa.DataType] = {
     "TIMESTAMP": pa.timestamp("us"),  # values are microseconds since the epoch
     "INTEGER[]": pa.list_(pa.int32()),
 }
+
+# The integer columns' ranges: a value outside them is stored as NULL.
+_RANGES: dict[str, tuple[int, int]] = {
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+    "INTEGER[]": (-(2**31), 2**31 - 1),
+}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    low, high = _RANGES[kind]
+    return value is None or low <= value <= high
+
+
+def _fits_column(value: Any, kind: str) -> bool:
+    """Whether a column of ``kind`` holds ``value`` as it is (a list: every item)."""
+    if kind == "INTEGER[]":
+        return value is None or all(_fits(v, kind) for v in value)
+    return _fits(value, kind)
+
+
+def _stored(value: Any, kind: str) -> Any:
+    """``value`` as a column of ``kind`` can hold it: out-of-range integers become None."""
+    if _fits_column(value, kind):
+        return value
+    if kind == "INTEGER[]":
+        return [v if _fits(v, kind) else None for v in value]
+    return None
+
+
+def _column(values: list[Any], kind: str) -> list[Any]:
+    """A column of ``kind`` as it can be stored (see ``_stored``)."""
+    low, high = _RANGES[kind]
+    if all(v is None or low <= v <= high for v in values):
+        return values
+    return [_stored(v, kind) for v in values]
 
 
 @dataclass(frozen=True)
@@ -108,6 +155,10 @@ class _Table:
 
     def schema(self) -> pa.Schema:
         return pa.schema([(name, _ARROW[kind]) for name, kind in self.columns])
+
+    def ranged(self) -> Iterator[tuple[str, str]]:
+        """The columns whose values may be out of their range: the integer ones."""
+        return ((name, kind) for name, kind in self.columns if kind in _RANGES)
 
     def load(
         self, connection: Connection, batch: Batch, keys: list[tuple[Any, ...]]
@@ -158,6 +209,10 @@ class _Table:
         old = list(existing)
         if old:
             self._delete(connection, old)
+        ranged = list(self.ranged())
+        for row in rows.values():  # in place: the remembered row is the stored one
+            for name, kind in ranged:
+                row[name] = _stored(row[name], kind)
         data = pa.Table.from_pylist(list(rows.values()), schema=self.schema())
         insert_arrow(connection, self.name, data)
         known: dict[tuple[Any, ...], dict[str, Any]] = batch.scratch.setdefault("rows", {})
@@ -224,7 +279,7 @@ def _apply_events(connection: Connection, batch: Batch) -> None:
             "stream_version": pa.array(batch.stream_versions, pa.int64()),
             "event_id": pa.array(batch.event_ids, pa.string()),
             "type": pa.array(batch.types, pa.string()),
-            "schema_version": pa.array(batch.schema_versions, pa.int32()),
+            "schema_version": pa.array(_column(list(batch.schema_versions), "INTEGER"), pa.int32()),
             "recorded_at": pa.array(batch.recorded_at, pa.int64()),
             "payload": pa.array(_text(batch.payloads), pa.string()),
         }
@@ -461,11 +516,14 @@ def _fold_submission(row: dict[str, Any], event: Event, at: int) -> None:
 
 
 def _apply_submissions(connection: Connection, batch: Batch) -> None:
-    todo = [
-        (run_id, i, event)
-        for i, event in batch.events(_SUBMISSION_TYPES)
-        if (run_id := batch.run_ids[i]) is not None
-    ]
+    todo: list[tuple[str, int, Event]] = []
+    for i, event in batch.events(_SUBMISSION_TYPES):
+        if (run_id := batch.run_ids[i]) is None:
+            continue
+        if not _fits(event.submission_id, "INTEGER"):  # type: ignore[attr-defined]
+            batch.skip(i, f"submission_id {event.submission_id} is out of range")  # type: ignore[attr-defined]
+            continue
+        todo.append((run_id, i, event))
     if not todo:
         return
     keys = list(dict.fromkeys((run_id, event.submission_id) for run_id, _, event in todo))  # type: ignore[attr-defined]
@@ -524,11 +582,11 @@ def _apply_episodes(connection: Connection, batch: Batch) -> None:
     data = {
         "position": [positions[i] for i in rows],
         "run_id": [run_ids[i] for i in rows],
-        "submission_id": [e.submission_id for e in events],
-        "pool_index": [e.index for e in events],
+        "submission_id": _column([e.submission_id for e in events], "INTEGER"),
+        "pool_index": _column([e.index for e in events], "INTEGER"),
         "status": [e.status for e in events],
         "total_reward": [e.total_reward for e in events],
-        "steps": [e.steps for e in events],
+        "steps": _column([e.steps for e in events], "BIGINT"),
         "failure": [e.failure for e in events],
         "duration_s": [e.duration_s for e in events],
         "trace_blob": [e.trace_blob for e in events],
@@ -557,6 +615,15 @@ def _locked(exc: BaseException) -> bool:
     return "lock" in message or "different configuration" in message
 
 
+def _only_read(path: Any) -> bool:
+    """Whether the processes holding the database only read it (a read-only open works)."""
+    try:
+        duckdb.connect(str(path), read_only=True).close()
+    except duckdb.Error:
+        return False
+    return True
+
+
 def open_read_models(
     store: Store, read_only: bool = False, *, wait_s: float | None = None
 ) -> Connection:
@@ -578,20 +645,28 @@ def open_read_models(
                     "they are derived from the log: delete the file to rebuild them"
                 ) from exc
             if time.monotonic() >= deadline:
+                doing = "read" if not read_only and _only_read(path) else "updated"
                 raise ReadModelsBusy(
-                    "read models are being updated by another process; try again"
+                    f"read models are being {doing} by another process; try again"
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
 
-def refresh(store: Store, *, batch: int = DEFAULT_BATCH, wait_s: float | None = None) -> int:
+def refresh(
+    store: Store,
+    *,
+    batch: int = DEFAULT_BATCH,
+    wait_s: float | None = None,
+    max_bytes: int = PAGE_BYTES,
+) -> int:
     """Catch every read model up with the log; return the log position reached."""
     connection = open_read_models(store, wait_s=wait_s)
     try:
         # Checkpointing every 16 MB of WAL (the default) costs more than the inserts when
         # catching up a large log; one checkpoint at close does the same work once.
         connection.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
-        return catch_up(store, connection, PROJECTIONS, batch)
+        connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        return catch_up(store, connection, PROJECTIONS, batch, max_bytes=max_bytes)
     finally:
         connection.close()
