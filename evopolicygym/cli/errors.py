@@ -52,14 +52,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# C0 controls (but tab and newline), DEL and C1: a terminal would act on them.
+# C0 controls (but tab and newline), DEL and C1, as \xNN: a terminal would act on them.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+# The same with tab and newline too: a table cell is one line.
+_CONTROL_IN_CELL = {**_CONTROL, 0x09: "\\x09", 0x0A: "\\x0a"}
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, cell: bool = False) -> str:
     """``text`` with terminal control characters escaped: recorded strings (a policy's
     output, an error message) are untrusted and must not drive the user's terminal."""
-    return text.translate(_CONTROL)
+    return text.translate(_CONTROL_IN_CELL if cell else _CONTROL)
 
 
 class CliError(click.ClickException):

@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, one_line
+from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, one_line, printable
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.read_models import ReadModelsBusy, open_read_models, refresh
@@ -109,7 +109,7 @@ def _run(
         with open_store(root) as store:
             connection = _connect(store, refresh_first)
     except StoreError as exc:
-        raise CliError(_printable(one_line(str(exc)))) from exc
+        raise CliError(printable(one_line(str(exc)))) from exc
     try:
         result = connection.execute(sql)
         if result is None:  # nothing but whitespace, comments or semicolons
@@ -120,7 +120,7 @@ def _run(
         kinds = [str(column[1]) for column in result.description]
         return columns, kinds, result.fetchall()
     except duckdb.Error as exc:
-        raise CliError(f"query failed: {_printable(one_line(str(exc)))}") from exc
+        raise CliError(f"query failed: {printable(one_line(str(exc)))}") from exc
     finally:
         connection.close()
 
@@ -147,7 +147,7 @@ def _connect(store: Store, refresh_first: bool) -> duckdb.DuckDBPyConnection:
             except Exception as exc:  # a bug or a damaged file: one line, never a traceback
                 raise CliError(
                     f"cannot catch the read models up with the log: {type(exc).__name__}: "
-                    f"{_printable(one_line(str(exc)))} (--no-refresh queries them as they are)"
+                    f"{printable(one_line(str(exc)))} (--no-refresh queries them as they are)"
                 ) from exc
         if not pending or time.monotonic() >= grace:
             try:
@@ -241,24 +241,15 @@ def _print_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     click.echo(out.getvalue(), nl=False, color=True)  # color: click must not strip ESC
 
 
-# C0 controls (tab and newline too: a cell is one line), DEL and C1, as \xNN.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def _printable(text: str) -> str:
-    """``text`` with terminal control characters escaped."""
-    return text.translate(_CONTROL)
-
-
 def _print_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     console = Console()
     if not columns:
         return
-    table = Table(*(escape(_printable(column)) for column in columns))
+    table = Table(*(escape(printable(column, cell=True)) for column in columns))
     for row in rows:
         table.add_row(
             *(
-                "[dim]NULL[/]" if value is None else escape(_printable(_text(value)))
+                "[dim]NULL[/]" if value is None else escape(printable(_text(value), cell=True))
                 for value in row
             )
         )

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -420,24 +420,36 @@ def _fold_run(row: dict[str, Any], event: Event, at: int) -> None:
     row["updated_at"] = at
 
 
+def _upsert(
+    table: _Table,
+    connection: Connection,
+    batch: Batch,
+    todo: list[tuple[tuple[Any, ...], int, Event]],
+    new_row: Callable[[tuple[Any, ...]], dict[str, Any]],
+    fold: Callable[[dict[str, Any], Event, int], None],
+) -> None:
+    """Fold ``(key, index, event)`` into keyed rows: load the rows the keys already have,
+    create the missing ones, fold every event in order, write the rows back."""
+    if not todo:
+        return
+    keys = list(dict.fromkeys(key for key, _, _ in todo))
+    existing = table.load(connection, batch, keys)
+    rows = dict(existing)
+    for key, i, event in todo:
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = new_row(key)
+        fold(row, event, _us(batch.recorded_at[i]))
+    table.write(connection, batch, rows, existing)
+
+
 def _apply_runs(connection: Connection, batch: Batch) -> None:
     todo = [
-        (run_id, i, event)
+        ((run_id,), i, event)
         for i, event in batch.events(_RUN_TYPES)
         if (run_id := batch.run_ids[i]) is not None
     ]
-    if not todo:
-        return
-    keys = list(dict.fromkeys((run_id,) for run_id, _, _ in todo))
-    existing = RUNS_TABLE.load(connection, batch, keys)
-    rows = dict(existing)
-    for run_id, i, event in todo:
-        row = rows.get((run_id,))
-        if row is None:
-            row = rows[(run_id,)] = _new_run(run_id)
-        _fold_run(row, event, _us(batch.recorded_at[i]))
-    RUNS_TABLE.write(connection, batch, rows, existing)
-
+    _upsert(RUNS_TABLE, connection, batch, todo, lambda key: _new_run(key[0]), _fold_run)
 
 RUNS = Projection(
     name="runs",
@@ -516,29 +528,21 @@ def _fold_submission(row: dict[str, Any], event: Event, at: int) -> None:
 
 
 def _apply_submissions(connection: Connection, batch: Batch) -> None:
-    todo: list[tuple[str, int, Event]] = []
+    todo: list[tuple[tuple[Any, ...], int, Event]] = []
     for i, event in batch.events(_SUBMISSION_TYPES):
         if (run_id := batch.run_ids[i]) is None:
             continue
         if not _fits(event.submission_id, "INTEGER"):  # type: ignore[attr-defined]
             batch.skip(i, f"submission_id {event.submission_id} is out of range")  # type: ignore[attr-defined]
             continue
-        todo.append((run_id, i, event))
-    if not todo:
-        return
-    keys = list(dict.fromkeys((run_id, event.submission_id) for run_id, _, event in todo))  # type: ignore[attr-defined]
-    existing = SUBMISSIONS_TABLE.load(connection, batch, keys)
-    rows = dict(existing)
-    names = SUBMISSIONS_TABLE.names
-    for run_id, i, event in todo:
-        key = (run_id, event.submission_id)  # type: ignore[attr-defined]
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = dict.fromkeys(names)
-            row.update(run_id=run_id, submission_id=key[1])
-        _fold_submission(row, event, _us(batch.recorded_at[i]))
-    SUBMISSIONS_TABLE.write(connection, batch, rows, existing)
+        todo.append(((run_id, event.submission_id), i, event))  # type: ignore[attr-defined]
 
+    def new_row(key: tuple[Any, ...]) -> dict[str, Any]:
+        row: dict[str, Any] = dict.fromkeys(SUBMISSIONS_TABLE.names)
+        row.update(run_id=key[0], submission_id=key[1])
+        return row
+
+    _upsert(SUBMISSIONS_TABLE, connection, batch, todo, new_row, _fold_submission)
 
 SUBMISSIONS = Projection(
     name="submissions",
