@@ -136,27 +136,21 @@ def _connect(store: Store, refresh_first: bool) -> duckdb.DuckDBPyConnection:
     grace, deadline = started + min(_GRACE_S, wait), started + wait
     pending, noted, delay = refresh_first, False, 0.02
     while True:
-        if pending:
-            try:
-                refresh(store, wait_s=0)
-                pending = False
-            except ReadModelsBusy:
-                pass
-            except StoreError:
-                raise
-            except Exception as exc:  # a bug or a damaged file: one line, never a traceback
-                raise CliError(
-                    f"cannot catch the read models up with the log: {type(exc).__name__}: "
-                    f"{printable(one_line(str(exc)))} (--no-refresh queries them as they are)"
-                ) from exc
+        if pending and _caught_up(store):
+            pending = False
         if not pending or time.monotonic() >= grace:
-            try:
-                connection = open_read_models(store, read_only=True, wait_s=0)
-            except ReadModelsBusy:
-                pass
-            else:
-                if pending:
+            connection = _read_only(store)
+            if connection is not None and pending:
+                # Nobody is writing them now: a writer that held them a moment ago may have
+                # just let go, so try once more to catch up before settling for stale results.
+                connection.close()
+                if _caught_up(store):
+                    pending = False
+                    continue
+                connection = _read_only(store)
+                if connection is not None:
                     click.echo(STALE_NOTE, err=True)
+            if connection is not None:
                 return connection
         now = time.monotonic()
         if now >= deadline:
@@ -170,6 +164,30 @@ def _connect(store: Store, refresh_first: bool) -> duckdb.DuckDBPyConnection:
                 noted = True
         time.sleep(delay)
         delay = min(delay * 2, 0.25)
+
+
+def _caught_up(store: Store) -> bool:
+    """Catch the read models up now if nobody else holds them; whether that happened."""
+    try:
+        refresh(store, wait_s=0)
+    except ReadModelsBusy:
+        return False
+    except StoreError:
+        raise
+    except Exception as exc:  # a bug or a damaged file: one line, never a traceback
+        raise CliError(
+            f"cannot catch the read models up with the log: {type(exc).__name__}: "
+            f"{printable(one_line(str(exc)))} (--no-refresh queries them as they are)"
+        ) from exc
+    return True
+
+
+def _read_only(store: Store) -> duckdb.DuckDBPyConnection | None:
+    """A read-only connection to the read models, or None while a writer holds them."""
+    try:
+        return open_read_models(store, read_only=True, wait_s=0)
+    except ReadModelsBusy:
+        return None
 
 
 def _being_written(store: Store, within: float) -> bool:
