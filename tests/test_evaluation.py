@@ -681,3 +681,25 @@ def test_abandoned_fork_server_directories_are_swept(tmp_path: Path, monkeypatch
         pass
     assert not dead.exists()
     assert alive.exists() and other.exists()
+
+
+def test_an_evaluator_first_used_from_a_thread_that_exits_keeps_working() -> None:
+    """The fork server and runners die with their parent *thread* (PR_SET_PDEATHSIG is per
+    thread); a session handler thread that evaluates and exits must not take them along."""
+    import threading
+
+    results = []
+    with Evaluator() as evaluator:
+
+        def evaluate_once() -> None:
+            results.append(
+                evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2))
+            )
+
+        for _ in range(2):  # the second thread finds what the first one started
+            worker = threading.Thread(target=evaluate_once)
+            worker.start()
+            worker.join()
+        results.append(evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2)))
+    assert len(results) == 3
+    assert all([e.status for e in r.episodes] == ["ok", "ok"] for r in results)

@@ -25,13 +25,24 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 
 __all__ = ["ForkServer", "ForkServerClient", "ForkServerError"]
+
+T = TypeVar("T")
+
+
+def _spawn(start: Callable[[], T]) -> T:
+    # Imported here: the server and runner children import this module and need none of it.
+    from evopolicygym.evaluation.spawner import spawn
+
+    return spawn(start)
+
 
 _MAX_MESSAGE = 64 * 1024
 
@@ -258,12 +269,14 @@ class ForkServer:
         for name in ("PYTHONPATH", "EVOPOLICY_CONTAINMENT"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
-            pass_fds=(listener.fileno(), ready_w),
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
+        self._process = _spawn(
+            lambda: subprocess.Popen(
+                [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
+                pass_fds=(listener.fileno(), ready_w),
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         )
         listener.close()
         os.close(ready_w)

@@ -17,9 +17,20 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = ["RunnerProcess"]
+
+T = TypeVar("T")
+
+
+def _spawn(start: Callable[[], T]) -> T:
+    # Imported here: the server and runner children import this module and need none of it.
+    from evopolicygym.evaluation.spawner import spawn
+
+    return spawn(start)
+
 
 _LENGTH = struct.Struct("<Q")
 
@@ -110,11 +121,13 @@ class RunnerProcess:
         env = dict(os.environ)
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from evopolicygym.evaluation.runner import main; main()", str(child.fileno()), str(os.getpid())],
-            pass_fds=(child.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=env,
+        self.process = _spawn(
+            lambda: subprocess.Popen(
+                [sys.executable, "-c", "from evopolicygym.evaluation.runner import main; main()", str(child.fileno()), str(os.getpid())],
+                pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
         )
         child.close()
         self.sock = host
