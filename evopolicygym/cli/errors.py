@@ -8,17 +8,16 @@ known exception types once, so commands just raise.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
 
-from evopolicygym.benchmark import Benchmark, BenchmarkError
-from evopolicygym.evaluation import EvaluationError, PlannedEpisode, plan_episodes
-from evopolicygym.program import ProgramError
-from evopolicygym.records.store import StoreError
-from evopolicygym.registry import UnknownBenchmark, load_benchmark
+if TYPE_CHECKING:
+    from evopolicygym.benchmark import Benchmark
+    from evopolicygym.evaluation import PlannedEpisode
 
 __all__ = [
     "FAMILIES",
@@ -93,10 +92,32 @@ def _translated() -> Iterator[None]:
     except click.ClickException as exc:
         error = CliUsageError if exc.exit_code == 2 else CliError
         raise error(exc.format_message()) from exc
-    except EvaluationError as exc:
-        raise CliError(f"evaluation failed: {exc}") from exc
-    except (ProgramError, UnknownBenchmark, BenchmarkError, StoreError) as exc:
-        raise CliError(str(exc) or type(exc).__name__) from exc
+    except Exception as exc:
+        kind = _known(exc)
+        if kind is None:
+            raise
+        raise CliError(f"{kind}{exc}" if str(exc) else type(exc).__name__) from exc
+
+
+# Known error types by module, looked up only among modules already imported (the one that
+# raised is), so a light command such as `session submit` never imports numpy to report one.
+_KNOWN = {
+    "evopolicygym.evaluation.config": ("EvaluationError", "evaluation failed: "),
+    "evopolicygym.program": ("ProgramError", ""),
+    "evopolicygym.registry": ("UnknownBenchmark", ""),
+    "evopolicygym.benchmark": ("BenchmarkError", ""),
+    "evopolicygym.records.store": ("StoreError", ""),
+}
+
+
+def _known(exc: Exception) -> str | None:
+    """The message prefix for a known user-facing error, or None for anything else."""
+    for module_name, (class_name, prefix) in _KNOWN.items():
+        module = sys.modules.get(module_name)
+        kind = getattr(module, class_name, None) if module is not None else None
+        if kind is not None and isinstance(exc, kind):
+            return prefix
+    return None
 
 
 class Cli(click.Group):
@@ -145,6 +166,8 @@ def param_option(fn: F) -> F:
 
 def load(ref: str, params: Mapping[str, str]) -> Benchmark:
     """The Benchmark ``ref``; a factory rejecting its parameters is a user error."""
+    from evopolicygym.registry import load_benchmark
+
     if ref in FAMILIES:
         raise CliError(f"{ref} is a family of Benchmarks: use {ref}:<id>")
     try:
@@ -154,6 +177,8 @@ def load(ref: str, params: Mapping[str, str]) -> Benchmark:
 
 
 def plan(benchmark: Benchmark, split: str, seed: int, count: int) -> list[PlannedEpisode]:
+    from evopolicygym.evaluation import plan_episodes
+
     try:
         return plan_episodes(benchmark, split, seed, count)
     except ValueError as exc:
