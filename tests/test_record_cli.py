@@ -46,6 +46,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import STORE_ENV, Store, open_store
 from evopolicygym.records.verify import verify_store
+from evopolicygym.run.liveness import run_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -302,7 +303,11 @@ def test_list_text_and_json(built: Built) -> None:
     assert alpha["status"] == "finished"
     assert alpha["assessment_score"] == 188.75
     assert alpha["created_at"].endswith("Z")
-    assert beta["status"] == "running" and beta["events"] == 2
+    # No Host holds beta, so it is a Run whose Host died; while one does, it is running.
+    assert beta["status"] == "interrupted" and beta["events"] == 2
+    with open_store(built.root) as store, run_lock(store, "beta"):
+        rows = json.loads(invoke(*store_args(built, "list", "--json")).stdout)
+        assert {row["run_id"]: row["status"] for row in rows}["beta"] == "running"
 
 
 def test_list_empty_store(tmp_path: Path) -> None:

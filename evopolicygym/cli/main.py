@@ -18,7 +18,11 @@ _COMMANDS = {
     "benchmarks": "evopolicygym.cli.benchmarks:benchmarks",
     "evaluate": "evopolicygym.cli.evaluate:evaluate",
     "query": "evopolicygym.cli.query:query",
+    "quickstart": "evopolicygym.cli.quickstart:quickstart",
     "record": "evopolicygym.cli.record:record",
+    "resume": "evopolicygym.cli.run:resume",
+    "run": "evopolicygym.cli.run:run",
+    "session": "evopolicygym.cli.session:session",
 }
 
 

@@ -46,6 +46,7 @@ from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError
 from evopolicygym.records.verify import verify_store
+from evopolicygym.run.liveness import host_alive
 
 __all__ = ["RUN_PREFIX", "record", "run_summary"]
 
@@ -123,7 +124,7 @@ def _first(events: Iterator[Envelope]) -> Envelope | None:
     return next(events, None)
 
 
-def _status(last: Envelope | None) -> str:
+def _status(store: Store, stream_id: str, last: Envelope | None) -> str:
     if last is None:
         return "empty"
     if last.type == "RunFinished":
@@ -131,7 +132,8 @@ def _status(last: Envelope | None) -> str:
         return finished.reason if isinstance(finished, RunFinished) else "finished"
     if last.type == "RunInterrupted":
         return "interrupted"
-    return "running"
+    # No Host holds the Run: it died without recording anything (say, SIGKILL).
+    return "running" if host_alive(store, stream_id[len(RUN_PREFIX) :]) else "interrupted"
 
 
 def _console() -> Console:
@@ -177,7 +179,7 @@ def _run_row(store: Store, stream_id: str, version: int) -> dict[str, Any]:
         "created_at": _iso(first.recorded_at) if first is not None else None,
         "benchmark": created.benchmark_id if isinstance(created, RunCreated) else None,
         "agent": created.agent.name if isinstance(created, RunCreated) else None,
-        "status": _status(last),
+        "status": _status(store, stream_id, last),
         "assessment_score": (
             finished.assessment_score if isinstance(finished, RunFinished) else None
         ),
@@ -336,7 +338,7 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
                 pass
             case _:
                 pass
-    summary["status"] = _status(last)
+    summary["status"] = _status(store, stream_id, last)
     summary["submissions"] = [submissions[k] for k in sorted(submissions)]
     return summary
 
@@ -639,3 +641,11 @@ def schema(check: bool, output: Path | None) -> None:
     except OSError as exc:
         raise CliError(f"cannot write schemas to {directory}: {exc}") from exc
     click.echo(f"wrote {len(render_schemas())} schemas to {directory} ({len(changed)} changed)")
+
+from evopolicygym.cli.checkout import checkout as _checkout  # noqa: E402
+
+record.add_command(_checkout)
+
+from evopolicygym.cli.replay import replay as _replay  # noqa: E402
+
+record.add_command(_replay)

@@ -1,0 +1,1 @@
+"""Agents: the command provider and the offline reference agent."""

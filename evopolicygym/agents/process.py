@@ -1,0 +1,118 @@
+"""One running Agent: a process group that dies with the Host, its output kept.
+
+stdout is read line by line as it arrives; a line that is a normalized transcript
+message (JSON of ``records.events.Message``) joins the transcript, every byte
+joins the raw stream that is kept as a blob. stderr goes to a file, kept too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from evopolicygym.records.events import Message
+
+__all__ = ["AgentProcess", "ExitStatus"]
+
+_PR_SET_PDEATHSIG = 1
+_DECODE_MESSAGE = msgspec.json.Decoder(Message)
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # of stdout and of stderr each; the rest is counted, not kept
+
+
+def _die_with_parent() -> None:
+    # A SIGKILLed Host must not leave its Agent working on a Run nobody records.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class ExitStatus(msgspec.Struct, frozen=True, kw_only=True):
+    exit_code: int | None
+    signal: int | None
+    reason: str  # "exited", "timeout", "stopped", "start_failed"
+
+
+class AgentProcess:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        on_message: Callable[[Message], None],
+    ) -> None:
+        self._on_message = on_message
+        self._stdout = bytearray()
+        self._stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in outputs()
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            start_new_session=True,  # its own process group: stopped as a whole
+            preexec_fn=_die_with_parent,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if len(self._stdout) < MAX_KEPT_BYTES:
+                self._stdout += line[: MAX_KEPT_BYTES - len(self._stdout)]
+            stripped = line.strip()
+            if stripped.startswith(b"{"):
+                try:
+                    message = _DECODE_MESSAGE.decode(stripped)
+                except msgspec.DecodeError:
+                    continue  # not a transcript line: it stays in the raw stream only
+                if not message.at:
+                    message = msgspec.structs.replace(message, at=time.time_ns())
+                self._on_message(message)
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.process.wait(timeout=max(timeout, 0.0))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the group, then SIGKILL it after ``grace`` seconds."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
+            if self.wait(wait) is not None:
+                break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # what it left behind in its group
+
+    def status(self, reason: str) -> ExitStatus:
+        code = self.process.returncode
+        if code is None:
+            return ExitStatus(exit_code=None, signal=None, reason=reason)
+        if code < 0:
+            return ExitStatus(exit_code=None, signal=-code, reason=reason)
+        return ExitStatus(exit_code=code, signal=None, reason=reason)
+
+    def outputs(self) -> tuple[bytes, bytes]:
+        """stdout and stderr as kept, once the process has exited."""
+        self._reader.join(timeout=10.0)
+        self._stderr_file.seek(0)
+        stderr = self._stderr_file.read(MAX_KEPT_BYTES)
+        self._stderr_file.close()
+        return bytes(self._stdout), stderr

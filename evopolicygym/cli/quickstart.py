@@ -1,0 +1,82 @@
+"""``evopolicy quickstart``: the whole product offline, in about a minute.
+
+The reference Agent evolves a CartPole policy under a small budget into the
+store; the Run is replayed and verified from its log; then what to try next.
+"""
+
+from __future__ import annotations
+
+import click
+
+from evopolicygym.agents.providers import agent_identity
+from evopolicygym.cli.errors import CliError, one_line
+from evopolicygym.cli.run import carry
+from evopolicygym.evaluation import EvaluationConfig, evaluate
+from evopolicygym.program import Program
+from evopolicygym.records.location import STORE_ENV, open_store
+from evopolicygym.records.store import StoreError
+from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+from evopolicygym.run.decider import RunState
+from evopolicygym.run.pool import planned_split
+from evopolicygym.run.replay import replay_run
+from evopolicygym.run.service import RunError, create_run, load_run
+
+__all__ = ["quickstart"]
+
+
+def _baseline_on_validation(state: RunState) -> float | None:
+    """The packaged baseline's score on the Run's validation Episodes, for comparison."""
+    benchmark = load_benchmark("cartpole")
+    directory = baseline_dir(benchmark)
+    if directory is None or not state.created:
+        return None
+    validation = state.cfg.validation
+    episodes = planned_split(benchmark, validation.split, state.seeds["validation"], validation.episodes_per_candidate)
+    result = evaluate(Program.from_directory(directory), benchmark, EvaluationConfig(split=validation.split, episodes=len(episodes)), episodes=episodes)
+    return float(result.feedback.score)
+
+
+@click.command(short_help="Offline end-to-end demo: evolve, validate, assess, replay.")
+@click.option(
+    "--store",
+    "store_dir",
+    metavar="DIR",
+    default=None,
+    help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]; created if missing.",
+)
+@click.option("--budget", type=click.IntRange(min=4), default=48, show_default=True, help="Episode budget.")
+def quickstart(store_dir: str | None, budget: int) -> None:
+    """Run the built-in reference Agent (no network, no LLM) on `cartpole` with a small
+    budget, replay the recorded Run from the log, and print what to try next."""
+    config = RunConfig(
+        episode_budget=budget,
+        validation=ValidationConfig(episodes_per_candidate=8, max_candidates=3),
+        assessment=AssessmentConfig(episodes=16),
+    ).resolved()
+    try:
+        with open_store(store_dir, create=True) as store:
+            run_id = create_run(store, "cartpole", config, agent_identity("reference"))
+    except (StoreError, RunError) as exc:
+        raise CliError(one_line(str(exc))) from exc
+    click.echo(f"run {run_id}: the reference Agent evolves a CartPole policy with {budget} Episodes", err=True)
+    carry(store_dir, run_id, None, as_json=False)
+    with open_store(store_dir) as store:
+        replay = replay_run(store, run_id)
+        state, _ = load_run(store, run_id)
+        baseline = _baseline_on_validation(state)
+    verdict = "verifies" if not replay.problems else f"has {len(replay.problems)} problem(s)"
+    click.echo(f"\nreplayed from the log: the Run {verdict} ({len(replay.timeline)} timeline entries).")
+    if baseline is not None and state.selected_score is not None:
+        click.echo(
+            f"on the same {config.validation.episodes_per_candidate} validation Episodes: "
+            f"evolved {state.selected_score:g}, packaged baseline {baseline:g}"
+        )
+    click.echo(
+        "\nWhat next:\n"
+        f"  evopolicy record replay {run_id}          the Run's timeline, verified\n"
+        f"  evopolicy record checkout {run_id} final ./best   the selected program\n"
+        '  evopolicy query "SELECT run_id, status, best_score FROM runs"\n'
+        "  evopolicy run --benchmark acrobot --budget 64   another Benchmark\n"
+        "  evopolicy run --benchmark cartpole --agent command --agent-command 'your-agent'"
+    )

@@ -1,0 +1,270 @@
+"""``evopolicy record replay``: a Run's timeline from its log, checked, optionally re-evaluated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from evopolicygym.cli.errors import CliError, emit_json, printable
+from evopolicygym.records.location import STORE_ENV, resolve_store_path
+from evopolicygym.run.replay import (
+    AgentEntry,
+    AssessmentEntry,
+    CandidateEntry,
+    CreatedEntry,
+    FinishedEntry,
+    FinishEntry,
+    HostEntry,
+    Mismatch,
+    RejectionEntry,
+    Replay,
+    ReplayError,
+    SelectionEntry,
+    SubmissionEntry,
+    TimelineEntry,
+    ValidationEntry,
+    reevaluate,
+    replay_run,
+)
+
+__all__ = ["replay"]
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _short(digest: str | None) -> str:
+    if digest is None:
+        return "-"
+    return digest[:19] + "…" if digest.startswith("sha256:") and len(digest) > 19 else digest
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(str(i) for i in ids) or "-"
+
+
+def _row(entry: TimelineEntry) -> tuple[str, str]:
+    """The entry's label and detail, one line each."""
+    match entry:
+        case CreatedEntry():
+            return "created", (
+                f"{entry.benchmark_id}, agent {entry.agent}, budget {_num(entry.episode_budget)}, "
+                f"pool of {entry.pool_size}"
+            )
+        case SubmissionEntry():
+            detail = f"#{entry.submission_id} Episodes {entry.selector} ({entry.episodes}) "
+            if entry.status == "published":
+                detail += f"score {_num(entry.score)} failures {_num(entry.failures)}"
+                detail += " best-so-far" if entry.best_so_far else ""
+            elif entry.status == "failed":
+                detail += f"FAILED: {entry.error or ''}"
+            else:
+                detail += "evaluating"
+            return "submission", f"{detail} (from {_short(entry.parent_program_digest)})"
+        case RejectionEntry():
+            what = f"selector {entry.selector!r}" if entry.selector is not None else ""
+            if entry.request == "finish":
+                what = f"candidates {_ids(entry.candidates)}"
+            return f"rejected {entry.request}", f"{entry.code}: {entry.message} [{what}]"
+        case AgentEntry() if entry.event == "started":
+            return "agent", f"attempt {entry.attempt} started"
+        case AgentEntry():
+            how = (
+                f"signal {entry.signal}" if entry.signal is not None else f"exit {entry.exit_code}"
+            )
+            reason = f" ({entry.reason})" if entry.reason else ""
+            return "agent", f"attempt {entry.attempt} exited: {how}{reason}"
+        case FinishEntry():
+            return "finish", f"candidates {_ids(entry.candidates)}"
+        case ValidationEntry() if entry.event == "started":
+            return "validation", (
+                f"candidates {_ids(entry.candidates)} on {entry.split}, "
+                f"{_num(entry.episodes)} Episodes each"
+            )
+        case ValidationEntry():
+            return "validation", f"FAILED: {entry.error or ''}"
+        case CandidateEntry():
+            return "validated", (
+                f"#{entry.submission_id} score {_num(entry.score)} failures {entry.failures} "
+                f"({entry.episodes} Episodes)"
+            )
+        case SelectionEntry():
+            return "selected", f"#{entry.submission_id} score {_num(entry.score)}: {entry.reason}"
+        case AssessmentEntry() if entry.event == "started":
+            return "assessment", (
+                f"#{entry.submission_id} on {entry.split}, {_num(entry.episodes)} Episodes"
+            )
+        case AssessmentEntry() if entry.event == "completed":
+            return "assessed", (
+                f"#{entry.submission_id} score {_num(entry.score)} failures {_num(entry.failures)} "
+                f"({_num(entry.episodes)} Episodes)"
+            )
+        case AssessmentEntry():
+            return "assessment", f"FAILED: {entry.error or ''}"
+        case HostEntry() if entry.event == "interrupted":
+            return "interrupted", entry.reason
+        case HostEntry():
+            return "resumed", f"attempt {_num(entry.attempt)}"
+        case FinishedEntry():
+            return "finished", (
+                f"{entry.reason}; final #{_num(entry.final_submission_id)}, validation "
+                f"{_num(entry.validation_score)}, assessment {_num(entry.assessment_score)}"
+            )
+    return "?", ""
+
+
+def _print_timeline(result: Replay) -> None:
+    rows = [(f"v{entry.version}", *_row(entry)) for entry in result.timeline]
+    width = max((len(label) for _, label, _ in rows), default=0)
+    vwidth = max((len(v) for v, _, _ in rows), default=0)
+    for version, label, detail in rows:
+        # Recorded text is untrusted: one line, no terminal controls.
+        click.echo(f"{version:>{vwidth}}  {label:<{width}}  {printable(detail, cell=True)}")
+
+
+def _state(result: Replay) -> str:
+    if result.status == "finished":
+        return f"finished ({result.terminal_reason})"
+    return result.status
+
+
+def _summary(result: Replay) -> str:
+    rejections = f"{result.rejections} rejection{'s' if result.rejections != 1 else ''}"
+    budget = (
+        f"budget {result.budget_used}/{result.episode_budget} used"
+        if result.episode_budget is not None
+        else f"{result.budget_used} Episodes used"
+    )
+    return (
+        f"run {result.run_id}: {result.events} events, {_state(result)}; "
+        f"{result.submissions} submissions ({result.published} published), {rejections}; {budget}"
+    )
+
+
+class _Bar:
+    """A rich progress bar on stderr, counting re-run Episodes."""
+
+    def __init__(self) -> None:
+        console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("re-evaluating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,  # a log file gets the result, not the redraws
+        )
+        self.task = self.progress.add_task("re-evaluating", total=None)
+
+    def __enter__(self) -> _Bar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)
+
+
+@click.command(short_help="Replay a Run from its log: timeline, checks, re-evaluation.")
+@click.argument("run", metavar="RUN")
+@click.option(
+    "--store",
+    "store_dir",
+    metavar="DIR",
+    default=None,
+    help=f"Store directory [default: the record group's --store, ${STORE_ENV}, else ./evopolicy-store].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.option(
+    "--reevaluate",
+    "reevaluating",
+    is_flag=True,
+    help="Re-run every recorded score (Submissions, Validation, Assessment) and compare.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Evaluation processes for --reevaluate [default: the Run's setting].",
+)
+@click.pass_context
+def replay(
+    ctx: click.Context,
+    run: str,
+    store_dir: str | None,
+    as_json: bool,
+    reevaluating: bool,
+    jobs: int | None,
+) -> None:
+    """Replay RUN (its id, or run-<id>) from the log: fold every event with the Run's rules,
+    check its hash chain links and every blob and Program it names, and print its timeline.
+
+    With --reevaluate, every published Submission, Validation and Assessment score is
+    re-run on its recorded Episodes and compared exactly. Exit status 1 when the Run does
+    not verify or a score does not reproduce. Host-private seeds are never printed.
+    """
+    # Imported here: record.py registers this command at its end, so a module-level import
+    # would be circular whichever module is imported first.
+    from evopolicygym.cli.record import _open, _resolve_run
+
+    if store_dir is not None:
+        ctx.obj = resolve_store_path(store_dir)  # found first by _open's find_object
+    mismatches: list[Mismatch] | None = None
+    with _open(ctx) as store:
+        stream_id = _resolve_run(store, run)
+        result = replay_run(store, stream_id)
+        if reevaluating:
+            try:
+                with _Bar() as bar:
+                    mismatches = reevaluate(store, stream_id, jobs=jobs, progress=bar)
+            except ReplayError as exc:
+                raise CliError(f"cannot re-evaluate run {result.run_id}: {exc}") from exc
+    reasons = _reasons(result, mismatches)
+    if as_json:
+        view: dict[str, Any] = {"ok": not reasons, **msgspec.to_builtins(result)}
+        if mismatches is not None:
+            view["mismatches"] = msgspec.to_builtins(mismatches)
+        emit_json(view)
+        if reasons:
+            ctx.exit(1)
+        return
+    _print_timeline(result)
+    for problem in result.problems:
+        click.echo(printable(f"problem: {problem.describe()}", cell=True))
+    for mismatch in mismatches or []:
+        click.echo(printable(f"mismatch: {mismatch.describe()}", cell=True))
+    if reasons:
+        raise CliError("; ".join(reasons))
+    line = f"ok: {_summary(result)}"
+    if mismatches is not None:
+        line += "; every score reproduces"
+    click.echo(printable(line, cell=True))
+
+
+def _reasons(result: Replay, mismatches: list[Mismatch] | None) -> list[str]:
+    run_id = result.run_id
+    reasons: list[str] = []
+    if result.problems:
+        count = len(result.problems)
+        reasons.append(
+            f"run {run_id} does not verify: {count} problem{'s' if count != 1 else ''}, "
+            f"first {result.problems[0].describe()}"
+        )
+    if mismatches:
+        count = len(mismatches)
+        reasons.append(
+            f"{count} re-evaluation mismatch{'es' if count != 1 else ''} in run {run_id}, "
+            f"first {mismatches[0].describe()}"
+        )
+    return [printable(reason, cell=True) for reason in reasons]

@@ -1,0 +1,338 @@
+"""``evopolicy run`` and ``evopolicy resume``: carry a Run with a live view of its progress."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from evopolicygym.agents.providers import AgentError, agent_identity
+from evopolicygym.cli.errors import CliError, emit_json, one_line, param_option
+from evopolicygym.program import Program, ProgramError
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentStarted,
+    AssessmentCompleted,
+    CandidateValidated,
+    EvaluationFailed,
+    Event,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    FinishRejected,
+    RunFinished,
+    SubmissionPublished,
+    SubmissionRejected,
+)
+from evopolicygym.records.location import STORE_ENV, open_store
+from evopolicygym.records.store import StoreError
+from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError, ValidationConfig
+from evopolicygym.run.decider import RunState
+from evopolicygym.run.liveness import RunBusy
+from evopolicygym.run.service import RunError, RunHost, create_run, load_run
+
+__all__ = ["carry", "resume", "run", "summary"]
+
+_FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
+
+
+def _store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--store",
+        "store_dir",
+        metavar="DIR",
+        default=None,
+        help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]; created if missing.",
+    )(fn)
+
+
+@click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
+@click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
+@param_option
+@click.option("--agent", type=click.Choice(["reference", "command"]), default="reference", show_default=True)
+@click.option("--agent-command", metavar="CMD", default=None, help="Command line of a command Agent.")
+@click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
+@click.option("--agent-env", multiple=True, metavar="NAME", help="Environment variable the Agent inherits (repeatable).")
+@click.option("--program", "program_dir", metavar="DIR", default=None, help="Initial program [default: the Benchmark's baseline].")
+@click.option("--budget", type=click.IntRange(min=1), default=64, show_default=True, help="Episode budget.")
+@click.option("--pool-size", type=click.IntRange(min=1), default=None, help="Episode pool size [default: budget].")
+@click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="[default: budget]")
+@click.option("--max-episodes-per-submission", type=click.IntRange(min=1), default=None, help="[default: pool size]")
+@click.option(
+    "--finish-policy",
+    type=click.Choice(["allow_early", "require_budget_exhaustion"]),
+    default="allow_early",
+    show_default=True,
+)
+@click.option("--validation-episodes", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--max-candidates", type=click.IntRange(min=1, max=100), default=3, show_default=True)
+@click.option("--no-validation", is_flag=True, help="Take the Agent's first candidate as final.")
+@click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
+@click.option("--episode-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True)
+@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True)
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs].")
+@click.option(
+    "--record-trajectories",
+    type=click.Choice(["none", "train", "all"]),
+    default="train",
+    show_default=True,
+    help="Keep per-step traces of which Episodes.",
+)
+@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory, removed at the end].")
+@_store_option
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
+def run(
+    benchmark_ref: str,
+    params: dict[str, str],
+    agent: str,
+    agent_command: str | None,
+    agent_seed: int,
+    agent_env: tuple[str, ...],
+    program_dir: str | None,
+    budget: int,
+    pool_size: int | None,
+    max_submissions: int | None,
+    max_episodes_per_submission: int | None,
+    finish_policy: str,
+    validation_episodes: int,
+    max_candidates: int,
+    no_validation: bool,
+    assessment_episodes: int,
+    no_assessment: bool,
+    seed: int,
+    episode_timeout: float,
+    agent_timeout: float,
+    jobs: int | None,
+    record_trajectories: str,
+    workspace_dir: str | None,
+    store_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Run an Agent on a Benchmark: it edits a policy program, submits it on Episodes of
+    a Run-local pool through `evopolicy session`, reads the feedback and finishes with
+    candidates; the Host validates them on hidden Episodes and assesses the winner on
+    held-out ones. Everything is recorded in the store.
+
+    \b
+    Example:
+      evopolicy run --benchmark cartpole --agent reference --budget 64
+      evopolicy run --benchmark cartpole --agent command --agent-command 'my-agent --fast'
+    """
+    try:
+        config = RunConfig(
+            benchmark_params=dict(params),
+            episode_budget=budget,
+            episode_pool_size=pool_size,
+            max_submissions=max_submissions,
+            max_episodes_per_submission=max_episodes_per_submission,
+            finish_budget_policy=finish_policy,  # type: ignore[arg-type]
+            validation=ValidationConfig(
+                enabled=not no_validation,
+                episodes_per_candidate=validation_episodes,
+                max_candidates=max_candidates,
+            ),
+            assessment=AssessmentConfig(enabled=not no_assessment, episodes=assessment_episodes),
+            seed=seed,
+            episode_timeout=episode_timeout,
+            agent_timeout=agent_timeout,
+            jobs=jobs,
+            record_trajectories=record_trajectories,  # type: ignore[arg-type]
+        ).resolved()
+        identity = agent_identity(agent, command=agent_command, seed=agent_seed, env=agent_env)
+        program = Program.from_directory(program_dir) if program_dir else None
+    except (RunConfigError, AgentError, ProgramError) as exc:
+        raise CliError(one_line(str(exc))) from exc
+    try:
+        with open_store(store_dir, create=True) as store:
+            try:
+                run_id = create_run(store, benchmark_ref, config, identity, program=program)
+            except (RunError, ValueError) as exc:
+                raise CliError(one_line(str(exc))) from exc
+    except StoreError as exc:
+        raise CliError(one_line(str(exc))) from exc
+    carry(store_dir, run_id, workspace_dir, as_json=as_json)
+
+
+@click.command(short_help="Carry on a Run whose Host stopped.")
+@click.argument("run_id", metavar="RUN")
+@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory rebuilt from the log].")
+@_store_option
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
+def resume(run_id: str, workspace_dir: str | None, store_dir: str | None, as_json: bool) -> None:
+    """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
+    run again on the same Episodes, the Agent is restarted on a workspace rebuilt from the
+    log, and Validation and Assessment pick up where they stopped."""
+    if run_id.startswith("run-"):
+        run_id = run_id[len("run-") :]
+    carry(store_dir, run_id, workspace_dir, as_json=as_json)
+
+
+def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_json: bool) -> RunState:
+    """Drive the Run to its end with a live view; print the outcome; exit non-zero on a fault."""
+    console = Console(stderr=True)
+    try:
+        with open_store(store_dir) as store, _signals_interrupt():
+            view = RunView(console, run_id)
+            host = RunHost(
+                store,
+                run_id,
+                workspace=Path(workspace_dir) if workspace_dir else None,
+                on_change=view.update,
+            )
+            try:
+                with view:
+                    state = host.drive()
+            except KeyboardInterrupt:
+                console.print(f"interrupted; carry on with: evopolicy resume {run_id}")
+                sys.exit(130)
+            except (RunError, RunBusy) as exc:
+                raise CliError(one_line(str(exc))) from exc
+            _, events = load_run(store, run_id)
+    except StoreError as exc:
+        raise CliError(one_line(str(exc))) from exc
+    outcome = summary(state, events)
+    if as_json:
+        emit_json(outcome)
+    else:
+        _print_summary(console, outcome)
+    if state.finished in _FAULTS:
+        sys.exit(1)
+    return state
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM stops a Run like Ctrl-C: recorded as interrupted, resumable."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def summary(state: RunState, events: list[Event]) -> dict[str, Any]:
+    """The public outcome of a Run (no Host-private seeds)."""
+    published = [e for e in events if isinstance(e, SubmissionPublished)]
+    direction = state.score_direction
+    best = None
+    for e in published:
+        if best is None or (e.score > best.score if direction == "maximize" else e.score < best.score):
+            best = e
+    initial = published[0] if published else None
+    return {
+        "run_id": state.run_id,
+        "status": state.finished or ("interrupted" if state.interrupted else "running"),
+        "budget_used": state.budget_used,
+        "episode_budget": state.cfg.episode_budget if state.created else None,
+        "submissions": len(state.submissions),
+        "rejections": sum(isinstance(e, SubmissionRejected | FinishRejected) for e in events),
+        "first_score": initial.score if initial else None,
+        "best_train_score": best.score if best else None,
+        "best_train_submission": best.submission_id if best else None,
+        "final_submission": state.selected,
+        "validation_score": state.selected_score if state.created and state.cfg.validation.enabled else None,
+        "assessment_score": state.assessment_score,
+    }
+
+
+def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    for key, value in outcome.items():
+        table.add_row(key.replace("_", " "), "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
+    console.print(table)
+    console.print(f"replay it: evopolicy record replay {outcome['run_id']}")
+
+
+class RunView:
+    """A live view on a terminal; one line per notable event otherwise."""
+
+    def __init__(self, console: Console, run_id: str) -> None:
+        self.console = console
+        self.run_id = run_id
+        self.best: float | None = None
+        self.phase = "starting"
+        self._live: Live | None = None
+        self._state: RunState | None = None
+
+    def __enter__(self) -> RunView:
+        if self.console.is_terminal:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def update(self, state: RunState, events: list[Event]) -> None:
+        self._state = state
+        for event in events:
+            line = self._describe(state, event)
+            if line and self._live is None:
+                self.console.print(line, highlight=False)
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _describe(self, state: RunState, event: Event) -> str | None:
+        better = (lambda a, b: a > b) if state.score_direction == "maximize" else (lambda a, b: a < b)
+        match event:
+            case AgentStarted():
+                self.phase = "agent"
+                return f"agent started (attempt {event.attempt})"
+            case SubmissionPublished():
+                if self.best is None or better(event.score, self.best):
+                    self.best = event.score
+                return (
+                    f"submission {event.submission_id}: score {event.score:g}, failures {event.failures}, "
+                    f"best {self.best:g}, budget {event.budget_used}/{event.budget_used + event.budget_left}"
+                )
+            case SubmissionRejected():
+                return f"submit rejected: {event.code}: {event.message}"
+            case FinishRejected():
+                return f"finish rejected: {event.code}: {event.message}"
+            case EvaluationFailed():
+                return f"submission {event.submission_id}: evaluation failed: {event.error}"
+            case FinishAccepted():
+                return f"finished with candidates {', '.join(map(str, event.candidates))}"
+            case AgentExited():
+                return f"agent exited ({event.reason}, code {event.exit_code})"
+            case CandidateValidated():
+                self.phase = "validation"
+                return f"validation: submission {event.submission_id} scores {event.score:g}"
+            case FinalSubmissionSelected():
+                return f"selected submission {event.submission_id}"
+            case AssessmentCompleted():
+                self.phase = "assessment"
+                return f"assessment: {event.score:g}"
+            case RunFinished():
+                self.phase = event.reason
+                return f"run finished: {event.reason}"
+        return None
+
+    def _render(self) -> Table:
+        table = Table(title=f"run {self.run_id}", show_header=False, box=None)
+        state = self._state
+        if state is None or not state.created:
+            table.add_row("phase", self.phase)
+            return table
+        budget = state.cfg.episode_budget
+        filled = int(30 * state.budget_used / budget)
+        table.add_row("budget", f"[{'#' * filled}{'.' * (30 - filled)}] {state.budget_used}/{budget}")
+        table.add_row("submissions", str(len(state.submissions)))
+        table.add_row("best train score", "-" if self.best is None else f"{self.best:g}")
+        table.add_row("phase", state.finished or ("agent" if state.authority_open else "validation / assessment"))
+        return table

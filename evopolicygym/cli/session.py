@@ -1,0 +1,127 @@
+"""``evopolicy session``: the Agent's side of the Session (``submit`` and ``finish``).
+
+Exit status: 0 with the result as JSON on stdout; 1 when the Host rejects the request,
+with ``{"error": ...}`` as JSON on stderr; 2 for a client error (no session, a dropped
+connection, bad arguments), as one ``error: ...`` line.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import click
+import msgspec
+
+from evopolicygym.cli.errors import Cli, CliUsageError
+from evopolicygym.program import Program, ProgramError
+from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
+
+__all__ = ["session"]
+
+_MAX_ID = 2**63 - 1  # msgpack's signed 64-bit range
+
+
+def _socket_option(fn: Any) -> Any:
+    return click.option(
+        "--socket",
+        "socket_path",
+        metavar="PATH",
+        default=None,
+        help=f"Session socket [default: ${SESSION_ENV}].",
+    )(fn)
+
+
+@click.group(cls=Cli, short_help="Submit programs to the Run and finish it (Agent side).")
+def session() -> None:
+    """Talk to the Run's Session: the Agent's only door to the Environment."""
+
+
+@session.command()
+@click.argument("program", required=False, metavar="[PROGRAM]")
+@click.option(
+    "--episodes",
+    required=True,
+    metavar="SELECTOR",
+    help="Which Episodes of the Run's pool to evaluate on (see above).",
+)
+@_socket_option
+def submit(program: str | None, episodes: str, socket_path: str | None) -> None:
+    """Submit PROGRAM (a directory with a policy.py) for evaluation.
+
+    PROGRAM defaults to $EVOPOLICY_WORKSPACE/program.
+
+    --episodes SELECTOR picks Episodes by index in the Run's Episode pool:
+
+    \b
+      3          one Episode, index 3
+      0:4        a half-open range: 0, 1, 2 and 3
+      0:2,4:8    comma-separated parts, strictly increasing, non-overlapping
+
+    Each Episode evaluated costs budget. Reusing an index gives a matched
+    comparison with earlier Submissions on it, and costs budget again.
+    """
+    path = _socket(socket_path)
+    if program is None:
+        workspace = os.environ.get(WORKSPACE_ENV)
+        if not workspace:
+            raise CliUsageError(f"no PROGRAM given and ${WORKSPACE_ENV} is not set")
+        program = os.path.join(workspace, "program")
+    files: dict[str, bytes] | None
+    problem: str | None
+    try:
+        files, problem = dict(Program.from_directory(program).files), None
+    except ProgramError as exc:
+        # The Host records an invalid program too, so it still hears about it.
+        files, problem = None, str(exc)
+    _call(
+        path,
+        {
+            "op": "submit",
+            "request_id": uuid.uuid4().hex,
+            "episodes": episodes,
+            "files": files,
+            "problem": problem,
+        },
+    )
+
+
+@session.command()
+@click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
+@_socket_option
+def finish(ids: tuple[int, ...], socket_path: str | None) -> None:
+    """Finish the Run, naming Submission ids as final candidates, best first."""
+    for i in ids:
+        if not 0 <= i <= _MAX_ID:
+            raise CliUsageError(f"{i} is not a Submission id")
+    path = _socket(socket_path)
+    _call(path, {"op": "finish", "request_id": uuid.uuid4().hex, "candidates": list(ids)})
+
+
+def _socket(option: str | None) -> str:
+    path = option or os.environ.get(SESSION_ENV)
+    if not path:
+        raise CliUsageError(f"no session: ${SESSION_ENV} is not set (or pass --socket)")
+    return path
+
+
+def _call(path: str, body: dict[str, Any]) -> None:
+    try:
+        reply = request(path, body)
+    except SessionUnavailable as exc:
+        raise CliUsageError(str(exc)) from exc
+    if reply["ok"]:
+        click.echo(_json(reply["result"]))
+        return
+    error = reply["error"]
+    click.echo(_json({"error": {"code": error["code"], "message": error["message"]}}), err=True)
+    raise click.exceptions.Exit(1)
+
+
+def _json(value: Any) -> str:
+    try:
+        encoded = msgspec.json.encode(value, order="sorted")
+    except (msgspec.EncodeError, TypeError, ValueError) as exc:
+        raise CliUsageError(f"the session sent a reply that is not JSON: {exc}") from exc
+    return msgspec.json.format(encoded, indent=2).decode()

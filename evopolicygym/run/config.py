@@ -1,0 +1,134 @@
+"""RunConfig: every knob of a Run, validated, with defaults resolved once at creation.
+
+The resolved config is stored in RunCreated, so a resumed or replayed Run never
+depends on the defaults of the code that reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+
+FinishBudgetPolicy = Literal["allow_early", "require_budget_exhaustion"]
+RecordTrajectories = Literal["none", "train", "all"]
+
+
+class RunConfigError(ValueError):
+    """A RunConfig value that cannot work; the message names the field."""
+
+
+class ValidationConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    enabled: bool = True
+    episodes_per_candidate: int = 16
+    split: str = "validation"
+    max_candidates: int = 3
+
+
+class AssessmentConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    enabled: bool = True
+    episodes: int = 32
+    split: str = "assessment"
+
+
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    benchmark_params: dict[str, Any] = {}  # the Benchmark factory's parameters, to reload it
+    episode_budget: int = 64
+    episode_pool_size: int | None = None  # default: the budget
+    max_submissions: int | None = None  # default: the budget
+    max_episodes_per_submission: int | None = None  # default: the pool size
+    finish_budget_policy: FinishBudgetPolicy = "allow_early"
+    train_split: str = "train"
+    validation: ValidationConfig = ValidationConfig()
+    assessment: AssessmentConfig = AssessmentConfig()
+    seed: int = 0  # Host-private: every Episode and policy seed follows from it
+    episode_timeout: float = 30.0  # seconds of policy time per Episode
+    agent_timeout: float = 3600.0  # wall-clock seconds for the Agent, per attempt
+    max_agent_attempts: int = 3  # starts of the Agent, counting restarts on resume
+    bulk_feedback_retention_bytes: int = 64 * 1024 * 1024
+    jobs: int | None = None  # evaluation processes; None: one per CPU
+    record_trajectories: RecordTrajectories = "train"
+
+    def resolved(self) -> RunConfig:
+        """The config with every default filled in, after checking every value."""
+        pool = self.episode_budget if self.episode_pool_size is None else self.episode_pool_size
+        resolved = msgspec.structs.replace(
+            self,
+            episode_pool_size=pool,
+            max_submissions=self.episode_budget
+            if self.max_submissions is None
+            else self.max_submissions,
+            max_episodes_per_submission=(
+                pool
+                if self.max_episodes_per_submission is None
+                else self.max_episodes_per_submission
+            ),
+        )
+        resolved._check()
+        return resolved
+
+    @property
+    def pool_size(self) -> int:
+        assert self.episode_pool_size is not None, "resolve the config first"
+        return self.episode_pool_size
+
+    @property
+    def submission_limit(self) -> int:
+        assert self.max_submissions is not None, "resolve the config first"
+        return self.max_submissions
+
+    @property
+    def episode_limit(self) -> int:
+        assert self.max_episodes_per_submission is not None, "resolve the config first"
+        return self.max_episodes_per_submission
+
+    def _check(self) -> None:
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                raise RunConfigError(message)
+
+        need(
+            1 <= self.episode_budget <= 1_000_000, "episode_budget must be between 1 and 1,000,000"
+        )
+        need(1 <= self.pool_size <= 1_000_000, "episode_pool_size must be between 1 and 1,000,000")
+        need(self.submission_limit >= 1, "max_submissions must be at least 1")
+        need(
+            1 <= self.episode_limit <= self.pool_size,
+            "max_episodes_per_submission must be between 1 and the pool size",
+        )
+        if self.finish_budget_policy == "require_budget_exhaustion":
+            need(
+                self.submission_limit * self.episode_limit >= self.episode_budget,
+                "require_budget_exhaustion cannot be met: max_submissions x "
+                "max_episodes_per_submission is less than episode_budget",
+            )
+        need(
+            self.validation.episodes_per_candidate >= 1,
+            "validation episodes_per_candidate must be >= 1",
+        )
+        need(
+            1 <= self.validation.max_candidates <= 100,
+            "validation max_candidates must be between 1 and 100",
+        )
+        need(self.assessment.episodes >= 1, "assessment episodes must be >= 1")
+        need(0 < self.episode_timeout <= 86_400, "episode_timeout must be in (0, 86400] seconds")
+        need(0 < self.agent_timeout <= 30 * 86_400, "agent_timeout must be in (0, 30 days]")
+        need(1 <= self.max_agent_attempts <= 100, "max_agent_attempts must be between 1 and 100")
+        need(self.bulk_feedback_retention_bytes >= 0, "bulk_feedback_retention_bytes must be >= 0")
+        need(self.jobs is None or self.jobs >= 1, "jobs must be >= 1")
+        need(0 <= self.seed < 2**63, "seed must be between 0 and 2**63 - 1")
+        splits = {self.train_split, self.validation.split, self.assessment.split}
+        need(len(splits) == 3, "train, validation and assessment splits must differ")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as exc:
+            raise RunConfigError(f"invalid run config: {exc}") from exc

@@ -1,0 +1,955 @@
+"""Replay a Run from its log: fold it, check its part of the chain and its blobs, and lay out
+what happened as a timeline; optionally re-run every recorded score and compare.
+
+``replay_run`` reads one Run's stream and never writes. Its checks are the stream's
+share of ``record verify`` (versions, payload hashes, each event's chain hash and its
+link to the event before it, decoding, every blob and Program the events name) plus
+the Run's own rules: every event is folded with the decider's ``evolve``, so an event
+the rules forbid is a problem naming its stream version.
+
+``reevaluate`` re-runs every published Submission on its recorded pool Episodes and
+the recorded Validation and Assessment Episodes, and compares scores (exact float
+equality), failure counts and each Episode's status and total reward.
+
+Nothing here returns Host-private values (pool seeds and scenarios, derived seeds,
+Validation and Assessment seeds, the Run seed): replay output is shown to people,
+and recorded free text (errors, reasons) is scrubbed of any of those numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from evopolicygym.benchmark import Benchmark
+from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, PlannedEpisode
+from evopolicygym.program import ProgramError
+from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
+from evopolicygym.records.chain import GENESIS, chain_hash
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentStarted,
+    AssessmentCompleted,
+    AssessmentFailed,
+    AssessmentStarted,
+    CandidateValidated,
+    Envelope,
+    EpisodeCompleted,
+    EpisodeOutcome,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    FinishRejected,
+    PoolEntry,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationFailed,
+    ValidationStarted,
+    payload_hash,
+)
+from evopolicygym.records.fold import page_reader
+from evopolicygym.records.location import Store
+from evopolicygym.records.verify import referenced_blobs
+from evopolicygym.registry import load_benchmark
+from evopolicygym.run.config import RunConfig, RunConfigError
+from evopolicygym.run.decider import (
+    InvalidTransition,
+    RunState,
+    evolve,
+    rank_candidates,
+    terminal_reason,
+)
+from evopolicygym.run.pool import planned, planned_split
+from evopolicygym.run.selectors import format_selector
+
+__all__ = [
+    "AgentEntry",
+    "AssessmentEntry",
+    "CandidateEntry",
+    "CreatedEntry",
+    "FinishEntry",
+    "FinishedEntry",
+    "HostEntry",
+    "Mismatch",
+    "Progress",
+    "RejectionEntry",
+    "Replay",
+    "ReplayError",
+    "ReplayProblem",
+    "SelectionEntry",
+    "SubmissionEntry",
+    "TimelineEntry",
+    "ValidationEntry",
+    "reevaluate",
+    "replay_run",
+]
+
+STREAM_PREFIX = "run-"
+Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
+_RAW_JSON = msgspec.json.Decoder()
+_NUMBER = re.compile(r"\d+")
+_MIN_PRIVATE_DIGITS = 5  # shorter numbers are everywhere in text; scrubbing them would garble it
+_REDACTED = "<private>"
+
+
+class ReplayError(Exception):
+    """The Run cannot be replayed at all (no such stream, no RunCreated, no Benchmark)."""
+
+
+# --------------------------------------------------------------------------- results
+
+
+class ReplayProblem(msgspec.Struct, frozen=True, kw_only=True):
+    version: int  # stream version; 0 for the stream as a whole
+    position: int  # global position; 0 when none applies
+    event_type: str
+    kind: str  # transition, consistency, chain, version, payload_hash, decode, blob_missing, ...
+    message: str
+    blob: str | None = None  # the blob or Program digest, for blob problems
+
+    def describe(self) -> str:
+        where = f"v{self.version} {self.event_type}" if self.version else "stream"
+        return f"{where}: {self.message}"
+
+
+class _Entry(msgspec.Struct, kw_only=True, tag_field="kind"):
+    version: int  # the stream version of the event the entry starts at
+
+
+class CreatedEntry(_Entry, tag="created"):
+    benchmark_id: str
+    agent: str
+    episode_budget: int | None
+    pool_size: int
+
+
+class SubmissionEntry(_Entry, tag="submission"):
+    submission_id: int
+    selector: str
+    episodes: int
+    program_digest: str
+    status: Literal["evaluating", "published", "failed"] = "evaluating"
+    score: float | None = None
+    failures: int | None = None
+    best_so_far: bool = False  # strictly better than every earlier published Submission
+    parent_program_digest: str | None = None  # the program the edit started from
+    error: str | None = None
+    completed_version: int | None = None
+
+
+class RejectionEntry(_Entry, tag="rejection"):
+    request: Literal["submit", "finish"]
+    code: str
+    message: str
+    selector: str | None = None
+    candidates: list[int] = []
+
+
+class AgentEntry(_Entry, tag="agent"):
+    event: Literal["started", "exited"]
+    attempt: int
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+
+
+class FinishEntry(_Entry, tag="finish"):
+    candidates: list[int]
+
+
+class ValidationEntry(_Entry, tag="validation"):
+    event: Literal["started", "failed"]
+    candidates: list[int] = []
+    split: str | None = None
+    episodes: int | None = None
+    error: str | None = None
+
+
+class CandidateEntry(_Entry, tag="candidate"):
+    submission_id: int
+    score: float
+    failures: int
+    episodes: int
+
+
+class SelectionEntry(_Entry, tag="selection"):
+    submission_id: int
+    score: float
+    reason: str
+
+
+class AssessmentEntry(_Entry, tag="assessment"):
+    event: Literal["started", "completed", "failed"]
+    submission_id: int | None = None
+    split: str | None = None
+    episodes: int | None = None
+    score: float | None = None
+    failures: int | None = None
+    error: str | None = None
+
+
+class HostEntry(_Entry, tag="host"):
+    event: Literal["interrupted", "resumed"]
+    reason: str = ""
+    attempt: int | None = None
+
+
+class FinishedEntry(_Entry, tag="finished"):
+    reason: str
+    final_submission_id: int | None = None
+    validation_score: float | None = None
+    assessment_score: float | None = None
+
+
+TimelineEntry: TypeAlias = (
+    CreatedEntry
+    | SubmissionEntry
+    | RejectionEntry
+    | AgentEntry
+    | FinishEntry
+    | ValidationEntry
+    | CandidateEntry
+    | SelectionEntry
+    | AssessmentEntry
+    | HostEntry
+    | FinishedEntry
+)
+
+RunStatus = Literal["empty", "in progress", "interrupted", "finished"]
+
+
+class Replay(msgspec.Struct, kw_only=True):
+    run_id: str
+    stream_id: str
+    events: int = 0
+    status: RunStatus = "empty"
+    terminal_reason: str | None = None
+    benchmark_id: str | None = None
+    score_direction: str = "maximize"
+    episode_budget: int | None = None
+    budget_used: int = 0
+    budget_left: int | None = None
+    submissions: int = 0
+    published: int = 0
+    failed: int = 0
+    rejections: int = 0
+    agent_attempts: int = 0
+    best_submission_id: int | None = None  # by train score
+    final_submission_id: int | None = None
+    assessment_score: float | None = None
+    timeline: list[TimelineEntry] = []
+    problems: list[ReplayProblem] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
+    phase: Literal["run", "submission", "validation", "assessment"]
+    submission_id: int | None = None
+    episode: int | None = None  # the Episode's index (a pool index for a Submission)
+    field: str  # score, failures, status, total_reward, episodes, error, environment_digest
+    recorded: str | float | int | None = None
+    replayed: str | float | int | None = None
+
+    def describe(self) -> str:
+        where = self.phase if self.submission_id is None else f"{self.phase} {self.submission_id}"
+        if self.episode is not None:
+            where += f" Episode {self.episode}"
+        if self.field == "error":
+            return f"{where}: cannot re-evaluate: {self.replayed}"
+        return f"{where}: {self.field} recorded {_exact(self.recorded)}, replayed {_exact(self.replayed)}"
+
+
+def _exact(value: Any) -> str:
+    # repr keeps every digit of a float: a mismatch may sit in the last one.
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+# --------------------------------------------------------------------------- private values
+
+
+class _Private:
+    """Host-private numbers and scenario strings seen so far, to scrub from recorded text."""
+
+    def __init__(self) -> None:
+        self.numbers: set[str] = set()
+        self.strings: set[str] = set()
+
+    def add_created(self, created: RunCreated) -> None:
+        for entry in created.pool:
+            self._number(entry.seed)
+            self._number(entry.policy_seed)
+            self._scenario(entry.scenario)
+        for derived in created.seeds.values():
+            self._number(derived)
+        run_seed = created.config.get("seed")
+        if isinstance(run_seed, int):
+            self._number(run_seed)
+
+    def _number(self, value: int) -> None:
+        text = str(abs(value))
+        if len(text) >= _MIN_PRIVATE_DIGITS:
+            self.numbers.add(text)
+
+    def _scenario(self, value: Any) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                self._scenario(item)
+        elif isinstance(value, list):
+            for item in value:
+                self._scenario(item)
+        elif isinstance(value, bool):
+            return
+        elif isinstance(value, int):
+            self._number(value)
+        elif isinstance(value, str) and len(value) >= 6:
+            self.strings.add(value)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.strings:
+            text = text.replace(secret, _REDACTED)
+        if not self.numbers:
+            return text
+        return _NUMBER.sub(
+            lambda m: _REDACTED if m.group().lstrip("0") in self.numbers else m.group(), text
+        )
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _stream_id(run_id: str) -> str:
+    return run_id if run_id.startswith(STREAM_PREFIX) else STREAM_PREFIX + run_id
+
+
+def _decoded(envelope: Envelope) -> tuple[Event | None, str | None]:
+    """The event, or why it does not decode (an upcaster may fail in any way)."""
+    payload = envelope.payload
+    if not isinstance(payload, bytes):
+        payload = payload.encode() if isinstance(payload, str) else bytes(payload)
+        envelope = msgspec.structs.replace(envelope, payload=payload)
+    try:
+        return envelope.event(), None
+    except Exception as exc:
+        return None, f"payload does not decode: {exc}"
+
+
+class _Checker:
+    """The stream's share of ``verify_store``: envelope hashes, links, versions and blobs."""
+
+    def __init__(self, store: Store, private: _Private) -> None:
+        self.read_rows = page_reader(store)
+        self.blobs: BlobStore = store.blobs
+        self.private = private
+        self.seen: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self.previous: Envelope | None = None
+
+    def envelope(self, envelope: Envelope) -> list[tuple[str, str, str | None]]:
+        found: list[tuple[str, str, str | None]] = []
+        expected = self.previous.stream_version + 1 if self.previous is not None else 1
+        if envelope.stream_version != expected:
+            found.append(
+                ("version", f"stream version {envelope.stream_version}, expected {expected}", None)
+            )
+        payload = envelope.payload
+        if not isinstance(payload, bytes):  # a tampered row can hold TEXT
+            found.append(("payload_type", f"payload is {type(payload).__name__}, not bytes", None))
+            payload = payload.encode() if isinstance(payload, str) else bytes(payload)
+        if payload_hash(payload) != envelope.payload_hash:
+            found.append(("payload_hash", "the payload does not hash to its stored hash", None))
+        computed = chain_hash(
+            envelope.prev_hash,
+            envelope.position,
+            envelope.stream_id,
+            envelope.stream_version,
+            envelope.event_id,
+            envelope.type,
+            envelope.schema_version,
+            envelope.recorded_at,
+            envelope.payload_hash,
+        )
+        if computed != envelope.hash:
+            found.append(("chain", "the chain hash does not match the envelope", None))
+        link = self._link(envelope)
+        if link is not None:
+            found.append(("chain", link, None))
+        self.previous = envelope
+        return found
+
+    def _link(self, envelope: Envelope) -> str | None:
+        """Why ``prev_hash`` does not link to the event before it in the global log, if so."""
+        position = envelope.position
+        if position == 1:
+            return None if envelope.prev_hash == GENESIS else "prev_hash is not the genesis hash"
+        previous = self.previous
+        if previous is not None and previous.position == position - 1:
+            before = previous.hash
+        else:  # another stream's event sits in between: read just that one
+            rows = self.read_rows(position - 2, 1)
+            if not rows or rows[0][0] != position - 1:
+                return f"no event at global position {position - 1} to link to"
+            before = rows[0][10]  # Envelope field order: ``hash`` is the last
+        if envelope.prev_hash != before:
+            return f"prev_hash does not link to global position {position - 1}"
+        return None
+
+    def references(self, event: Event | None, payload: Any) -> list[tuple[str, str, str | None]]:
+        if event is not None:
+            walked = msgspec.to_builtins(event)
+        else:  # still check what the raw payload names
+            try:
+                walked = _RAW_JSON.decode(payload)
+            except (msgspec.DecodeError, TypeError):
+                return []
+        found: list[tuple[str, str, str | None]] = []
+        for kind, digest in referenced_blobs(walked):
+            outcome = self._blob(kind, digest)
+            if outcome is not None:
+                found.append((outcome[0], outcome[1], digest))
+        return found
+
+    def _blob(self, kind: str, digest: str) -> tuple[str, str] | None:
+        key = (kind, digest)
+        if key not in self.seen:
+            outcome: tuple[str, str] | None = None
+            try:
+                if kind == "blob":
+                    self.blobs.verify(digest)
+                else:
+                    self.blobs.get_program(digest)
+            except BlobMissing:
+                outcome = ("blob_missing", f"{kind} {digest} is not in the store")
+            except BlobError as exc:
+                outcome = ("blob_corrupt", f"{kind} {digest} is corrupt: {exc}")
+            except ValueError as exc:
+                outcome = ("blob_corrupt", f"{kind} reference {digest!r} is invalid: {exc}")
+            except OSError as exc:
+                outcome = ("blob_corrupt", f"{kind} {digest} cannot be read: {exc}")
+            self.seen[key] = outcome
+        return self.seen[key]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+class _Builder:
+    """Folds the stream event by event into the Replay."""
+
+    def __init__(self, store: Store, stream_id: str) -> None:
+        self.private = _Private()
+        self.checker = _Checker(store, self.private)
+        self.replay = Replay(run_id=stream_id[len(STREAM_PREFIX) :], stream_id=stream_id)
+        self.state = RunState()
+        self.fold_trusted = True  # False once an event was refused: later checks would cascade
+        self.submissions: dict[int, SubmissionEntry] = {}
+        self.indices: dict[int, list[int]] = {}
+        self.episodes: dict[int, list[int]] = {}
+        self.best: tuple[int, float, int] | None = None
+        self.last_type: str | None = None
+
+    def problem(
+        self,
+        envelope: Envelope | None,
+        kind: str,
+        message: str,
+        blob: str | None = None,
+        event_type: str | None = None,
+    ) -> None:
+        self.replay.problems.append(
+            ReplayProblem(
+                version=envelope.stream_version if envelope is not None else 0,
+                position=envelope.position if envelope is not None else 0,
+                event_type=event_type or (envelope.type if envelope is not None else ""),
+                kind=kind,
+                message=self.private.scrub(message),
+                blob=blob,
+            )
+        )
+
+    def add(self, envelope: Envelope) -> None:
+        self.replay.events += 1
+        self.last_type = envelope.type
+        for kind, message, blob in self.checker.envelope(envelope):
+            self.problem(envelope, kind, message, blob)
+        event, error = _decoded(envelope)
+        if isinstance(event, RunCreated):
+            self.private.add_created(event)  # before any text of this Run is kept
+        for kind, message, blob in self.checker.references(event, envelope.payload):
+            self.problem(envelope, kind, message, blob)
+        if event is None:
+            self.problem(envelope, "decode", error or "payload does not decode")
+            self.fold_trusted = False
+            return
+        self._consistency(envelope, event)
+        try:
+            self.state = evolve(self.state, event)
+        except (InvalidTransition, RunConfigError) as exc:
+            self.problem(envelope, "transition", f"the Run's rules forbid this event: {exc}")
+            self.fold_trusted = False
+        self._timeline(envelope.stream_version, event)
+
+    def _consistency(self, envelope: Envelope, event: Event) -> None:
+        """What ``evolve`` does not check but a Host following the decider guarantees."""
+        match event:
+            case RunCreated() if event.run_id != self.replay.run_id:
+                self.problem(
+                    envelope, "consistency", f"RunCreated names run {event.run_id!r}, not this one"
+                )
+            case SubmissionPublished() if event.submission_id in self.indices:
+                ran = self.episodes.get(event.submission_id, [])
+                wanted = self.indices[event.submission_id]
+                if ran != wanted:
+                    self.problem(
+                        envelope,
+                        "consistency",
+                        f"Submission {event.submission_id} recorded Episodes "
+                        f"{format_selector(ran) or 'none'}, not {format_selector(wanted)}",
+                    )
+            case RunFinished() if self.fold_trusted and self.state.created:
+                expected = terminal_reason(self.state)
+                if event.reason != expected:
+                    self.problem(
+                        envelope,
+                        "consistency",
+                        f"the Run finished as {event.reason!r}; its events say {expected!r}",
+                    )
+                if event.final_submission_id != self.state.selected:
+                    self.problem(
+                        envelope,
+                        "consistency",
+                        f"RunFinished names final Submission {event.final_submission_id}, "
+                        f"but {self.state.selected} was selected",
+                    )
+            case _:
+                pass
+
+    def _timeline(self, version: int, event: Event) -> None:
+        replay, text = self.replay, self.private.scrub
+        entry: TimelineEntry | None = None
+        match event:
+            case RunCreated():
+                budget = event.config.get("episode_budget")
+                replay.benchmark_id = event.benchmark_id
+                replay.score_direction = str(
+                    event.benchmark_spec.get("score_direction", "maximize")
+                )
+                replay.episode_budget = budget if isinstance(budget, int) else None
+                entry = CreatedEntry(
+                    version=version,
+                    benchmark_id=event.benchmark_id,
+                    agent=event.agent.name,
+                    episode_budget=replay.episode_budget,
+                    pool_size=len(event.pool),
+                )
+            case AgentStarted():
+                replay.agent_attempts = max(replay.agent_attempts, event.attempt)
+                entry = AgentEntry(version=version, event="started", attempt=event.attempt)
+            case AgentExited():
+                entry = AgentEntry(
+                    version=version,
+                    event="exited",
+                    attempt=event.attempt,
+                    exit_code=event.exit_code,
+                    signal=event.signal,
+                    reason=text(event.reason),
+                )
+            case SubmissionRejected():
+                replay.rejections += 1
+                entry = RejectionEntry(
+                    version=version,
+                    request="submit",
+                    code=event.code,
+                    message=text(event.message),
+                    selector=text(event.selector) if event.selector is not None else None,
+                )
+            case FinishRejected():
+                replay.rejections += 1
+                entry = RejectionEntry(
+                    version=version,
+                    request="finish",
+                    code=event.code,
+                    message=text(event.message),
+                    candidates=list(event.candidates),
+                )
+            case EvaluationStarted():
+                replay.budget_used = event.budget_used
+                self.indices[event.submission_id] = list(event.indices)
+                entry = self.submissions[event.submission_id] = SubmissionEntry(
+                    version=version,
+                    submission_id=event.submission_id,
+                    selector=format_selector(list(event.indices)),
+                    episodes=len(event.indices),
+                    program_digest=event.program_digest,
+                    parent_program_digest=event.parent_program_digest,
+                )
+            case EpisodeCompleted():
+                self.episodes.setdefault(event.submission_id, []).append(event.index)
+            case SubmissionPublished():
+                replay.budget_used = event.budget_used
+                found = self.submissions.get(event.submission_id)
+                if found is not None:
+                    found.status = "published"
+                    found.score = event.score
+                    found.failures = event.failures
+                    found.completed_version = version
+                    found.best_so_far = self._better(event)
+            case EvaluationFailed():
+                found = self.submissions.get(event.submission_id)
+                if found is not None:
+                    found.status = "failed"
+                    found.error = text(event.error)
+                    found.completed_version = version
+            case FinishAccepted():
+                entry = FinishEntry(version=version, candidates=list(event.candidates))
+            case ValidationStarted():
+                entry = ValidationEntry(
+                    version=version,
+                    event="started",
+                    candidates=list(event.candidates),
+                    split=event.split,
+                    episodes=event.episodes,
+                )
+            case CandidateValidated():
+                entry = CandidateEntry(
+                    version=version,
+                    submission_id=event.submission_id,
+                    score=event.score,
+                    failures=event.failures,
+                    episodes=len(event.episodes),
+                )
+            case ValidationFailed():
+                entry = ValidationEntry(version=version, event="failed", error=text(event.error))
+            case FinalSubmissionSelected():
+                replay.final_submission_id = event.submission_id
+                entry = SelectionEntry(
+                    version=version,
+                    submission_id=event.submission_id,
+                    score=event.score,
+                    reason=text(event.reason),
+                )
+            case AssessmentStarted():
+                entry = AssessmentEntry(
+                    version=version,
+                    event="started",
+                    submission_id=event.submission_id,
+                    split=event.split,
+                    episodes=event.episodes,
+                )
+            case AssessmentCompleted():
+                replay.assessment_score = event.score
+                entry = AssessmentEntry(
+                    version=version,
+                    event="completed",
+                    submission_id=event.submission_id,
+                    score=event.score,
+                    failures=event.failures,
+                    episodes=len(event.episodes),
+                )
+            case AssessmentFailed():
+                entry = AssessmentEntry(version=version, event="failed", error=text(event.error))
+            case RunInterrupted():
+                entry = HostEntry(version=version, event="interrupted", reason=text(event.reason))
+            case RunResumed():
+                entry = HostEntry(version=version, event="resumed", attempt=event.attempt)
+            case RunFinished():
+                replay.terminal_reason = event.reason
+                if event.final_submission_id is not None:
+                    replay.final_submission_id = event.final_submission_id
+                if event.assessment_score is not None:
+                    replay.assessment_score = event.assessment_score
+                entry = FinishedEntry(
+                    version=version,
+                    reason=event.reason,
+                    final_submission_id=event.final_submission_id,
+                    validation_score=event.validation_score,
+                    assessment_score=event.assessment_score,
+                )
+            case _:
+                pass  # AgentMessages: the transcript, not part of the timeline
+        if entry is not None:
+            replay.timeline.append(entry)
+
+    def _better(self, event: SubmissionPublished) -> bool:
+        """Whether ``event`` beats every earlier published Submission: the decider's ranking
+        (score in the Benchmark's direction, then fewer failures; a tie keeps the earlier)."""
+        this = (event.submission_id, event.score, event.failures)
+        if self.best is None:
+            self.best = this
+            return True
+        first = rank_candidates([self.best, this], self.replay.score_direction)[0]
+        if first == event.submission_id and first != self.best[0]:
+            self.best = this
+            return True
+        return False
+
+    def finish(self) -> Replay:
+        replay = self.replay
+        entries = self.submissions.values()
+        replay.submissions = len(self.submissions)
+        replay.published = sum(1 for s in entries if s.status == "published")
+        replay.failed = sum(1 for s in entries if s.status == "failed")
+        replay.best_submission_id = self.best[0] if self.best is not None else None
+        if replay.episode_budget is not None:
+            replay.budget_left = replay.episode_budget - replay.budget_used
+        if replay.events == 0:
+            replay.status = "empty"
+        elif self.last_type == "RunFinished":
+            replay.status = "finished"
+        elif self.last_type == "RunInterrupted":
+            replay.status = "interrupted"
+        else:
+            replay.status = "in progress"
+        return replay
+
+
+def replay_run(store: Store, run_id: str) -> Replay:
+    """Replay the Run ``run_id`` (its id or ``run-<id>``) from the log: its timeline, totals
+    and every problem found (none when the Run verifies)."""
+    stream_id = _stream_id(run_id)
+    builder = _Builder(store, stream_id)
+    for envelope in store.events.read_stream(stream_id, 0):
+        builder.add(envelope)
+    return builder.finish()
+
+
+# --------------------------------------------------------------------------- re-evaluation
+
+
+class _Job(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded evaluation to re-run."""
+
+    phase: Literal["submission", "validation", "assessment"]
+    submission_id: int
+    program_digest: str
+    split: str
+    score: float
+    failures: int
+    outcomes: list[EpisodeOutcome]  # the recorded Episodes, in order
+    indices: list[int] = []  # pool indices (Submissions)
+    seed: int = 0  # Host-private (Validation, Assessment): only used, never shown
+    count: int = 0
+
+
+def _events(store: Store, stream_id: str) -> Iterator[Event]:
+    for envelope in store.events.read_stream(stream_id, 0):
+        if envelope.type == "AgentMessages":
+            continue  # transcripts: the bulk of a Run, and nothing to re-evaluate
+        event, _ = _decoded(envelope)
+        if event is not None:  # replay_run reports what does not decode
+            yield event
+
+
+def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
+    created: RunCreated | None = None
+    started: dict[int, EvaluationStarted] = {}
+    episodes: dict[int, list[EpisodeOutcome]] = {}
+    validation: ValidationStarted | None = None
+    assessment: AssessmentStarted | None = None
+    jobs: list[_Job] = []
+    for event in _events(store, stream_id):
+        match event:
+            case RunCreated() if created is None:
+                created = event
+            case EvaluationStarted():
+                started[event.submission_id] = event
+            case EpisodeCompleted():
+                episodes.setdefault(event.submission_id, []).append(
+                    EpisodeOutcome(
+                        index=event.index,
+                        status=event.status,
+                        total_reward=event.total_reward,
+                        steps=event.steps,
+                        failure=event.failure,
+                    )
+                )
+            case SubmissionPublished() if event.submission_id in started:
+                begun = started[event.submission_id]
+                jobs.append(
+                    _Job(
+                        phase="submission",
+                        submission_id=event.submission_id,
+                        program_digest=begun.program_digest,
+                        split="",
+                        score=event.score,
+                        failures=event.failures,
+                        outcomes=episodes.get(event.submission_id, []),
+                        indices=list(begun.indices),
+                        count=len(begun.indices),
+                    )
+                )
+            case ValidationStarted():
+                validation = event
+            case CandidateValidated() if validation is not None and event.submission_id in started:
+                jobs.append(
+                    _Job(
+                        phase="validation",
+                        submission_id=event.submission_id,
+                        program_digest=started[event.submission_id].program_digest,
+                        split=validation.split,
+                        score=event.score,
+                        failures=event.failures,
+                        outcomes=list(event.episodes),
+                        seed=validation.seed,
+                        count=validation.episodes,
+                    )
+                )
+            case AssessmentStarted():
+                assessment = event
+            case AssessmentCompleted() if assessment is not None and (
+                assessment.submission_id in started
+            ):
+                jobs.append(
+                    _Job(
+                        phase="assessment",
+                        submission_id=assessment.submission_id,
+                        program_digest=started[assessment.submission_id].program_digest,
+                        split=assessment.split,
+                        score=event.score,
+                        failures=event.failures,
+                        outcomes=list(event.episodes),
+                        seed=assessment.seed,
+                        count=assessment.episodes,
+                    )
+                )
+            case _:
+                pass
+    if created is None:
+        raise ReplayError(f"run {stream_id[len(STREAM_PREFIX) :]!r} has no readable RunCreated")
+    return created, jobs
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def reevaluate(
+    store: Store, run_id: str, *, jobs: int | None = None, progress: Progress | None = None
+) -> list[Mismatch]:
+    """Re-run every recorded score of the Run and return where the results differ
+    (empty when everything reproduces). ``progress(done, total)`` counts Episodes."""
+    stream_id = _stream_id(run_id)
+    created, work = _jobs(store, stream_id)
+    private = _Private()
+    private.add_created(created)
+    try:
+        config = RunConfig.from_dict(created.config)
+    except RunConfigError as exc:
+        raise ReplayError(f"the Run's config cannot be read: {exc}") from exc
+    try:
+        benchmark = load_benchmark(created.benchmark_id, config.benchmark_params or None)
+    except Exception as exc:  # a factory may fail in any way
+        raise ReplayError(
+            f"cannot load benchmark {created.benchmark_id!r}: {private.scrub(str(exc))}"
+        ) from exc
+    mismatches: list[Mismatch] = []
+    digest = benchmark.spec.environment_digest
+    if digest != created.environment_digest:  # the Benchmark changed: scores may differ for it
+        mismatches.append(
+            Mismatch(
+                phase="run",
+                field="environment_digest",
+                recorded=created.environment_digest,
+                replayed=digest,
+            )
+        )
+    total = sum(job.count for job in work)
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    pool = list(created.pool)
+    with Evaluator() as evaluator:
+        for job in work:
+            offset = done
+
+            def step(finished: int, _count: int, offset: int = offset) -> None:
+                if progress is not None:
+                    progress(offset + finished, total)
+
+            mismatches.extend(
+                _rerun(store, evaluator, benchmark, config, pool, job, step, private, jobs)
+            )
+            done += job.count
+            if progress is not None:
+                progress(done, total)
+    return mismatches
+
+
+def _rerun(
+    store: Store,
+    evaluator: Evaluator,
+    benchmark: Benchmark,
+    config: RunConfig,
+    pool: list[PoolEntry],
+    job: _Job,
+    step: Progress,
+    private: _Private,
+    jobs: int | None,
+) -> list[Mismatch]:
+    def mismatch(field: str, recorded: Any, replayed: Any, episode: int | None = None) -> Mismatch:
+        return Mismatch(
+            phase=job.phase,
+            submission_id=job.submission_id,
+            episode=episode,
+            field=field,
+            recorded=recorded,
+            replayed=replayed,
+        )
+
+    split = config.train_split if job.phase == "submission" else job.split
+    try:
+        episodes: list[PlannedEpisode]
+        if job.phase == "submission":
+            if any(not 0 <= i < len(pool) for i in job.indices):
+                return [mismatch("error", None, "an Episode index is outside the recorded pool")]
+            episodes = planned(pool, job.indices)
+        else:
+            episodes = planned_split(benchmark, split, job.seed, job.count)
+        program = store.blobs.get_program(job.program_digest)
+        result = evaluator.evaluate(
+            program,
+            benchmark,
+            EvaluationConfig(
+                split=split,
+                episodes=len(episodes),
+                jobs=jobs if jobs is not None else config.jobs,
+                episode_timeout=config.episode_timeout,
+                trace_steps=0,  # traces do not change a score
+            ),
+            episodes=episodes,
+            progress=step,
+        )
+    except (EvaluationError, ProgramError, BlobError, ValueError, OSError) as exc:
+        return [mismatch("error", None, private.scrub(f"{type(exc).__name__}: {exc}"))]
+    found: list[Mismatch] = []
+    score = float(result.feedback.score)
+    if not _same(score, job.score):
+        found.append(mismatch("score", job.score, score))
+    if result.failures != job.failures:
+        found.append(mismatch("failures", job.failures, result.failures))
+    if len(result.episodes) != len(job.outcomes):
+        found.append(mismatch("episodes", len(job.outcomes), len(result.episodes)))
+    # Submissions' Episodes are known by pool index; held-out ones by their planned index.
+    keys = job.indices if job.phase == "submission" else [e.index for e in result.episodes]
+    recorded = {outcome.index: outcome for outcome in job.outcomes}
+    for key, summary in zip(keys, result.episodes, strict=False):
+        before = recorded.get(key)
+        if before is None:
+            found.append(mismatch("status", None, summary.status, key))
+            continue
+        if before.status != summary.status:
+            found.append(mismatch("status", before.status, summary.status, key))
+        if not _same(before.total_reward, summary.total_reward):
+            found.append(mismatch("total_reward", before.total_reward, summary.total_reward, key))
+    return found

@@ -1,0 +1,410 @@
+"""The Agent's workspace: its editable program, read-only feedback and scratch space.
+
+Layout under the workspace root::
+
+    TASK.md, task.json      the task, written by the Host
+    program/                the Agent's editable program (initially the Run's initial Program)
+    feedback/               read-only, a pure projection of the Run's log and blobs
+        submission-0001/feedback.json
+        submission-0001/artifacts/<artifact name>
+        latest.json         the newest Submission's feedback.json
+    analysis/               the Agent's own scratch space
+
+``feedback/`` is rebuilt from the log alone, so a resumed Run shows exactly what an
+uninterrupted one would. It carries only what the Agent may see: never seeds, scenarios,
+traces, timings, nor validation or assessment results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from evopolicygym.program import Program
+from evopolicygym.records.blobs import BlobMissing, BlobStore
+from evopolicygym.records.events import (
+    ArtifactRef,
+    EpisodeCompleted,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    RunCreated,
+    SubmissionPublished,
+)
+
+__all__ = [
+    "ANALYSIS_DIR",
+    "FEEDBACK_DIR",
+    "LATEST",
+    "PROGRAM_DIR",
+    "TASK_JSON",
+    "TASK_MD",
+    "build_feedback",
+    "feedback_dir_name",
+    "prepare_workspace",
+    "rebuild_workspace",
+    "sync_feedback",
+]
+
+PROGRAM_DIR = "program"
+FEEDBACK_DIR = "feedback"
+ANALYSIS_DIR = "analysis"
+TASK_MD = "TASK.md"
+TASK_JSON = "task.json"
+LATEST = "latest.json"
+FEEDBACK_FILE = "feedback.json"
+ARTIFACTS_DIR = "artifacts"
+
+_TMP_PREFIX = ".tmp-"
+_FILE_MODE = 0o444
+_DIR_MODE = 0o555
+_MAX_NAME_BYTES = 255
+
+
+def feedback_dir_name(submission_id: int) -> str:
+    """``submission-0001``: zero-padded so a directory listing sorts by id."""
+    return f"submission-{submission_id:04d}"
+
+
+# --------------------------------------------------------------------------- projection
+
+
+@dataclass
+class _Submission:
+    started: EvaluationStarted
+    episodes: list[EpisodeCompleted] = field(default_factory=list)
+    outcome: SubmissionPublished | EvaluationFailed | None = None
+
+
+def _canonical(value: Any) -> bytes:
+    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    # A lone surrogate (from a JSON escape in a recorded string) has no UTF-8 form.
+    return text.encode("utf-8", "replace")
+
+
+def _safe_name(name: str) -> bool:
+    """Whether an artifact name is one plain file name (Benchmarks choose them freely)."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return (
+        0 < size <= _MAX_NAME_BYTES
+        and name not in (".", "..")
+        and not name.startswith(_TMP_PREFIX)
+        and not any(c in name for c in "/\\\x00")
+    )
+
+
+def _fold(events: Sequence[Event]) -> tuple[int | None, dict[int, _Submission]]:
+    """The episode budget and each Submission's public facts, in log order."""
+    budget: int | None = None
+    submissions: dict[int, _Submission] = {}
+    for event in events:
+        match event:
+            case RunCreated():
+                value = event.config.get("episode_budget")
+                budget = value if isinstance(value, int) and not isinstance(value, bool) else None
+            case EvaluationStarted():
+                submissions.setdefault(event.submission_id, _Submission(event))
+            case EpisodeCompleted():
+                # Facts about a Submission never started are a broken log ('record verify'
+                # reports it); the projection skips them rather than stop the Run.
+                if (entry := submissions.get(event.submission_id)) is not None:
+                    entry.episodes.append(event)
+            case SubmissionPublished() | EvaluationFailed():
+                entry = submissions.get(event.submission_id)
+                if entry is not None and entry.outcome is None:
+                    entry.outcome = event
+            case _:
+                # Everything else is either the Agent's own doing or Host-private.
+                pass
+    return budget, submissions
+
+
+def _episode(event: EpisodeCompleted) -> dict[str, Any]:
+    # Explicit fields: trace_blob and duration_s are Host-side evidence.
+    return {
+        "index": event.index,
+        "status": event.status,
+        "total_reward": event.total_reward,
+        "steps": event.steps,
+        "failure": event.failure,
+        "output_tail": event.output_tail,
+    }
+
+
+def build_feedback(
+    events: Sequence[Event], blobs: BlobStore, retention_bytes: int
+) -> dict[str, bytes]:
+    """The files of ``feedback/`` (relative path -> bytes) for a Run's events.
+
+    Pure: the same events and blobs give byte-identical files. Bulk artifacts are kept
+    newest Submission first: the newest Submission's always, an older one's only while
+    the kept bulk bytes stay within ``retention_bytes``; after the first that does not fit,
+    every older bulk artifact is pruned too, so a pruned artifact never comes back.
+    """
+    budget, submissions = _fold(events)
+    concluded = sorted(sid for sid, entry in submissions.items() if entry.outcome is not None)
+    files: dict[str, bytes] = {}
+    kept_bulk = 0
+    exhausted = False
+    for rank, sid in enumerate(reversed(concluded)):
+        entry = submissions[sid]
+        started, outcome = entry.started, entry.outcome
+        directory = feedback_dir_name(sid)
+        artifacts: list[dict[str, Any]] = []
+        refs: list[ArtifactRef] = (
+            outcome.artifacts if isinstance(outcome, SubmissionPublished) else []
+        )
+        names: set[str] = set()
+        for ref in refs:
+            path: str | None = None
+            pruned = False
+            if not _safe_name(ref.name) or ref.name in names:
+                pass  # listed, never written: it cannot be a file of its own in artifacts/
+            elif (
+                ref.retention == "permanent"
+                or rank == 0
+                or (not exhausted and kept_bulk + ref.size <= retention_bytes)
+            ):
+                try:
+                    data = blobs.get(ref.blob)
+                except BlobMissing:
+                    # Removed from the store: the Agent sees it as pruned, not a crashed Run.
+                    pruned = True
+                else:
+                    path = f"{directory}/{ARTIFACTS_DIR}/{ref.name}"
+                    files[path] = data
+                    if ref.retention == "bulk":
+                        kept_bulk += ref.size
+            else:
+                exhausted = True
+                pruned = True
+            names.add(ref.name)
+            artifacts.append(
+                {
+                    "name": ref.name,
+                    "media_type": ref.media_type,
+                    "retention": ref.retention,
+                    "size": ref.size,
+                    "path": path,
+                    "pruned": pruned,
+                }
+            )
+        document: dict[str, Any] = {
+            "submission_id": sid,
+            "program_digest": started.program_digest,
+            "parent_program_digest": started.parent_program_digest,
+            "indices": list(started.indices),
+            "budget_reserved": started.budget_reserved,
+            "episodes": [_episode(e) for e in entry.episodes],
+            "artifacts": artifacts,
+        }
+        if isinstance(outcome, SubmissionPublished):
+            document.update(
+                status="published",
+                budget_used=outcome.budget_used,
+                budget_left=outcome.budget_left,
+                score=outcome.score,
+                failures=outcome.failures,
+                content=outcome.content,
+                error=None,
+            )
+        else:
+            assert isinstance(outcome, EvaluationFailed)
+            # The reservation counted in budget_used, less any part of it not consumed.
+            used = started.budget_used - started.budget_reserved + outcome.budget_consumed
+            document.update(
+                status="failed",
+                budget_used=used,
+                budget_left=None if budget is None else budget - used,
+                score=None,
+                failures=None,
+                content=None,
+                error=outcome.error,
+            )
+        raw = _canonical(document)
+        files[f"{directory}/{FEEDBACK_FILE}"] = raw
+        if rank == 0:
+            files[LATEST] = raw
+    return files
+
+
+# --------------------------------------------------------------------------- files on disk
+
+
+def _check_relpath(path: str) -> None:
+    parts = path.split("/")
+    if (
+        not path
+        or PurePosixPath(path).is_absolute()
+        or any(p in ("", ".", "..") or p.startswith(_TMP_PREFIX) for p in parts)
+        or "\\" in path
+        or "\x00" in path
+    ):
+        raise ValueError(f"{path!r} is not a normalized relative feedback path")
+
+
+def _write_atomic(final: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``final`` by a rename, so a reader sees the old bytes or the new, never half.
+    No fsync: everything written here is rebuilt from the log on resume."""
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _scan(root: Path) -> tuple[list[str], list[str]]:
+    """Relative paths of the directories and of everything else under ``root``, never
+    following a symlink (one planted in feedback/ must not redirect the Host's writes)."""
+    dirs: list[str] = []
+    others: list[str] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        with os.scandir(root / rel_dir) as entries:
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(rel)
+                    stack.append(rel)
+                else:
+                    others.append(rel)
+    return dirs, others
+
+
+def _ensure_real_dir(path: Path, mode: int = 0o755) -> None:
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    if not path.is_dir():
+        path.mkdir(mode=mode)
+
+
+def _same_file(path: Path, data: bytes) -> bool:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read() == data
+
+
+def _set_modes(root: Path) -> None:
+    """Files 0444, directories 0555: feedback is read-only for the Agent."""
+    dirs, others = _scan(root)
+    for rel in others:
+        target = root / rel
+        if not target.is_symlink():
+            os.chmod(target, _FILE_MODE)
+    for rel in dirs:
+        os.chmod(root / rel, _DIR_MODE)
+    os.chmod(root, _DIR_MODE)
+
+
+def sync_feedback(workspace: Path, files: dict[str, bytes]) -> None:
+    """Make ``workspace/feedback`` hold exactly ``files`` (paths relative to it).
+
+    Unchanged files are left alone; changed and new ones are replaced by rename, the
+    newest Submission's ``latest.json`` last so it never names files not yet there.
+    Idempotent, and safe for a non-root Host: write bits come back only while syncing.
+    """
+    for path in files:
+        _check_relpath(path)
+    wanted_dirs = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+    if clash := sorted(wanted_dirs.intersection(files)):
+        raise ValueError(f"{clash[0]!r} is both a feedback file and a directory")
+    root = Path(workspace) / FEEDBACK_DIR
+    _ensure_real_dir(root)
+    try:
+        os.chmod(root, 0o755)
+        dirs, others = _scan(root)
+        for rel in dirs:
+            os.chmod(root / rel, 0o755)
+        for rel in others:
+            if rel not in files:
+                (root / rel).unlink()
+        # Shallowest first: removing a directory removes what is under it.
+        for rel in sorted(dirs, key=lambda d: d.count("/")):
+            if rel not in wanted_dirs and (root / rel).is_dir():
+                shutil.rmtree(root / rel)
+        for rel in sorted(files, key=lambda p: (p == LATEST, p)):
+            target = root / rel
+            for i in range(1, rel.count("/") + 1):
+                _ensure_real_dir(root / "/".join(rel.split("/")[:i]))
+            if not _same_file(target, files[rel]):
+                _write_atomic(target, files[rel], _FILE_MODE)
+    finally:
+        _set_modes(root)
+
+
+# --------------------------------------------------------------------------- the layout
+
+
+def _prepare(workspace: Path, program: Program, task_md: str, task_json: bytes) -> None:
+    """Everything of the layout but feedback/."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    program_dir = workspace / PROGRAM_DIR
+    if not os.path.lexists(program_dir):
+        # Written beside and renamed in: a crash never leaves a half program that a
+        # resume would then keep as the Agent's own edits.
+        staging = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX + "program-", dir=workspace))
+        try:
+            program.write_to(staging)
+            os.chmod(staging, 0o755)
+            os.rename(staging, program_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    (workspace / ANALYSIS_DIR).mkdir(exist_ok=True)
+    _write_atomic(workspace / TASK_MD, task_md.encode("utf-8"), 0o644)
+    _write_atomic(workspace / TASK_JSON, bytes(task_json), 0o644)
+
+
+def prepare_workspace(workspace: Path, program: Program, task_md: str, task_json: bytes) -> None:
+    """Lay out a workspace: ``program/`` from ``program`` unless it exists (a resumed Run
+    keeps the Agent's unsubmitted edits), ``analysis/``, the task files, and an empty
+    read-only ``feedback/``."""
+    workspace = Path(workspace)
+    _prepare(workspace, program, task_md, task_json)
+    sync_feedback(workspace, {})
+
+
+def rebuild_workspace(
+    workspace: Path,
+    events: Sequence[Event],
+    blobs: BlobStore,
+    retention_bytes: int,
+    initial_program: Program,
+    task_md: str,
+    task_json: bytes,
+) -> None:
+    """The workspace of a resumed Run: a missing ``program/`` becomes the newest submitted
+    Program (else the initial one), and ``feedback/`` is projected from the log."""
+    workspace = Path(workspace)
+    # Built first: a missing blob fails here, before anything on disk changes.
+    files = build_feedback(events, blobs, retention_bytes)
+    program = initial_program
+    if not os.path.lexists(workspace / PROGRAM_DIR):
+        submitted = [e.program_digest for e in events if isinstance(e, EvaluationStarted)]
+        if submitted:
+            program = blobs.get_program(submitted[-1])
+    _prepare(workspace, program, task_md, task_json)
+    sync_feedback(workspace, files)

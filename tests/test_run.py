@@ -1,0 +1,402 @@
+"""Runs end to end: a real store, real session socket, real Agent processes, real CartPole."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evopolicygym.agents.providers import AgentError, agent_identity
+from evopolicygym.cli.main import main
+from evopolicygym.program import Program
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentMessages,
+    AgentStarted,
+    AssessmentStarted,
+    CandidateValidated,
+    EpisodeCompleted,
+    EvaluationStarted,
+    Event,
+    FinalSubmissionSelected,
+    FinishRejected,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationStarted,
+    new_event,
+)
+from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.verify import verify_store
+from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+from evopolicygym.run.decider import Submit, decide
+from evopolicygym.run.liveness import RunBusy, run_lock
+from evopolicygym.run.service import RunHost, _event_id, create_run, load_run, stream_id
+from evopolicygym.run.workspace import build_feedback
+
+pytestmark = pytest.mark.timeout(240)
+
+SMALL = RunConfig(
+    episode_budget=12,
+    validation=ValidationConfig(episodes_per_candidate=3, max_candidates=2),
+    assessment=AssessmentConfig(episodes=3),
+    agent_timeout=120.0,
+)
+
+
+def agent_script(tmp_path: Path, body: str, name: str = "agent.py") -> str:
+    """A command Agent written in Python: ``cli(*args)`` runs `evopolicy` and returns
+    (exit code, stdout JSON or None, stderr JSON or text)."""
+    prelude = textwrap.dedent(
+        """
+        import json, os, subprocess, sys
+        CLI = json.loads(os.environ["EVOPOLICY_CLI"])
+        LOG = open(os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "analysis", "log.jsonl"), "a")
+
+        def cli(*args):
+            done = subprocess.run([*CLI, "session", *args], capture_output=True, text=True)
+            def parse(text):
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    return text.strip()
+            result = (done.returncode, parse(done.stdout), parse(done.stderr))
+            LOG.write(json.dumps([list(args), result]) + "\\n")
+            LOG.flush()
+            return result
+        """
+    )
+    path = tmp_path / name
+    path.write_text(prelude + textwrap.dedent(body))
+    return f"{sys.executable} {path}"
+
+
+def drive(store: Store, run_id: str, workspace: Path | None = None) -> tuple[Any, list[Event]]:
+    RunHost(store, run_id, workspace=workspace).drive()
+    return load_run(store, run_id)
+
+
+def new_run(store: Store, command: str, config: RunConfig = SMALL, **kw: Any) -> str:
+    return create_run(store, "cartpole", config, agent_identity("command", command=command), **kw)
+
+
+def of(events: list[Event], kind: type[Any]) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    with open_store(tmp_path / "store", create=True) as opened:
+        yield opened
+
+
+def test_a_command_agent_runs_end_to_end(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        assert cli("submit", "--episodes", "0:3")[0] == 0
+        code, out, err = cli("submit", "program", "--episodes", "3:6")
+        assert code == 0 and out["budget_left"] == 6, (code, out, err)
+        latest = json.load(open(os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "feedback", "latest.json")))
+        assert latest["submission_id"] == 2 and latest["indices"] == [3, 4, 5]
+        print(json.dumps({"role": "assistant", "content": "finishing with both"}), flush=True)
+        assert cli("finish", "2", "1")[0] == 0
+        """,
+    )
+    workspace = tmp_path / "ws"
+    run_id = new_run(store, command)
+    state, events = drive(store, run_id, workspace)
+    assert state.finished == "finished"
+    assert [type(e).__name__ for e in events[:2]] == ["RunCreated", "AgentStarted"]
+    assert [e.submission_id for e in of(events, SubmissionPublished)] == [1, 2]
+    assert of(events, AgentExited)[0].exit_code == 0
+    validation = of(events, ValidationStarted)[0]
+    assert validation.candidates == [2, 1] and validation.split == "validation"
+    assert [c.submission_id for c in of(events, CandidateValidated)] == [2, 1]
+    selected = of(events, FinalSubmissionSelected)[0]
+    assessed = of(events, AssessmentStarted)[0]
+    assert assessed.submission_id == selected.submission_id and assessed.split == "assessment"
+    finished = of(events, RunFinished)[0]
+    assert finished.reason == "finished" and finished.assessment_score is not None
+    # The transcript starts with the task and holds what the Agent printed.
+    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages]
+    assert messages[0].role == "system" and "Session" in messages[0].content
+    assert any(m.content == "finishing with both" for m in messages)
+    # The workspace the Agent saw is exactly the projection of the log.
+    on_disk = {
+        str(p.relative_to(workspace / "feedback")): p.read_bytes()
+        for p in (workspace / "feedback").rglob("*")
+        if p.is_file()
+    }
+    assert on_disk == build_feedback(events, store.blobs, state.cfg.bulk_feedback_retention_bytes)
+    report = verify_store(store)
+    assert report.ok, report.problems
+
+
+def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        import shutil
+        ws = os.environ["EVOPOLICY_WORKSPACE"]
+        codes = []
+        def code_of(result):
+            return result[2]["error"]["code"] if result[0] == 1 else result[0]
+        codes.append(code_of(cli("submit", "--episodes", "5:2")))        # invalid_request
+        codes.append(code_of(cli("submit", "--episodes", "40")))         # invalid_request (outside)
+        codes.append(code_of(cli("submit", "--episodes", "0:5")))        # episode_limit
+        bad = os.path.join(ws, "analysis", "bad")
+        os.makedirs(bad)
+        open(os.path.join(bad, "policy.py"), "w").write("def make_policy(:\\n")
+        codes.append(code_of(cli("submit", bad, "--episodes", "0")))     # program_invalid
+        os.symlink("/etc/hostname", os.path.join(bad, "link"))
+        codes.append(code_of(cli("submit", bad, "--episodes", "0")))     # program_invalid
+        codes.append(code_of(cli("finish", "1")))                        # unknown_submission
+        codes.append(code_of(cli("submit", "--episodes", "0:4")))        # ok
+        codes.append(code_of(cli("submit", "--episodes", "0:4")))        # duplicate_submission
+        codes.append(code_of(cli("finish", "1", "1")))                   # invalid_request
+        codes.append(code_of(cli("finish", "1", "1", "1")))              # invalid_request
+        codes.append(code_of(cli("finish", "1")))                        # budget_remaining
+        other = os.path.join(ws, "analysis", "other")
+        shutil.copytree(os.path.join(ws, "program"), other)
+        open(os.path.join(other, "note.txt"), "w").write("a different program")
+        codes.append(code_of(cli("submit", other, "--episodes", "4:8")))   # ok
+        codes.append(code_of(cli("submit", other, "--episodes", "8:11")))  # budget_allocation
+        codes.append(code_of(cli("submit", other, "--episodes", "8:10")))  # ok: budget spent
+        codes.append(code_of(cli("submit", other, "--episodes", "0")))     # budget_exhausted
+        codes.append(code_of(cli("finish", "1", "2", "1")))                # invalid_request
+        codes.append(code_of(cli("finish", "1", "2")))                     # ok
+        codes.append(code_of(cli("finish", "1")))                          # session_closed
+        codes.append(code_of(cli("submit", "--episodes", "0")))           # session_closed
+        print(json.dumps({"role": "assistant", "content": json.dumps(codes)}), flush=True)
+        """,
+    )
+    config = RunConfig(
+        episode_budget=10,
+        episode_pool_size=12,
+        max_episodes_per_submission=4,
+        max_submissions=4,
+        finish_budget_policy="require_budget_exhaustion",
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=2),
+        assessment=AssessmentConfig(enabled=False),
+    )
+    run_id = new_run(store, command, config)
+    state, events = drive(store, run_id)
+    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    codes = json.loads(messages[-1].content)
+    assert codes == [
+        "invalid_request",
+        "invalid_request",
+        "episode_limit",
+        "program_invalid",
+        "program_invalid",
+        "unknown_submission",
+        0,
+        "duplicate_submission",
+        "invalid_request",
+        "invalid_request",
+        "budget_remaining",
+        0,
+        "budget_allocation",
+        0,
+        "budget_exhausted",
+        "invalid_request",
+        0,
+        "session_closed",
+        "session_closed",
+    ]
+    recorded = [e.code for e in events if isinstance(e, SubmissionRejected | FinishRejected)]
+    assert recorded == [c for c in codes if c != 0]  # every rejection is in the log, in order
+    assert state.budget_used == 10 and state.finished == "finished"
+    assert state.selected in (1, 2, 3) and state.assessment_score is None
+
+
+def test_an_agent_that_exits_without_finishing(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        cli("submit", "--episodes", "0:2")
+        sys.exit(3)
+        """,
+    )
+    run_id = new_run(store, command)
+    state, events = drive(store, run_id)
+    assert of(events, AgentExited)[0].exit_code == 3
+    # The Host nominated the Agent's only published Submission and still measured it.
+    assert state.finished == "agent_failed"
+    assert of(events, ValidationStarted)[0].candidates == [1]
+    assert state.selected == 1 and state.assessment_score is not None
+
+
+def test_an_agent_that_exits_cleanly_without_candidates(store: Store, tmp_path: Path) -> None:
+    run_id = new_run(store, agent_script(tmp_path, "pass\n"))
+    state, events = drive(store, run_id)
+    assert state.finished == "agent_exited"
+    assert not of(events, ValidationStarted) and state.selected is None
+
+
+def test_an_agent_over_its_time_is_stopped(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        import time
+        cli("submit", "--episodes", "0:2")
+        time.sleep(600)
+        """,
+    )
+    config = RunConfig(
+        episode_budget=4,
+        agent_timeout=3.0,
+        validation=ValidationConfig(enabled=False),
+        assessment=AssessmentConfig(enabled=False),
+    )
+    run_id = new_run(store, command, config)
+    state, events = drive(store, run_id)
+    exited = of(events, AgentExited)[0]
+    assert exited.reason == "timeout" and exited.signal is not None
+    assert state.finished == "agent_failed"
+    assert state.selected == 1  # validation disabled: the nominated candidate is taken as is
+
+
+def test_a_missing_agent_command_is_refused_before_the_run() -> None:
+    with pytest.raises(AgentError, match="not found"):
+        agent_identity("command", command="no-such-agent-binary --x")
+
+
+def test_only_one_host_carries_a_run(store: Store, tmp_path: Path) -> None:
+    run_id = new_run(store, agent_script(tmp_path, "pass\n"))
+    with run_lock(store, run_id), pytest.raises(RunBusy):
+        RunHost(store, run_id).drive()
+
+
+def test_resume_reruns_a_reserved_evaluation_once_and_restarts_the_agent(
+    store: Store, tmp_path: Path
+) -> None:
+    """The Host died after reserving budget for Submission 1 and before publishing it."""
+    marker = tmp_path / "attempts"
+    command = agent_script(
+        tmp_path,
+        f"""
+        with open({str(marker)!r}, "a") as f:
+            f.write("x")
+        ws = os.environ["EVOPOLICY_WORKSPACE"]
+        latest = json.load(open(os.path.join(ws, "feedback", "latest.json")))
+        assert latest["submission_id"] == 1 and latest["status"] == "published"
+        cli("finish", "1")
+        """,
+    )
+    run_id = new_run(store, command)
+    state, events = load_run(store, run_id)
+    program = Program.from_files({"policy.py": "def make_policy(c):\n    return P()\nclass P:\n    def act(self, o):\n        return 0\n"})
+    store.blobs.put_program(program)
+    stream = stream_id(run_id)
+    started = AgentStarted(attempt=1, command=["gone"], pid=None)
+    store.events.append(stream, [new_event(started, _event_id(run_id, 2))], 1)
+    state, _ = load_run(store, run_id)
+    decision = decide(state, Submit(request_id="r1", selector="0:4", program_digest=program.digest))
+    assert isinstance(decision, list)
+    store.events.append(stream, [new_event(decision[0], _event_id(run_id, 3))], 2)
+
+    state, events = drive(store, run_id)
+    assert state.finished == "finished"
+    assert marker.read_text() == "x"  # the Agent was started once more, on attempt 2
+    assert [e.attempt for e in of(events, AgentStarted)] == [1, 2]
+    assert of(events, AgentExited)[0].reason == "host_interrupted"
+    assert len(of(events, RunInterrupted)) == 1 and len(of(events, RunResumed)) == 1
+    assert len(of(events, EvaluationStarted)) == 1
+    assert [e.index for e in of(events, EpisodeCompleted)] == [0, 1, 2, 3]
+    assert state.budget_used == 4
+
+
+def test_run_and_replay_from_the_command_line(tmp_path: Path) -> None:
+    command = agent_script(tmp_path, 'cli("submit", "--episodes", "0:2")\ncli("finish", "1")\n')
+    store = str(tmp_path / "cli-store")
+    runner = CliRunner()
+    result = runner.invoke(
+        main,
+        ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
+         "--budget", "4", "--validation-episodes", "2", "--assessment-episodes", "2",
+         "--store", store, "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.stdout)
+    assert outcome["status"] == "finished" and outcome["final_submission"] == 1
+    assert outcome["budget_used"] == 2 and outcome["assessment_score"] is not None
+    assert "seed" not in result.stdout
+    with open_store(store) as opened:
+        created = next(iter(opened.events.read_stream(stream_id(outcome["run_id"])))).event()
+        assert isinstance(created, RunCreated) and created.agent.provider == "command"
+
+
+def test_bad_run_options_are_one_line_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    store = str(tmp_path / "s")
+    for args, needle in [
+        (["--agent", "command"], "--agent-command"),
+        (["--budget", "4", "--max-episodes-per-submission", "9"], "max_episodes_per_submission"),
+        (["--agent", "command", "--agent-command", "no-such-agent-x"], "not found"),
+    ]:
+        result = runner.invoke(main, ["run", "--benchmark", "cartpole", "--store", store, *args])
+        assert result.exit_code != 0 and needle in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    result = runner.invoke(main, ["run", "--benchmark", "no-such-bench", "--store", store])
+    assert result.exit_code != 0 and "no-such-bench" in result.output
+
+
+@pytest.mark.slow
+def test_the_reference_agent_evolves_cartpole_beyond_its_baseline(store: Store) -> None:
+    """Budget 64 through the real session: its selected program must clearly beat the
+    packaged baseline on the same hidden validation Episodes."""
+    from evopolicygym.evaluation import EvaluationConfig, evaluate
+    from evopolicygym.registry import baseline_dir, load_benchmark
+    from evopolicygym.run.pool import planned_split
+
+    config = RunConfig(
+        episode_budget=64,
+        validation=ValidationConfig(episodes_per_candidate=16, max_candidates=3),
+        assessment=AssessmentConfig(episodes=16),
+    )
+    run_id = create_run(store, "cartpole", config, agent_identity("reference"))
+    state, events = drive(store, run_id)
+    assert state.finished == "finished" and state.budget_used <= 64
+    published = of(events, SubmissionPublished)
+    assert len(published) >= 8
+    # Its transcript is a real conversation: reasoning, tool calls and their results.
+    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages]
+    calls = [c for m in messages for c in m.tool_calls]
+    assert {c.name for c in calls} >= {"read_file", "write_file", "bash"}
+    results = {m.tool_call_id for m in messages if m.role == "tool"}
+    assert {c.id for c in calls} <= results
+    assert any("session submit" in str(c.arguments.get("command", "")) for c in calls)
+    assert any("session finish" in str(c.arguments.get("command", "")) for c in calls)
+
+    benchmark = load_benchmark("cartpole")
+    directory = baseline_dir(benchmark)
+    assert directory is not None
+    episodes = planned_split(benchmark, "validation", state.seeds["validation"], 16)
+    baseline = evaluate(
+        Program.from_directory(directory),
+        benchmark,
+        EvaluationConfig(split="validation", episodes=16),
+        episodes=episodes,
+    ).feedback.score
+    assert state.selected_score is not None
+    assert state.selected_score >= 1.5 * baseline, (state.selected_score, baseline)
+    assert state.selected_score >= 300
+
+
+def test_the_session_client_stays_light() -> None:
+    """Agents call `evopolicy session` once per request: it must not import the engine."""
+    import subprocess
+
+    probe = "import sys, evopolicygym.cli.main, evopolicygym.cli.session; print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,190 @@
+"""SIGKILL the Host at a random moment, resume, and check the record is exactly what happened."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from evopolicygym.records.events import (
+    AgentStarted,
+    EpisodeCompleted,
+    EvaluationFailed,
+    EvaluationStarted,
+    RunFinished,
+    SubmissionPublished,
+)
+from evopolicygym.records.location import open_store
+from evopolicygym.records.store import StoreError
+from evopolicygym.records.verify import verify_store
+from evopolicygym.run.liveness import host_alive
+from evopolicygym.run.service import load_run
+
+# Submits two Episodes at a time on fresh indices until the budget is spent, then finishes
+# with its best two. A restarted attempt reads where it stands from the feedback files.
+AGENT = textwrap.dedent(
+    """
+    import glob, json, os, subprocess, sys
+    CLI = json.loads(os.environ["EVOPOLICY_CLI"])
+    ws = os.environ["EVOPOLICY_WORKSPACE"]
+
+    def cli(*args):
+        done = subprocess.run([*CLI, "session", *args], capture_output=True, text=True)
+        return done.returncode, done.stdout, done.stderr
+
+    def published():
+        found = []
+        for path in sorted(glob.glob(os.path.join(ws, "feedback", "submission-*", "feedback.json"))):
+            data = json.load(open(path))
+            if data["status"] == "published":
+                found.append(data)
+        return found
+
+    while True:
+        done = published()
+        start = 2 * len(done)
+        code, out, err = cli("submit", "--episodes", f"{start}:{start + 2}")
+        if code != 0:
+            if code == 1 and json.loads(err)["error"]["code"] == "duplicate_submission":
+                continue
+            break
+    best = sorted(published(), key=lambda d: -d["score"])[:2]
+    if best:
+        cli("finish", *[str(d["submission_id"]) for d in best])
+    """
+)
+
+TRIALS = 20
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "evopolicygym.cli", *args]
+
+
+def _run_ids(store_dir: Path) -> list[str]:
+    if not (store_dir / "events.db").exists():
+        return []
+    with open_store(store_dir) as store:
+        return [info.stream_id[len("run-") :] for info in store.events.streams("run-")]
+
+
+def _wait_for_version(store_dir: Path, target: int, host: subprocess.Popen[bytes]) -> None:
+    """Poll the log until the Run's stream has ``target`` events or the Host has exited."""
+    deadline = time.monotonic() + 120
+    while host.poll() is None and time.monotonic() < deadline:
+        if (store_dir / "events.db").exists():
+            try:
+                with open_store(store_dir) as store:
+                    versions = [info.version for info in store.events.streams("run-")]
+            except StoreError:  # caught the Host creating the store: look again
+                versions = []
+            if versions and versions[0] >= target:
+                return
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_sigkill_the_host_anywhere_then_resume(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    rng = random.Random(20261129)
+    env = {**os.environ, "EVOPOLICY_CONTAINMENT": os.environ.get("EVOPOLICY_CONTAINMENT", "")}
+    env = {k: v for k, v in env.items() if v}
+    resumed_mid_run = 0
+    for trial in range(TRIALS):
+        store_dir = tmp_path / f"store-{trial}"
+        command = _cli(
+            "run", "--benchmark", "cartpole", "--agent", "command",
+            "--agent-command", f"{sys.executable} {agent}",
+            "--budget", "8", "--validation-episodes", "3", "--assessment-episodes", "3",
+            "--max-candidates", "2", "--store", str(store_dir),
+        )
+        host = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # A random moment: once the Run's stream reaches a random version (a Run here has
+        # about 30 events), plus a random fraction of the time to the next one.
+        target = rng.randint(1, 24)
+        _wait_for_version(store_dir, target, host)
+        time.sleep(rng.uniform(0.0, 0.05))
+        if host.poll() is None:
+            host.send_signal(signal.SIGKILL)
+        host.wait()
+        runs = _run_ids(store_dir)
+        if not runs:  # killed before the Run was created: nothing to resume, nothing recorded
+            continue
+        (run_id,) = runs
+        with open_store(store_dir) as store:
+            assert not host_alive(store, run_id)
+            state, _ = load_run(store, run_id)
+        if state.finished is None:
+            resumed_mid_run += 1
+            done = subprocess.run(
+                _cli("resume", run_id, "--store", str(store_dir)),
+                env=env, capture_output=True, text=True, timeout=300,
+            )
+            assert done.returncode == 0, done.stderr
+        with open_store(store_dir) as store:
+            state, events = load_run(store, run_id)
+            report = verify_store(store)
+        assert report.ok, report.problems
+        assert state.finished in ("finished", "budget_exhausted", "agent_exited"), state.finished
+        assert isinstance(events[-1], RunFinished)
+        started = [e for e in events if isinstance(e, EvaluationStarted)]
+        ended = [e for e in events if isinstance(e, SubmissionPublished | EvaluationFailed)]
+        # Every reserved evaluation ended exactly once, and the budget is exactly theirs.
+        assert [e.submission_id for e in started] == [e.submission_id for e in ended]
+        assert state.budget_used == sum(len(e.indices) for e in started)
+        episodes = collections.Counter(
+            (e.submission_id, e.index) for e in events if isinstance(e, EpisodeCompleted)
+        )
+        assert all(n == 1 for n in episodes.values()), "an Episode was recorded twice"
+        assert sum(episodes.values()) == sum(len(e.indices) for e in started)
+        assert len({e.attempt for e in events if isinstance(e, AgentStarted)}) == len(
+            [e for e in events if isinstance(e, AgentStarted)]
+        )
+    assert resumed_mid_run >= TRIALS - 3, f"only {resumed_mid_run} trials were killed mid-run"
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupted_run_says_so_until_resumed(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import time\ntime.sleep(600)\n")
+    store_dir = tmp_path / "store"
+    host = subprocess.Popen(
+        _cli("run", "--benchmark", "cartpole", "--agent", "command",
+             "--agent-command", f"{sys.executable} {agent}", "--budget", "4",
+             "--store", str(store_dir)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = _run_ids(store_dir)
+            if runs:
+                with open_store(store_dir) as store:
+                    _, events = load_run(store, runs[0])
+                if any(isinstance(e, AgentStarted) for e in events):
+                    break
+            time.sleep(0.1)
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    finally:
+        if host.poll() is None:
+            host.kill()
+    (run_id,) = _run_ids(store_dir)
+    listing = subprocess.run(
+        _cli("record", "--store", str(store_dir), "list", "--json"), capture_output=True, text=True
+    )
+    assert listing.returncode == 0, listing.stderr
+    import json
+
+    (row,) = json.loads(listing.stdout)
+    assert (row["run_id"], row["status"]) == (run_id, "interrupted")
