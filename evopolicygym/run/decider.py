@@ -49,7 +49,7 @@ from evopolicygym.records.events import (
     ValidationStarted,
 )
 from evopolicygym.run.config import RunConfig
-from evopolicygym.run.selectors import SelectorError, parse_selector
+from evopolicygym.run.selectors import SelectorError, format_selector, parse_selector
 
 __all__ = [
     "HOST_INTERRUPTED",
@@ -122,6 +122,7 @@ class Submission(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["evaluating", "published", "failed"] = "evaluating"
     score: float | None = None
     failures: int | None = None
+    completed: int = 0  # EpisodeCompleted events so far, in the order of ``indices``
 
 
 class RunState(msgspec.Struct, frozen=True, kw_only=True):
@@ -797,6 +798,21 @@ def evolve(state: RunState, event: Event) -> RunState:
                 authority_open=True,
             )
         case EvaluationStarted():
+            # Exactly what decide() answers to the same request, or refused: limits, budget
+            # allocation, duplicates and the parent all follow from the state.
+            again = _submit(
+                state,
+                Submit(
+                    request_id="",
+                    selector=format_selector(list(event.indices)),
+                    program_digest=event.program_digest,
+                ),
+            )
+            if not isinstance(again, list) or again != [event]:
+                reason = again.message if isinstance(again, Rejection) else "it differs from what the rules give"
+                raise InvalidTransition(
+                    f"EvaluationStarted for Submission {event.submission_id} could not have been accepted: {reason}"
+                )
             if event.submission_id != len(state.submissions) + 1 or state.pending is not None:
                 raise InvalidTransition(
                     f"EvaluationStarted for Submission {event.submission_id} out of order"
@@ -836,12 +852,18 @@ def evolve(state: RunState, event: Event) -> RunState:
                 state, budget_used=event.budget_used, submissions=(*state.submissions, submission)
             )
         case EpisodeCompleted():
-            _pending(state, event.submission_id)
-            return state
+            pending = _pending(state, event.submission_id)
+            if pending.completed >= len(pending.indices) or event.index != pending.indices[pending.completed]:
+                raise InvalidTransition(
+                    f"EpisodeCompleted for Episode {event.index} of Submission {pending.id} out of order"
+                )
+            done = replace(pending, completed=pending.completed + 1)
+            return replace(state, submissions=(*state.submissions[:-1], done))
         case SubmissionPublished():
             pending = _pending(state, event.submission_id)
             if (
-                event.budget_used != state.budget_used
+                pending.completed != len(pending.indices)
+                or event.budget_used != state.budget_used
                 or event.budget_left != state.budget_left
                 or event.program_digest != pending.program_digest
             ):
@@ -864,21 +886,27 @@ def evolve(state: RunState, event: Event) -> RunState:
         case SubmissionRejected() | FinishRejected():
             return state
         case FinishAccepted():
-            if not state.authority_open:
-                raise InvalidTransition("FinishAccepted after the session closed")
-            for candidate in event.candidates:
-                found = state.submission(candidate)
-                if found is None or found.status != "published":
-                    raise InvalidTransition(f"FinishAccepted names Submission {candidate}, not published")
+            again = _finish(state, Finish(request_id=event.request_id, candidates=list(event.candidates)))
+            if isinstance(again, Rejection):
+                raise InvalidTransition(f"FinishAccepted could not have been accepted: {again.message}")
             return replace(state, finish_candidates=tuple(event.candidates), authority_open=False)
         case AgentStarted():
-            if state.agent_running or event.attempt != state.agent_attempts + 1:
+            if (
+                state.agent_running
+                or not state.authority_open
+                or state.pending is not None
+                or event.attempt != state.agent_attempts + 1
+            ):
                 raise InvalidTransition(f"AgentStarted attempt {event.attempt} out of order")
             return replace(
                 state, agent_attempts=event.attempt, agent_running=True, transcript_chunks=0
             )
         case AgentMessages():
-            if event.attempt != state.agent_attempts or event.chunk != state.transcript_chunks:
+            if (
+                event.attempt < 1
+                or event.attempt != state.agent_attempts
+                or event.chunk != state.transcript_chunks
+            ):
                 raise InvalidTransition(
                     f"AgentMessages chunk {event.chunk} of attempt {event.attempt} out of order"
                 )
@@ -902,10 +930,7 @@ def evolve(state: RunState, event: Event) -> RunState:
                 authority_open=keep,
             )
         case ValidationStarted():
-            if state.validation_candidates is not None or state.authority_open:
-                raise InvalidTransition(
-                    "ValidationStarted twice or while the Agent holds the session"
-                )
+            _as_decided(state, StartValidation(), event)
             return replace(state, validation_candidates=tuple(event.candidates))
         case CandidateValidated():
             remaining = _unvalidated(state)
@@ -927,14 +952,16 @@ def evolve(state: RunState, event: Event) -> RunState:
                 expected = rank_candidates(results, state.score_direction)[0]
             else:
                 expected = step.candidates[0]
-            if event.submission_id != expected:
+            if (
+                event.submission_id != expected
+                or event.program_digest != state.submissions[expected - 1].program_digest
+            ):
                 raise InvalidTransition(
                     f"FinalSubmissionSelected {event.submission_id}, but the rules select {expected}"
                 )
             return replace(state, selected=event.submission_id, selected_score=event.score)
         case AssessmentStarted():
-            if state.selected != event.submission_id or state.assessment_started:
-                raise InvalidTransition("AssessmentStarted for a Submission that was not selected")
+            _as_decided(state, StartAssessment(), event)
             return replace(state, assessment_started=True)
         case AssessmentCompleted() | AssessmentFailed():
             if not state.assessment_started or state.assessment_score is not None or state.assessment_failed:
@@ -951,10 +978,19 @@ def evolve(state: RunState, event: Event) -> RunState:
                 raise InvalidTransition(f"RunResumed attempt {event.attempt} out of order")
             return replace(state, interrupted=False, resumes=event.attempt)
         case RunFinished():
-            if not isinstance(next_step(state), Conclude) or event.reason != terminal_reason(state):
-                raise InvalidTransition(f"RunFinished({event.reason}) before the Run's work was done or with the wrong reason")
+            _as_decided(state, Conclude(), event)
             return replace(state, finished=event.reason, authority_open=False, interrupted=False)
     raise InvalidTransition(f"unknown event {event.type_name()}")
+
+
+def _as_decided(state: RunState, command: Command, event: Event) -> None:
+    """Refuse ``event`` unless it is exactly what the Host's ``command`` yields in ``state``."""
+    try:
+        expected = _host(state, command)
+    except InvalidTransition as exc:
+        raise InvalidTransition(f"{event.type_name()} could not have been recorded here: {exc}") from exc
+    if expected != [event]:
+        raise InvalidTransition(f"{event.type_name()} differs from what the rules give in this state")
 
 
 def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
