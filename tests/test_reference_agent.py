@@ -32,7 +32,6 @@ from evopolicygym.agents.reference import (
     Transcript,
     better,
     evolve,
-    format_selector,
     plan_budget,
     run_agent,
     temp_probe,
@@ -350,13 +349,6 @@ def test_a_replan_keeps_the_matched_size(budget: int, subs: int, k: int):
     assert plan.episodes <= budget and plan.submissions <= subs
     if subs * 16 >= budget:
         assert plan.episodes == budget
-
-
-def test_format_selector():
-    assert format_selector([3]) == "3"
-    assert format_selector([0, 1, 2, 3]) == "0:4"
-    assert format_selector([4, 5, 0, 1]) == "0:2,4:6"
-    assert format_selector([1, 3, 4]) == "1,3:5"
 
 
 def test_better_uses_the_direction_then_failures():

@@ -43,6 +43,7 @@ import msgspec
 
 from evopolicygym.agents import edits
 from evopolicygym.records.events import Message, ToolCall
+from evopolicygym.run.selectors import format_selector
 
 __all__ = [
     "BudgetPlan",
@@ -60,7 +61,6 @@ __all__ = [
     "default_episodes_per_evaluation",
     "evolve",
     "files_digest",
-    "format_selector",
     "main",
     "plan_budget",
     "run_agent",
@@ -250,21 +250,6 @@ def _sizes(low: int, high: int) -> list[int]:
         out.append(size)
         size = max(size + 1, int(size * 1.01))
     return [*out, high]
-
-
-def format_selector(indices: Sequence[int]) -> str:
-    """``--episodes`` text for sorted, distinct indices: ``3``, ``0:4`` or ``0:2,4:8``."""
-    parts: list[str] = []
-    ordered = sorted(set(indices))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        start, stop = ordered[i], ordered[j] + 1
-        parts.append(str(start) if stop == start + 1 else f"{start}:{stop}")
-        i = j + 1
-    return ",".join(parts)
 
 
 # --------------------------------------------------------------------------- candidates

@@ -8,6 +8,7 @@ indices against the pool and the limits.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = ["SelectorError", "format_selector", "parse_selector"]
 
@@ -46,14 +47,15 @@ def parse_selector(text: str) -> list[int]:
     return indices
 
 
-def format_selector(indices: list[int]) -> str:
-    """The shortest selector for increasing ``indices`` (runs of consecutive ones as ranges)."""
+def format_selector(indices: Sequence[int]) -> str:
+    """The shortest selector naming ``indices`` (sorted, distinct; consecutive runs as ranges)."""
+    ordered = sorted(set(indices))
     parts: list[str] = []
     i = 0
-    while i < len(indices):
+    while i < len(ordered):
         j = i
-        while j + 1 < len(indices) and indices[j + 1] == indices[j] + 1:
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
             j += 1
-        parts.append(str(indices[i]) if i == j else f"{indices[i]}:{indices[j] + 1}")
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}:{ordered[j] + 1}")
         i = j + 1
     return ",".join(parts)
