@@ -332,7 +332,8 @@ class RunHost:
             trace_steps=trace,
         )
 
-    def _evaluate_submission(self, step: Evaluate) -> None:
+    def _evaluate_submission(self, step: Evaluate) -> dict[str, bytes]:
+        """Evaluate the pending Submission, record the outcome, publish; the feedback files."""
         assert self._evaluator is not None and self._benchmark is not None
         config = self._state.cfg
         indices = list(step.indices)
@@ -346,8 +347,7 @@ class RunHost:
             )
         except (EvaluationError, ProgramError, StoreError) as exc:
             self._must(FailEvaluation(submission_id=step.submission_id, error=_one_line(exc)))
-            self._publish()
-            return
+            return self._publish()
         episodes = [
             EpisodeCompleted(
                 submission_id=step.submission_id,
@@ -382,7 +382,7 @@ class RunHost:
                 artifacts=artifacts,
             )
         )
-        self._publish()
+        return self._publish()
 
     def _trace_blob(self, trace: Any) -> str | None:
         if not trace:
@@ -605,8 +605,7 @@ class RunHost:
             return {"ok": False, "error": decision.as_error()}
         step = next_step(self._state)
         assert isinstance(step, Evaluate)
-        self._evaluate_submission(step)
-        files = self._feedback_files()
+        files = self._evaluate_submission(step)
         key = f"{feedback_dir_name(step.submission_id)}/feedback.json"
         result: dict[str, Any] = msgspec.json.decode(files[key])
         if result.get("status") == "failed":
