@@ -1091,11 +1091,14 @@ def test_a_host_crash_after_finish_closes_nothing_new() -> None:
     assert next_step(run.state) == Validate(candidates=(2,))
 
 
-def test_interrupted_run_can_still_conclude_and_nothing_follows_the_end() -> None:
+def test_an_interrupted_run_takes_nothing_until_resumed_and_nothing_follows_the_end() -> None:
     run = Run(episode_budget=2)
     run.accept(StartAgent())
     run.accept(AgentExit(exit_code=0))
     run.accept(Interrupt(reason="stop"))
+    for command in (Conclude(), StartAgent(), StartValidation()):
+        run.reject(command, "invalid_request")
+    run.accept(Resume())
     done = run.finished()
     assert done.reason == "agent_exited" and not run.state.interrupted
     run.reject(Interrupt(reason="again"), "invalid_request")
@@ -1519,7 +1522,7 @@ class Model:
     def submit_code(
         self, indices: list[int] | None, digest: str | None, problem: str | None
     ) -> str | None:
-        if self.finished is not None or not self.authority:
+        if self.finished is not None or self.interrupted or not self.authority:
             return "session_closed"
         if self.pending is not None:
             return "invalid_request"
@@ -1545,7 +1548,7 @@ class Model:
         return None
 
     def finish_code(self, ids: list[int]) -> str | None:
-        if self.finished is not None or not self.authority:
+        if self.finished is not None or self.interrupted or not self.authority:
             return "session_closed"
         if self.pending is not None or not ids or len(set(ids)) < len(ids):
             return "invalid_request"
@@ -1563,6 +1566,8 @@ class Model:
     def accepts(self, command: Command) -> bool:
         if self.finished is not None:
             return False
+        if self.interrupted and not isinstance(command, Resume | Interrupt):
+            return False  # only RunResumed may follow RunInterrupted
         pending = self.pending
         match command:
             case StartAgent():
@@ -2011,8 +2016,8 @@ class DeciderMachine(RuleBasedStateMachine):
         assert isinstance(decision, Rejection), (command, decision, expected)
         assert decision.code == expected, (command, decision)
         event = decision.event
-        if before.finished is not None:
-            assert event is None  # nothing is recorded on a stream that has ended
+        if before.finished is not None or before.interrupted:
+            assert event is None  # nothing is recorded on a stream that has ended or paused
             return []
         kind = SubmissionRejected if isinstance(command, Submit) else FinishRejected
         assert isinstance(event, kind)

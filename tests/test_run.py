@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -400,3 +402,82 @@ def test_the_session_client_stays_light() -> None:
     probe = "import sys, evopolicygym.cli.main, evopolicygym.cli.session; print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_whole_transcript_is_kept_and_leftovers_are_ended(store: Store, tmp_path: Path) -> None:
+    """Every message line the Agent printed before exiting is recorded (stdout is read to its
+    end before the last flush); a process it left behind dies with the attempt; a line too
+    long for the transcript stays in the raw stream only."""
+    pid_file = tmp_path / "leftover.pid"
+    command = agent_script(
+        tmp_path,
+        f"""
+        import subprocess
+        leftover = subprocess.Popen(["sleep", "300"])
+        open({str(pid_file)!r}, "w").write(str(leftover.pid))
+        sys.stdout.write("x" * (3 << 20) + "\\n")
+        for i in range(3000):
+            print(json.dumps({{"role": "assistant", "content": f"line {{i}}", "at": 10**23}}))
+        sys.stdout.flush()
+        """,
+    )
+    run_id = new_run(store, command)
+    _, events = drive(store, run_id)
+    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    assert [m.content for m in messages] == [f"line {i}" for i in range(3000)]
+    assert all(m.at < 10**19 for m in messages)  # stamped by the Host, not the Agent
+    raw = store.blobs.get(of(events, AgentExited)[0].stdout_blob)
+    assert raw.startswith(b"x" * (3 << 20))
+    leftover = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):  # reaped by init shortly after the group was killed
+            os.kill(leftover, 0)
+            time.sleep(0.05)
+
+
+def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> None:
+    """SIGKILL the Host while the Agent has an unsubmitted edit in program/; the resumed
+    Agent finds it in the same (remembered) workspace."""
+    import signal
+    import subprocess
+
+    command = agent_script(
+        tmp_path,
+        """
+        import time
+        edit = os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "program", "unsubmitted.txt")
+        if os.path.exists(edit):
+            cli("submit", "--episodes", "0:2")
+            cli("finish", "1")
+            sys.exit(0)
+        open(edit, "w").write("work in progress")
+        time.sleep(600)
+        """,
+    )
+    store_dir = tmp_path / "store"
+    cli = [sys.executable, "-m", "evopolicygym.cli"]
+    host = subprocess.Popen(
+        [*cli, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
+         "--budget", "4", "--no-validation", "--no-assessment", "--store", str(store_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            notes = list(store_dir.glob("runs/*.workspace"))
+            if notes and (Path(notes[0].read_text().strip()) / "program" / "unsubmitted.txt").exists():
+                break
+            time.sleep(0.05)
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    finally:
+        if host.poll() is None:
+            host.kill()
+    with open_store(store_dir) as opened:
+        (info,) = opened.events.streams("run-")
+        run_id = info.stream_id[len("run-") :]
+    done = subprocess.run([*cli, "resume", run_id, "--store", str(store_dir), "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "finished" and outcome["final_submission"] == 1
+    assert not list(store_dir.glob("runs/*.workspace"))  # the temporary workspace is gone

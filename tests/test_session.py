@@ -325,10 +325,8 @@ def test_handler_errors_become_internal_error(
 
     server = serve(handler)
     first = request(server.path, finish_body([1]))
-    assert first == {
-        "ok": False,
-        "error": {"code": "internal_error", "message": "RuntimeError: store is broken"},
-    }
+    assert first["error"]["code"] == "internal_error"
+    assert "store" not in first["error"]["message"]  # Host detail stays in the Host's log
     assert request(server.path, finish_body([1]))["error"]["code"] == "internal_error"
     assert request(server.path, finish_body([1])) == {"ok": True, "result": {}}
 

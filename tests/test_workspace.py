@@ -42,6 +42,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.run.workspace import (
+    AGENT_FAULT_MESSAGE,
     build_feedback,
     feedback_dir_name,
     prepare_workspace,
@@ -353,7 +354,7 @@ def test_feedback_json_fields_and_values(run: RunLog, programs: Programs, store:
             }
         ],
         "artifacts": [],
-        "error": "worker lost",
+        "error": AGENT_FAULT_MESSAGE,  # the recorded detail ("worker lost") stays Host-side
     }
 
 

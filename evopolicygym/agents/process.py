@@ -25,7 +25,8 @@ __all__ = ["AgentProcess", "ExitStatus"]
 
 _PR_SET_PDEATHSIG = 1
 _DECODE_MESSAGE = msgspec.json.Decoder(Message)
-MAX_KEPT_BYTES = 64 * 1024 * 1024  # of stdout and of stderr each; the rest is counted, not kept
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # of stdout and of stderr each; the rest is dropped
+MAX_LINE_BYTES = 1024 * 1024  # a longer stdout line is kept in the raw stream only
 
 
 def _die_with_parent() -> None:
@@ -72,18 +73,27 @@ class AgentProcess:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
+        stream = self.process.stdout
+        too_long = False  # inside a line longer than MAX_LINE_BYTES
+        while True:
+            # Bounded reads: a line without end must not grow the Host's memory.
+            line = stream.readline(MAX_LINE_BYTES)
+            if not line:
+                return
             if len(self._stdout) < MAX_KEPT_BYTES:
                 self._stdout += line[: MAX_KEPT_BYTES - len(self._stdout)]
+            complete = line.endswith(b"\n")
+            if too_long or not complete:
+                too_long = not complete
+                continue
             stripped = line.strip()
             if stripped.startswith(b"{"):
                 try:
                     message = _DECODE_MESSAGE.decode(stripped)
                 except msgspec.DecodeError:
                     continue  # not a transcript line: it stays in the raw stream only
-                if not message.at:
-                    message = msgspec.structs.replace(message, at=time.time_ns())
-                self._on_message(message)
+                # When the Host received it: an Agent's own clock (or a bogus value) is not kept.
+                self._on_message(msgspec.structs.replace(message, at=time.time_ns()))
 
     def wait(self, timeout: float) -> int | None:
         try:
@@ -108,6 +118,12 @@ class AgentProcess:
         if code < 0:
             return ExitStatus(exit_code=None, signal=-code, reason=reason)
         return ExitStatus(exit_code=code, signal=None, reason=reason)
+
+    def reap(self) -> None:
+        """After the Agent exited: end what it left running in its group, read stdout to EOF."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._reader.join(timeout=10.0)
 
     def outputs(self) -> tuple[bytes, bytes]:
         """stdout and stderr as kept, once the process has exited."""

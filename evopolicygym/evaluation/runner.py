@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import socket
 import struct
 import subprocess
@@ -61,6 +62,9 @@ def main() -> None:
     from evopolicygym.evaluation.sandbox import die_with_parent
 
     die_with_parent(int(sys.argv[2]))
+    # Ctrl-C reaches the whole foreground process group; the Host decides what it means
+    # (a resumable interruption), not a runner dying mid-Episode as a trusted fault.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(sys.argv[1]))
     runner: EpisodeRunner | None = None
     while True:

@@ -338,8 +338,9 @@ def _submit(state: RunState, command: Submit) -> list[Event] | Rejection:
     def reject(code: str, message: str) -> Rejection:
         return _submit_rejection(command, code, message)
 
-    if not state.created or state.finished is not None:
-        # Nothing to record on a stream that does not exist yet or has ended.
+    if not state.created or state.finished is not None or state.interrupted:
+        # Nothing to record on a stream that does not exist yet, has ended, or whose Host is
+        # going down: only RunResumed may follow RunInterrupted.
         return Rejection(code="session_closed", message="the session is closed: the Run has ended")
     if not state.authority_open:
         return reject("session_closed", "the session is closed: no more submissions in this Run")
@@ -418,7 +419,7 @@ def _finish(state: RunState, command: Finish) -> list[Event] | Rejection:
         )
         return Rejection(code=code, message=message, event=event)
 
-    if not state.created or state.finished is not None:
+    if not state.created or state.finished is not None or state.interrupted:
         return Rejection(code="session_closed", message="the session is closed: the Run has ended")
     if not state.authority_open:
         return reject("session_closed", "the session is closed: the Run no longer takes a finish")
@@ -454,6 +455,8 @@ def _host(state: RunState, command: Command) -> list[Event]:
         raise InvalidTransition("the Run has not been created")
     if state.finished is not None and not isinstance(command, Interrupt):
         raise InvalidTransition(f"the Run has finished ({state.finished})")
+    if state.interrupted and not isinstance(command, Resume | Interrupt):
+        raise InvalidTransition("the Run is interrupted: resume it first")
     match command:
         case Create():
             if state.created:
@@ -781,6 +784,8 @@ def evolve(state: RunState, event: Event) -> RunState:
         raise InvalidTransition(f"{event.type_name()} before RunCreated")
     if state.finished is not None:
         raise InvalidTransition(f"{event.type_name()} after RunFinished")
+    if state.interrupted and not isinstance(event, RunResumed):
+        raise InvalidTransition(f"{event.type_name()} after RunInterrupted, before RunResumed")
     state = replace(state, version=state.version + 1)
     match event:
         case RunCreated():

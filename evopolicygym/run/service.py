@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -26,9 +27,9 @@ from typing import Any
 import msgspec
 
 from evopolicygym.agents.process import AgentProcess
-from evopolicygym.agents.providers import launch_for
+from evopolicygym.agents.providers import AgentError, launch_for
 from evopolicygym.benchmark import Benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationError, EvaluationResult, Evaluator
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentIdentity,
@@ -345,12 +346,19 @@ class RunHost:
                 self._eval_config(config.train_split, len(indices)),
                 episodes=planned(list(self._state.pool), indices),
             )
-        except (EvaluationError, ProgramError, StoreError) as exc:
+            outcome = self._completed(step.submission_id, indices, result)
+        except Exception as exc:  # any fault but the policy's own is the Host's: recorded, never a crash
+            log.warning("evaluation of Submission %s failed", step.submission_id, exc_info=True)
             self._must(FailEvaluation(submission_id=step.submission_id, error=_one_line(exc)))
             return self._publish()
+        self._must(outcome)
+        return self._publish()
+
+    def _completed(self, submission_id: int, indices: list[int], result: EvaluationResult) -> CompleteEvaluation:
+        """The command recording ``result``, its traces and artifacts stored first as blobs."""
         episodes = [
             EpisodeCompleted(
-                submission_id=step.submission_id,
+                submission_id=submission_id,
                 index=index,
                 status=summary.status,
                 total_reward=summary.total_reward,
@@ -372,17 +380,14 @@ class RunHost:
             )
             for a in result.feedback.artifacts
         ]
-        self._must(
-            CompleteEvaluation(
-                submission_id=step.submission_id,
-                episodes=episodes,
-                score=float(result.feedback.score),
-                failures=result.failures,
-                content=_jsonable(result.feedback.content),
-                artifacts=artifacts,
-            )
+        return CompleteEvaluation(
+            submission_id=submission_id,
+            episodes=episodes,
+            score=float(result.feedback.score),
+            failures=result.failures,
+            content=_jsonable(result.feedback.content),
+            artifacts=artifacts,
         )
-        return self._publish()
 
     def _trace_blob(self, trace: Any) -> str | None:
         if not trace:
@@ -425,7 +430,8 @@ class RunHost:
                     submission.program_digest, validation.split, self._state.seeds["validation"],
                     validation.episodes_per_candidate,
                 )
-            except (EvaluationError, ProgramError, StoreError) as exc:
+            except Exception as exc:
+                log.warning("validation of Submission %s failed", candidate, exc_info=True)
                 self._must(FailValidation(error=_one_line(exc)))
                 return
             self._must(
@@ -447,7 +453,8 @@ class RunHost:
             result = self._held_out(
                 submission.program_digest, assessment.split, self._state.seeds["assessment"], assessment.episodes
             )
-        except (EvaluationError, ProgramError, StoreError) as exc:
+        except Exception as exc:
+            log.warning("assessment failed", exc_info=True)
             self._must(FailAssessment(error=_one_line(exc)))
             return
         self._must(
@@ -464,22 +471,39 @@ class RunHost:
     def _prepare_workspace(self) -> Path:
         created = self._created()
         if self._workspace is None:
-            if self._workspace_arg is not None:
-                self._workspace = self._workspace_arg
-                self._workspace.mkdir(parents=True, exist_ok=True)
-            else:
-                self._workspace = Path(tempfile.mkdtemp(prefix=f"evopolicy-{self.run_id}-"))
+            self._workspace = self._workspace_arg or self._remembered_workspace()
+            self._workspace.mkdir(parents=True, exist_ok=True)
+        if self._state.agent_attempts == 0:
+            # A new Run: nothing of whatever used this directory before is the Agent's.
+            for part in ("program", "analysis"):
+                _remove_tree(self._workspace / part)
         task_md, task_json = task_files(created.benchmark_spec, self._state.cfg)
-        rebuild_workspace(
-            self._workspace,
-            self._events,
-            self.store.blobs,
-            self._state.cfg.bulk_feedback_retention_bytes,
-            self.store.blobs.get_program(created.initial_program_digest),
-            task_md,
-            task_json,
-        )
+        try:
+            rebuild_workspace(
+                self._workspace,
+                self._events,
+                self.store.blobs,
+                self._state.cfg.bulk_feedback_retention_bytes,
+                self.store.blobs.get_program(created.initial_program_digest),
+                task_md,
+                task_json,
+            )
+        except OSError as exc:
+            raise RunError(f"cannot prepare the workspace {self._workspace}: {_one_line(exc)}") from exc
         return self._workspace
+
+    def _remembered_workspace(self) -> Path:
+        """The temporary workspace of an earlier attempt (with the Agent's unsubmitted edits),
+        or a new one."""
+        note = self._workspace_note()
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            earlier = Path(note.read_text().strip())
+            if earlier.is_dir():
+                return earlier
+        fresh = Path(tempfile.mkdtemp(prefix=f"evopolicy-{self.run_id}-"))
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text(f"{fresh}\n")
+        return fresh
 
     def _feedback_files(self) -> dict[str, bytes]:
         return build_feedback(self._events, self.store.blobs, self._state.cfg.bulk_feedback_retention_bytes)
@@ -487,18 +511,32 @@ class RunHost:
     def _publish(self) -> dict[str, bytes]:
         files = self._feedback_files()
         if self._workspace is not None:
-            sync_feedback(self._workspace, files)
+            try:
+                sync_feedback(self._workspace, files)
+            except Exception:  # the Agent can wreck its own workspace; the record stands
+                log.warning("could not publish feedback into %s", self._workspace, exc_info=True)
         return files
+
+    def _workspace_note(self) -> Path:
+        """Where the Host remembers a temporary workspace, beside the Run's lock (never in the log,
+        which must not hold machine paths the Agent could learn from an export)."""
+        return self.store.path / "runs" / f"{self.run_id}.workspace"
 
     def _cleanup_workspace(self) -> None:
         if self._workspace is not None and self._workspace_arg is None and self._state.finished is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
+            self._workspace_note().unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ the Agent
 
     def _run_agent(self) -> None:
         created = self._created()
-        launch = launch_for(created.agent)
+        try:
+            launch = launch_for(created.agent)
+        except AgentError as exc:  # say, the command is gone from PATH since the Run began
+            self._must(StartAgent(command=[], pid=None))
+            self._must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {_one_line(exc)}"))
+            return
         workspace = self._prepare_workspace()
         task_md, _ = task_files(created.benchmark_spec, self._state.cfg)
         with SessionServer(self._handle) as server:
@@ -519,6 +557,7 @@ class RunHost:
                 self._must(StartAgent(command=launch.argv, pid=agent.pid))
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)
+            agent.reap()  # its leftovers die with it; its stdout is read to the end
         self._flush_messages(force=True)
         stdout, stderr = agent.outputs()
         status = agent.status(reason)
@@ -581,6 +620,7 @@ class RunHost:
         if op == "submit":
             return self._handle_submit(request)
         if op == "finish":
+            self._flush_messages(force=True)  # what led to the finish precedes it in the log
             decision = self._apply(Finish(request_id=request["request_id"], candidates=list(request["candidates"])))
             if isinstance(decision, Rejection):
                 return {"ok": False, "error": decision.as_error()}
@@ -634,9 +674,24 @@ def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:
         return None, "the program has no policy.py at its top level"
     try:
         compile(program.read("policy.py"), "policy.py", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
+    except Exception as exc:  # SyntaxError, but also MemoryError/RecursionError on hostile code
         return None, f"policy.py does not compile: {_one_line(exc)}"
     return program, None
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a directory tree the Agent may have made read-only."""
+
+    def retry(function: Any, name: str, _exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=retry)
 
 
 def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:

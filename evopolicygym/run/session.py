@@ -249,9 +249,10 @@ class SessionServer:
         op = "submit" if isinstance(parsed, _Submit) else "finish"
         try:
             reply = self._handler({"op": op, **msgspec.structs.asdict(parsed)})
-        except Exception as exc:
+        except Exception:
             log.exception("session handler failed on %s", op)
-            return error_reply("internal_error", _one_line(f"{type(exc).__name__}: {exc}"))
+            # The detail (paths, Host state) stays in the Host's log, not with the Agent.
+            return error_reply("internal_error", "the Host failed to handle the request; see its log")
         if not _well_formed(reply):
             log.error("session handler returned a malformed reply: %.200r", reply)
             return error_reply("internal_error", "malformed reply")

@@ -41,6 +41,7 @@ from evopolicygym.records.events import (
 )
 
 __all__ = [
+    "AGENT_FAULT_MESSAGE",
     "ANALYSIS_DIR",
     "FEEDBACK_DIR",
     "LATEST",
@@ -53,6 +54,11 @@ __all__ = [
     "rebuild_workspace",
     "sync_feedback",
 ]
+
+AGENT_FAULT_MESSAGE = (
+    "the Host could not complete this evaluation (a fault of the Environment or the Host, "
+    "not of the policy); its budget stays spent and the Run ends"
+)
 
 PROGRAM_DIR = "program"
 FEEDBACK_DIR = "feedback"
@@ -230,7 +236,9 @@ def build_feedback(
                 score=None,
                 failures=None,
                 content=None,
-                error=outcome.error,
+                # The recorded error may quote Host-private values (an Episode seed in an
+                # Environment's exception); the Agent learns only what kind of fault it was.
+                error=AGENT_FAULT_MESSAGE,
             )
         raw = _canonical(document)
         files[f"{directory}/{FEEDBACK_FILE}"] = raw
