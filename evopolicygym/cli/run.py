@@ -81,6 +81,11 @@ def _store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--episode-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True)
 @click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True)
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs].")
+@click.option("--max-agent-attempts", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Agent starts, counting restarts on resume.")
+@click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bulk feedback artifacts kept in the workspace (the newest always).")
+@click.option("--train-split", default="train", show_default=True, help="Split of the Episode pool.")
+@click.option("--validation-split", default="validation", show_default=True)
+@click.option("--assessment-split", default="assessment", show_default=True)
 @click.option(
     "--record-trajectories",
     type=click.Choice(["none", "train", "all"]),
@@ -113,6 +118,11 @@ def run(
     episode_timeout: float,
     agent_timeout: float,
     jobs: int | None,
+    max_agent_attempts: int,
+    retention_bytes: int,
+    train_split: str,
+    validation_split: str,
+    assessment_split: str,
     record_trajectories: str,
     workspace_dir: str | None,
     store_dir: str | None,
@@ -136,16 +146,22 @@ def run(
             max_submissions=max_submissions,
             max_episodes_per_submission=max_episodes_per_submission,
             finish_budget_policy=finish_policy,  # type: ignore[arg-type]
+            train_split=train_split,
             validation=ValidationConfig(
                 enabled=not no_validation,
                 episodes_per_candidate=validation_episodes,
+                split=validation_split,
                 max_candidates=max_candidates,
             ),
-            assessment=AssessmentConfig(enabled=not no_assessment, episodes=assessment_episodes),
+            assessment=AssessmentConfig(
+                enabled=not no_assessment, episodes=assessment_episodes, split=assessment_split
+            ),
             seed=seed,
             episode_timeout=episode_timeout,
             agent_timeout=agent_timeout,
             jobs=jobs,
+            max_agent_attempts=max_agent_attempts,
+            bulk_feedback_retention_bytes=retention_bytes,
             record_trajectories=record_trajectories,  # type: ignore[arg-type]
         ).resolved()
         identity = agent_identity(agent, command=agent_command, seed=agent_seed, env=agent_env)
