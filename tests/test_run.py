@@ -141,6 +141,14 @@ def test_a_command_agent_runs_end_to_end(store: Store, tmp_path: Path) -> None:
     assert on_disk == build_feedback(events, store.blobs, state.cfg.bulk_feedback_retention_bytes)
     report = verify_store(store)
     assert report.ok, report.problems
+    # Train Episodes keep whole step traces (record_trajectories="train"); held-out ones none.
+    import msgspec
+
+    for episode in of(events, EpisodeCompleted):
+        assert episode.trace_blob is not None
+        trace = msgspec.msgpack.decode(store.blobs.get(episode.trace_blob))
+        assert len(trace) == episode.steps
+        assert sum(step[1] for step in trace) == episode.total_reward
 
 
 def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) -> None:

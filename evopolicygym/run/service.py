@@ -93,7 +93,8 @@ log = logging.getLogger(__name__)
 STREAM_PREFIX = "run-"
 FLUSH_EVERY_S = 2.0  # transcript chunks reach the log at least this often
 FLUSH_MESSAGES = 64
-STOP_GRACE_S = 30.0  # how long an Agent may linger after its session closed
+STOP_GRACE_S = 30.0
+MAX_TRACE_STEPS = 10_000  # per recorded Episode  # how long an Agent may linger after its session closed
 
 
 class RunError(Exception):
@@ -324,7 +325,12 @@ class RunHost:
 
     def _eval_config(self, split: str, count: int) -> EvaluationConfig:
         config = self._state.cfg
-        trace = 200 if (config.record_trajectories == "all" or (config.record_trajectories == "train" and split == config.train_split)) else 0
+        recorded = config.record_trajectories == "all" or (
+            config.record_trajectories == "train" and split == config.train_split
+        )
+        # Whole Episodes for offline RL (bounded: a trace is held in memory until stored).
+        assert self._benchmark is not None
+        trace = min(self._benchmark.spec.max_episode_steps, MAX_TRACE_STEPS) if recorded else 0
         return EvaluationConfig(
             split=split,
             episodes=count,
