@@ -416,13 +416,12 @@ def test_the_whole_transcript_is_kept_and_leftovers_are_ended(store: Store, tmp_
     """Every message line the Agent printed before exiting is recorded (stdout is read to its
     end before the last flush); a process it left behind dies with the attempt; a line too
     long for the transcript stays in the raw stream only."""
-    pid_file = tmp_path / "leftover.pid"
+    heartbeat = tmp_path / "leftover.beat"
     command = agent_script(
         tmp_path,
         f"""
         import subprocess
-        leftover = subprocess.Popen(["sleep", "300"])
-        open({str(pid_file)!r}, "w").write(str(leftover.pid))
+        subprocess.Popen(["sh", "-c", "while true; do date +%s%N > {heartbeat}; sleep 0.05; done"])
         sys.stdout.write("x" * (3 << 20) + "\\n")
         for i in range(3000):
             print(json.dumps({{"role": "assistant", "content": f"line {{i}}", "at": 10**23}}))
@@ -436,11 +435,11 @@ def test_the_whole_transcript_is_kept_and_leftovers_are_ended(store: Store, tmp_
     assert all(m.at < 10**19 for m in messages)  # stamped by the Host, not the Agent
     raw = store.blobs.get(of(events, AgentExited)[0].stdout_blob)
     assert raw.startswith(b"x" * (3 << 20))
-    leftover = int(pid_file.read_text())
-    with pytest.raises(ProcessLookupError):
-        for _ in range(100):  # reaped by init shortly after the group was killed
-            os.kill(leftover, 0)
-            time.sleep(0.05)
+    # The leftover (it beats every 50 ms; its pid lives in the Agent's own PID namespace)
+    # has stopped beating.
+    last = heartbeat.read_text()
+    time.sleep(0.5)
+    assert heartbeat.read_text() == last
 
 
 def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> None:
@@ -489,3 +488,43 @@ def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> Non
     outcome = json.loads(done.stdout)
     assert outcome["status"] == "finished" and outcome["final_submission"] == 1
     assert not list(store_dir.glob("runs/*.workspace"))  # the temporary workspace is gone
+
+
+@pytest.mark.skipif(
+    os.environ.get("EVOPOLICY_CONTAINMENT") == "process-group", reason="containment turned off"
+)
+def test_the_agent_cannot_see_the_store_or_the_host(store: Store, tmp_path: Path) -> None:
+    """The Agent runs in its own mount and PID namespaces: the store directory is an empty
+    tmpfs for it, and /proc holds only its own processes (not the Host's cwd or files)."""
+    command = agent_script(
+        tmp_path,
+        f"""
+        store = {str(store.path.resolve())!r}
+        seen = {{"store": sorted(os.listdir(store)) if os.path.isdir(store) else None}}
+        try:
+            open(os.path.join(store, "events.db"), "rb").read(16)
+            seen["events_db"] = "readable"
+        except OSError:
+            seen["events_db"] = "hidden"
+        cmdlines = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    cmdlines.append(open(f"/proc/{{pid}}/environ", "rb").read().decode(errors="replace"))
+                except OSError:
+                    pass
+        seen["host_visible"] = any("PYTEST_CURRENT_TEST" in c for c in cmdlines)  # pytest's own
+        seen["processes"] = len(cmdlines)
+        print(json.dumps({{"role": "assistant", "content": json.dumps(seen)}}), flush=True)
+        cli("submit", "--episodes", "0:2")
+        cli("finish", "1")
+        """,
+    )
+    run_id = new_run(store, command)
+    state, events = drive(store, run_id)
+    assert state.finished == "finished"  # the session still works from inside
+    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    seen = json.loads(messages[0].content)
+    assert seen["store"] == [] and seen["events_db"] == "hidden"
+    assert seen["host_visible"] is False and seen["processes"] <= 8
+    assert (store.path / "events.db").exists()  # hidden from the Agent only

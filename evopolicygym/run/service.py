@@ -30,6 +30,7 @@ from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import AgentError, launch_for
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.evaluation.sandbox import containment_disabled
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentIdentity,
@@ -477,7 +478,10 @@ class RunHost:
     def _prepare_workspace(self) -> Path:
         created = self._created()
         if self._workspace is None:
-            self._workspace = self._workspace_arg or self._remembered_workspace()
+            workspace = self._workspace_arg or self._remembered_workspace()
+            if workspace.resolve().is_relative_to(self.store.path.resolve()):
+                raise RunError(f"the workspace {workspace} is inside the store, which the Agent must not see")
+            self._workspace = workspace
             self._workspace.mkdir(parents=True, exist_ok=True)
         if self._state.agent_attempts == 0:
             # A new Run: nothing of whatever used this directory before is the Agent's.
@@ -554,7 +558,7 @@ class RunHost:
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.
                 self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
                 try:
-                    agent = AgentProcess(launch.argv, cwd=str(workspace), env=env, on_message=self._queue_message)
+                    agent = AgentProcess(self._jailed(launch.argv), cwd=str(workspace), env=env, on_message=self._queue_message)
                 except OSError as exc:
                     self._pending_messages = []
                     self._must(StartAgent(command=launch.argv, pid=None))
@@ -576,6 +580,14 @@ class RunHost:
                 stderr_blob=self.store.blobs.put(stderr),
             )
         )
+
+    def _jailed(self, argv: list[str]) -> list[str]:
+        """``argv`` run where the store is hidden and the Host's /proc is out of sight."""
+        store = str(self.store.path.resolve())
+        jail = [sys.executable, "-m", "evopolicygym.agents.jail", "--hide", store]
+        if containment_disabled():  # the same override as for policies
+            jail.append("--uncontained")
+        return [*jail, "--", *argv]
 
     def _supervise(self, agent: AgentProcess) -> str:
         """Wait for the Agent; stop it on timeout or once its session has closed."""
