@@ -528,3 +528,25 @@ def test_the_agent_cannot_see_the_store_or_the_host(store: Store, tmp_path: Path
     assert seen["store"] == [] and seen["events_db"] == "hidden"
     assert seen["host_visible"] is False and seen["processes"] <= 8
     assert (store.path / "events.db").exists()  # hidden from the Agent only
+
+
+def test_a_malformed_request_is_refused_and_recorded(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        import socket, struct
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(os.environ["EVOPOLICY_SESSION"])
+        sock.sendall(struct.pack(">I", 5) + b"\\xc1\\xc1\\xc1\\xc1\\xc1")
+        size = struct.unpack(">I", sock.recv(4))[0]
+        reply = b""
+        while len(reply) < size:
+            reply += sock.recv(size - len(reply))
+        print(json.dumps({"role": "assistant", "content": reply.hex()}), flush=True)
+        """,
+    )
+    run_id = new_run(store, command)
+    state, events = drive(store, run_id)
+    (rejected,) = of(events, SubmissionRejected)
+    assert rejected.code == "invalid_request" and rejected.message.startswith("malformed request")
+    assert state.budget_used == 0

@@ -294,9 +294,12 @@ def test_malformed_requests_are_refused_and_serving_goes_on(
     assert reply["ok"] is False
     assert reply["error"]["code"] == "invalid_request"
     assert isinstance(reply["error"]["message"], str) and reply["error"]["message"]
-    assert handler.requests == []
+    # The handler hears of it only as "malformed" (to record the rejection), never its body;
+    # and an "ok" answer from it cannot turn a malformed request into an accepted one.
+    assert [sorted(r) for r in handler.requests] == [["message", "op"]]
+    assert handler.requests[0]["op"] == "malformed"
     assert request(server.path, finish_body([1])) == handler.reply
-    assert len(handler.requests) == 1
+    assert len(handler.requests) == 2
 
 
 def test_a_silent_client_is_dropped_and_serving_goes_on() -> None:

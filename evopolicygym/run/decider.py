@@ -68,6 +68,7 @@ __all__ = [
     "Finish",
     "Interrupt",
     "InvalidTransition",
+    "Malformed",
     "RecordCandidate",
     "RecordMessages",
     "Rejection",
@@ -214,6 +215,12 @@ class Submit(Command, frozen=True, kw_only=True):
     problem: str | None = None
 
 
+class Malformed(Command, frozen=True, kw_only=True):
+    """A Session request that is not a submit or finish of the right shape."""
+
+    message: str
+
+
 class Finish(Command, frozen=True, kw_only=True):
     request_id: str
     candidates: list[int]
@@ -317,6 +324,12 @@ def decide(state: RunState, command: Command) -> list[Event] | Rejection:
             return _submit(state, command)
         case Finish():
             return _finish(state, command)
+        case Malformed():
+            message = f"malformed request: {command.message}"[:1000]
+            if not state.created or state.finished is not None or state.interrupted:
+                return Rejection(code="invalid_request", message=message)
+            event = SubmissionRejected(request_id="", code="invalid_request", message=message)
+            return Rejection(code="invalid_request", message=message, event=event)
     try:
         return _host(state, command)
     except InvalidTransition as exc:

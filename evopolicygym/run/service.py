@@ -60,6 +60,7 @@ from evopolicygym.run.decider import (
     FailValidation,
     Finish,
     Interrupt,
+    Malformed,
     RecordCandidate,
     RecordMessages,
     Rejection,
@@ -643,6 +644,10 @@ class RunHost:
             if isinstance(decision, Rejection):
                 return {"ok": False, "error": decision.as_error()}
             return {"ok": True, "result": {"accepted": True, "candidates": list(request["candidates"])}}
+        if op == "malformed":  # recorded like any rejection
+            decision = self._apply(Malformed(message=str(request.get("message", ""))))
+            assert isinstance(decision, Rejection)
+            return {"ok": False, "error": decision.as_error()}
         return {"ok": False, "error": {"code": "invalid_request", "message": f"unknown op {op!r}"}}
 
     def _handle_submit(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -227,7 +227,7 @@ class SessionServer:
         try:
             body = _recv_frame(conn, time.monotonic() + self._read_timeout)
         except _BadFrame as exc:
-            reply = error_reply("invalid_request", str(exc))
+            reply = self._malformed(str(exc))
         except OSError:
             return  # the client is stuck or gone: nobody to reply to
         else:
@@ -245,7 +245,7 @@ class SessionServer:
         try:
             parsed = _REQUEST.decode(body)
         except msgspec.DecodeError as exc:
-            return error_reply("invalid_request", str(exc))
+            return self._malformed(str(exc))
         op = "submit" if isinstance(parsed, _Submit) else "finish"
         try:
             reply = self._handler({"op": op, **msgspec.structs.asdict(parsed)})
@@ -257,6 +257,18 @@ class SessionServer:
             log.error("session handler returned a malformed reply: %.200r", reply)
             return error_reply("internal_error", "malformed reply")
         return reply
+
+
+    def _malformed(self, message: str) -> dict[str, Any]:
+        """A request the typed shapes refuse: the handler may record it (op ``malformed``);
+        the Agent gets invalid_request either way, and the handler is never given its body."""
+        fallback = error_reply("invalid_request", message)
+        try:
+            reply = self._handler({"op": "malformed", "message": message[:500]})
+        except Exception:
+            log.exception("session handler failed on a malformed request")
+            return fallback
+        return reply if _well_formed(reply) and reply["ok"] is False else fallback
 
 
 def request(path: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
