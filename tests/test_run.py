@@ -550,3 +550,14 @@ def test_a_malformed_request_is_refused_and_recorded(store: Store, tmp_path: Pat
     (rejected,) = of(events, SubmissionRejected)
     assert rejected.code == "invalid_request" and rejected.message.startswith("malformed request")
     assert state.budget_used == 0
+
+
+def test_quickstart_runs_replays_and_verifies(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["quickstart", "--store", str(tmp_path / "qs"), "--budget", "8"])
+    assert result.exit_code == 0, result.output
+    assert "the Run verifies" in result.stdout
+    assert "packaged baseline" in result.stdout and "What next:" in result.stdout
+    with open_store(tmp_path / "qs") as opened:
+        (info,) = opened.events.streams("run-")
+        state, _ = load_run(opened, info.stream_id[len("run-") :])
+    assert state.finished == "finished" and state.budget_used <= 8

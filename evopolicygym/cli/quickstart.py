@@ -72,11 +72,14 @@ def quickstart(store_dir: str | None, budget: int) -> None:
             f"on the same {config.validation.episodes_per_candidate} validation Episodes: "
             f"evolved {state.selected_score:g}, packaged baseline {baseline:g}"
         )
-    click.echo(
-        "\nWhat next:\n"
-        f"  evopolicy record replay {run_id}          the Run's timeline, verified\n"
-        f"  evopolicy record checkout {run_id} final ./best   the selected program\n"
-        '  evopolicy query "SELECT run_id, status, best_score FROM runs"\n'
-        "  evopolicy run --benchmark acrobot --budget 64   another Benchmark\n"
-        "  evopolicy run --benchmark cartpole --agent command --agent-command 'your-agent'"
-    )
+    hints = [
+        (f"evopolicy record replay {run_id}", "the Run's timeline, verified from the log"),
+        (f"evopolicy record checkout {run_id} final ./best", "the selected program"),
+        ('evopolicy query "SELECT run_id, status, best_score FROM runs"', "SQL over the record"),
+        ("evopolicy run --benchmark acrobot --budget 64", "another Benchmark"),
+        ("evopolicy run --benchmark cartpole --agent command --agent-command 'your-agent'", "your own Agent"),
+    ]
+    width = max(len(command) for command, _ in hints)
+    click.echo("\nWhat next:")
+    for command, what in hints:
+        click.echo(f"  {command:<{width}}  {what}")
