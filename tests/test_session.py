@@ -387,3 +387,29 @@ def test_requests_are_handled_one_at_a_time(
     assert replies["first"]["result"] == {"id": "first"}
     assert peak == 1
     assert sorted(handled) == sorted(["first", *(f"other-{i}" for i in range(others))])
+
+
+def test_directories_of_dead_hosts_are_swept() -> None:
+    """A SIGKILLed Host leaves its socket directory; the next one removes it (not live ones)."""
+    import shutil
+    import tempfile
+
+    from evopolicygym.hostdirs import private_dir
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="eps-"))  # short: socket paths are limited
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = tmp_path / f"evopolicy-session-{gone.stdout.strip()}-abc"
+    alive = tmp_path / f"evopolicy-session-{os.getpid()}-def"
+    other = tmp_path / "evopolicy-session-notapid"
+    for directory in (dead, alive, other):
+        directory.mkdir()
+    server = SessionServer(Recorder(), directory=str(tmp_path))
+    try:
+        assert not dead.exists() and alive.exists() and other.exists()
+        assert Path(server.path).parent.name.startswith(f"evopolicy-session-{os.getpid()}-")
+        made = private_dir("evopolicy-session-", str(tmp_path))
+        assert oct(os.stat(made).st_mode & 0o777) == "0o700"
+    finally:
+        server.close()
+        shutil.rmtree(tmp_path)

@@ -24,13 +24,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
+from evopolicygym.hostdirs import private_dir
 
 __all__ = ["ForkServer", "ForkServerClient", "ForkServerError"]
 
@@ -221,31 +221,11 @@ def main() -> None:
 _DIR_PREFIX = "evopolicy-fs-"
 
 
-def _sweep_abandoned() -> None:
-    """Remove fork-server directories whose Host process is gone (a SIGKILLed Host cannot)."""
-    base = tempfile.gettempdir()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(base):
-            if not name.startswith(_DIR_PREFIX):
-                continue
-            owner = name[len(_DIR_PREFIX) :].split("-", 1)[0]
-            if not owner.isdigit():
-                continue
-            try:
-                os.kill(int(owner), 0)
-            except ProcessLookupError:
-                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-            except OSError:
-                continue  # alive, owned by someone else
-
-
 class ForkServer:
     """Owns one fork server process. Use as a context manager, or call ``close``."""
 
     def __init__(self) -> None:
-        _sweep_abandoned()
-        self._dir = tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-")
-        os.chmod(self._dir, 0o700)
+        self._dir = private_dir(_DIR_PREFIX)
         self.address = os.path.join(self._dir, "fork.sock")
         # Evaluations materialize programs and scratch directories under work_dir: the
         # only part of the Host's filesystem a sealed fork server (and so a policy) can reach.

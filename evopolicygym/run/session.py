@@ -15,7 +15,6 @@ import select
 import shutil
 import socket
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, Struct
 
+from evopolicygym.hostdirs import private_dir
 from evopolicygym.program import MAX_FILES
 
 __all__ = [
@@ -140,7 +140,7 @@ class SessionServer:
     ) -> None:
         self._handler = handler
         self._read_timeout = read_timeout
-        self._dir = tempfile.mkdtemp(prefix="evopolicy-session-", dir=directory)
+        self._dir = private_dir("evopolicy-session-", directory)
         self.path = os.path.join(self._dir, SOCKET_NAME)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
