@@ -45,7 +45,15 @@ from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
 from evopolicygym.records.store import EventStore, StoreError
 
-__all__ = ["PAGE", "Problem", "ProblemKind", "VerifyReport", "referenced_blobs", "verify_store"]
+__all__ = [
+    "PAGE",
+    "BlobChecker",
+    "Problem",
+    "ProblemKind",
+    "VerifyReport",
+    "referenced_blobs",
+    "verify_store",
+]
 
 PAGE = 1000
 
@@ -141,7 +149,7 @@ def _rows(store: Store | EventStore, head: int) -> Iterator[tuple[Any, ...]]:
         after = page[-1][0]
 
 
-class _BlobChecker:
+class BlobChecker:
     """Checks each distinct digest once and remembers the outcome."""
 
     def __init__(self, blobs: BlobStore) -> None:
@@ -179,7 +187,7 @@ class _Walker:
 
     def __init__(self, blobs: BlobStore | None, stream_id: str | None) -> None:
         self.stream_id = stream_id
-        self.checker = _BlobChecker(blobs) if blobs is not None else None
+        self.checker = BlobChecker(blobs) if blobs is not None else None
         self.versions: dict[str, int] = {}
         self.last_position = 0  # the highest global position seen so far
         self.prev_position: int | None = None  # the previous row's position (None: first row)

@@ -28,7 +28,7 @@ import msgspec
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, PlannedEpisode
 from evopolicygym.program import ProgramError
-from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
+from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import (
     AgentExited,
@@ -59,7 +59,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
-from evopolicygym.records.verify import referenced_blobs
+from evopolicygym.records.verify import BlobChecker, referenced_blobs
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.config import RunConfig, RunConfigError
 from evopolicygym.run.decider import (
@@ -351,9 +351,8 @@ class _Checker:
 
     def __init__(self, store: Store, private: _Private) -> None:
         self.read_rows = page_reader(store)
-        self.blobs: BlobStore = store.blobs
         self.private = private
-        self.seen: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self.blob_checker = BlobChecker(store.blobs)
         self.previous: Envelope | None = None
 
     def envelope(self, envelope: Envelope) -> list[tuple[str, str, str | None]]:
@@ -415,31 +414,10 @@ class _Checker:
                 return []
         found: list[tuple[str, str, str | None]] = []
         for kind, digest in referenced_blobs(walked):
-            outcome = self._blob(kind, digest)
+            outcome = self.blob_checker.check(kind, digest)
             if outcome is not None:
                 found.append((outcome[0], outcome[1], digest))
         return found
-
-    def _blob(self, kind: str, digest: str) -> tuple[str, str] | None:
-        key = (kind, digest)
-        if key not in self.seen:
-            outcome: tuple[str, str] | None = None
-            try:
-                if kind == "blob":
-                    self.blobs.verify(digest)
-                else:
-                    self.blobs.get_program(digest)
-            except BlobMissing:
-                outcome = ("blob_missing", f"{kind} {digest} is not in the store")
-            except BlobError as exc:
-                outcome = ("blob_corrupt", f"{kind} {digest} is corrupt: {exc}")
-            except ValueError as exc:
-                outcome = ("blob_corrupt", f"{kind} reference {digest!r} is invalid: {exc}")
-            except OSError as exc:
-                outcome = ("blob_corrupt", f"{kind} {digest} cannot be read: {exc}")
-            self.seen[key] = outcome
-        return self.seen[key]
-
 
 # --------------------------------------------------------------------------- replay
 
