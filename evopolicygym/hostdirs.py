@@ -11,8 +11,9 @@ import contextlib
 import os
 import shutil
 import tempfile
+from typing import Any
 
-__all__ = ["private_dir"]
+__all__ = ["private_dir", "remove_tree"]
 
 
 def _sweep(prefix: str, base: str) -> None:
@@ -29,6 +30,19 @@ def _sweep(prefix: str, base: str) -> None:
                 shutil.rmtree(os.path.join(base, name), ignore_errors=True)
             except OSError:
                 continue  # alive, owned by someone else
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """rmtree that first gives back write bits taken away (by the Host's read-only program
+    copies, or by an Agent in its workspace), which a non-root Host needs."""
+
+    def retry(function: Any, name: str, _exc: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+
+    shutil.rmtree(path, onerror=retry)
 
 
 def private_dir(prefix: str, base: str | None = None) -> str:

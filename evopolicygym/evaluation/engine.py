@@ -13,13 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import shutil
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation.config import (
@@ -33,6 +31,7 @@ from evopolicygym.evaluation.config import (
 from evopolicygym.evaluation.episode import EpisodeRunner
 from evopolicygym.evaluation.forkserver import ForkServer
 from evopolicygym.evaluation.runner import RunnerProcess
+from evopolicygym.hostdirs import remove_tree
 from evopolicygym.program import Program, ProgramError
 
 __all__ = ["Evaluator", "evaluate"]
@@ -122,7 +121,7 @@ class Evaluator:
             else:
                 records = self._run_parallel(benchmark, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
         finally:
-            _remove_tree(workdir)
+            remove_tree(workdir)
         try:
             feedback = benchmark.score(records)
         except Exception as exc:
@@ -236,18 +235,6 @@ class Evaluator:
                 raise first
             raise EvaluationError(f"an Episode runner failed: {first!r}") from first
         return [r for r in results if r is not None]
-
-
-def _remove_tree(directory: str) -> None:
-    """rmtree that first gives back the write bits _read_only took (needed when not root)."""
-
-    def retry(function: Any, path: str, _exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            function(path)
-
-    shutil.rmtree(directory, onerror=retry)
 
 
 def _read_only(directory: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from evopolicygym.agents.providers import AgentError, launch_for
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.evaluation.sandbox import containment_disabled
+from evopolicygym.hostdirs import remove_tree
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentIdentity,
@@ -487,7 +487,11 @@ class RunHost:
         if self._state.agent_attempts == 0:
             # A new Run: nothing of whatever used this directory before is the Agent's.
             for part in ("program", "analysis"):
-                _remove_tree(self._workspace / part)
+                path = self._workspace / part
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                elif path.exists():
+                    remove_tree(path)
         task_md, task_json = task_files(created.benchmark_spec, self._state.cfg)
         try:
             rebuild_workspace(
@@ -700,21 +704,6 @@ def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:
     except Exception as exc:  # SyntaxError, but also MemoryError/RecursionError on hostile code
         return None, f"policy.py does not compile: {_one_line(exc)}"
     return program, None
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a directory tree the Agent may have made read-only."""
-
-    def retry(function: Any, name: str, _exc: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
-            function(name)
-
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=retry)
 
 
 def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
