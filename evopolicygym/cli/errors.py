@@ -29,6 +29,7 @@ __all__ = [
     "one_line",
     "param_option",
     "plan",
+    "store_option",
 ]
 
 # Families take an argument after a colon, so there is no single Benchmark to build and describe.
@@ -150,6 +151,19 @@ def _parse_params(
             raise click.BadParameter(f"{key!r} given twice", ctx, param)
         params[key] = value
     return params
+
+
+def store_option(note: str = "") -> Callable[[F], F]:
+    """``--store DIR`` (into ``store_dir``), the same on every command that opens a store."""
+    from evopolicygym.records.location import STORE_ENV  # only commands with a store pay for it
+
+    return click.option(
+        "--store",
+        "store_dir",
+        metavar="DIR",
+        default=None,
+        help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]{note}.",
+    )
 
 
 def param_option(fn: F) -> F:

@@ -35,7 +35,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, one_line, printable
+from evopolicygym.cli.errors import (
+    CliError,
+    CliUsageError,
+    emit_json,
+    one_line,
+    printable,
+    store_option,
+)
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.read_models import ReadModelsBusy, open_read_models, refresh
@@ -56,13 +63,7 @@ BUSY_ERROR = "read models are in use by another process; try again"
 
 @click.command(short_help="Run SQL over the store's read models.")
 @click.argument("sql", metavar="SQL")
-@click.option(
-    "--store",
-    "store_dir",
-    metavar="DIR",
-    default=None,
-    help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store].",
-)
+@store_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of objects to stdout.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header row to stdout.")
 @click.option(

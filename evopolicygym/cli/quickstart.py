@@ -9,11 +9,11 @@ from __future__ import annotations
 import click
 
 from evopolicygym.agents.providers import agent_identity
-from evopolicygym.cli.errors import CliError, one_line
+from evopolicygym.cli.errors import CliError, one_line, store_option
 from evopolicygym.cli.run import carry
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
-from evopolicygym.records.location import STORE_ENV, open_store
+from evopolicygym.records.location import open_store
 from evopolicygym.records.store import StoreError
 from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
@@ -38,13 +38,7 @@ def _baseline_on_validation(state: RunState) -> float | None:
 
 
 @click.command(short_help="Offline end-to-end demo: evolve, validate, assess, replay.")
-@click.option(
-    "--store",
-    "store_dir",
-    metavar="DIR",
-    default=None,
-    help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]; created if missing.",
-)
+@store_option("; created if missing")
 @click.option("--budget", type=click.IntRange(min=4), default=48, show_default=True, help="Episode budget.")
 def quickstart(store_dir: str | None, budget: int) -> None:
     """Run the built-in reference Agent (no network, no LLM) on `cartpole` with a small

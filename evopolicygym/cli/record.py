@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line, printable
+from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line, printable, store_option
 from evopolicygym.records.events import (
     AgentExited,
     AssessmentCompleted,
@@ -60,13 +60,7 @@ _JSON_LINE = msgspec.json.Encoder()
 
 
 @click.group(cls=Cli, short_help="Inspect and verify the event store.")
-@click.option(
-    "--store",
-    "store_dir",
-    metavar="DIR",
-    default=None,
-    help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store].",
-)
+@store_option()
 @click.pass_context
 def record(ctx: click.Context, store_dir: str | None) -> None:
     """Inspect the record: Runs, their events, integrity and the event schemas."""

@@ -9,8 +9,8 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evopolicygym.cli.errors import CliError, emit_json, printable
-from evopolicygym.records.location import STORE_ENV, resolve_store_path
+from evopolicygym.cli.errors import CliError, emit_json, printable, store_option
+from evopolicygym.records.location import resolve_store_path
 from evopolicygym.run.replay import (
     AgentEntry,
     AssessmentEntry,
@@ -177,13 +177,7 @@ class _Bar:
 
 @click.command(short_help="Replay a Run from its log: timeline, checks, re-evaluation.")
 @click.argument("run", metavar="RUN")
-@click.option(
-    "--store",
-    "store_dir",
-    metavar="DIR",
-    default=None,
-    help=f"Store directory [default: the record group's --store, ${STORE_ENV}, else ./evopolicy-store].",
-)
+@store_option(" (or the record group's --store)")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 @click.option(
     "--reevaluate",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from evopolicygym.agents.providers import AgentError, agent_identity
-from evopolicygym.cli.errors import CliError, emit_json, one_line, param_option
+from evopolicygym.cli.errors import CliError, emit_json, one_line, param_option, store_option
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentExited,
@@ -32,7 +32,7 @@ from evopolicygym.records.events import (
     SubmissionPublished,
     SubmissionRejected,
 )
-from evopolicygym.records.location import STORE_ENV, open_store
+from evopolicygym.records.location import open_store
 from evopolicygym.records.store import StoreError
 from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError, ValidationConfig
 from evopolicygym.run.decider import RunState
@@ -42,16 +42,6 @@ from evopolicygym.run.service import RunError, RunHost, create_run, load_run
 __all__ = ["carry", "resume", "run", "summary"]
 
 _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
-
-
-def _store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--store",
-        "store_dir",
-        metavar="DIR",
-        default=None,
-        help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]; created if missing.",
-    )(fn)
 
 
 @click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
@@ -94,7 +84,7 @@ def _store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="Keep per-step traces of which Episodes.",
 )
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory, removed at the end].")
-@_store_option
+@store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def run(
     benchmark_ref: str,
@@ -182,7 +172,7 @@ def run(
 @click.command(short_help="Carry on a Run whose Host stopped.")
 @click.argument("run_id", metavar="RUN")
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory rebuilt from the log].")
-@_store_option
+@store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def resume(run_id: str, workspace_dir: str | None, store_dir: str | None, as_json: bool) -> None:
     """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
