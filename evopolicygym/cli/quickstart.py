@@ -20,7 +20,7 @@ from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfi
 from evopolicygym.run.decider import RunState
 from evopolicygym.run.pool import planned_split
 from evopolicygym.run.replay import replay_run
-from evopolicygym.run.service import RunError, create_run, load_run
+from evopolicygym.run.service import RunError, create_run
 
 __all__ = ["quickstart"]
 
@@ -54,10 +54,9 @@ def quickstart(store_dir: str | None, budget: int) -> None:
     except (StoreError, RunError) as exc:
         raise CliError(one_line(str(exc))) from exc
     click.echo(f"run {run_id}: the reference Agent evolves a CartPole policy with {budget} Episodes", err=True)
-    carry(store_dir, run_id, None, as_json=False)
+    state = carry(store_dir, run_id, None, as_json=False)
     with open_store(store_dir) as store:
         replay = replay_run(store, run_id)
-        state, _ = load_run(store, run_id)
         baseline = _baseline_on_validation(state)
     verdict = "verifies" if not replay.problems else f"has {len(replay.problems)} problem(s)"
     click.echo(f"\nreplayed from the log: the Run {verdict} ({len(replay.timeline)} timeline entries).")

@@ -35,9 +35,9 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import open_store
 from evopolicygym.records.store import StoreError
 from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError, ValidationConfig
-from evopolicygym.run.decider import RunState
+from evopolicygym.run.decider import RunState, Submission
 from evopolicygym.run.liveness import RunBusy
-from evopolicygym.run.service import RunError, RunHost, create_run, load_run
+from evopolicygym.run.service import RunError, RunHost, create_run
 
 __all__ = ["carry", "resume", "run", "summary"]
 
@@ -203,10 +203,9 @@ def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_j
                 sys.exit(130)
             except (RunError, RunBusy) as exc:
                 raise CliError(one_line(str(exc))) from exc
-            _, events = load_run(store, run_id)
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
-    outcome = summary(state, events)
+    outcome = summary(state, host.events)
     if as_json:
         emit_json(outcome)
     else:
@@ -230,14 +229,23 @@ def _signals_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def best_published(state: RunState) -> Submission | None:
+    """The published Submission with the best train score (the earliest of equals)."""
+    best = None
+    for s in state.submissions:
+        if s.status != "published" or s.score is None:
+            continue
+        if best is None or best.score is None or (
+            s.score > best.score if state.score_direction == "maximize" else s.score < best.score
+        ):
+            best = s
+    return best
+
+
 def summary(state: RunState, events: list[Event]) -> dict[str, Any]:
     """The public outcome of a Run (no Host-private seeds)."""
-    published = [e for e in events if isinstance(e, SubmissionPublished)]
-    direction = state.score_direction
-    best = None
-    for e in published:
-        if best is None or (e.score > best.score if direction == "maximize" else e.score < best.score):
-            best = e
+    published = [s for s in state.submissions if s.status == "published"]
+    best = best_published(state)
     initial = published[0] if published else None
     return {
         "run_id": state.run_id,
@@ -248,7 +256,7 @@ def summary(state: RunState, events: list[Event]) -> dict[str, Any]:
         "rejections": sum(isinstance(e, SubmissionRejected | FinishRejected) for e in events),
         "first_score": initial.score if initial else None,
         "best_train_score": best.score if best else None,
-        "best_train_submission": best.submission_id if best else None,
+        "best_train_submission": best.id if best else None,
         "final_submission": state.selected,
         "validation_score": state.selected_score if state.created and state.cfg.validation.enabled else None,
         "assessment_score": state.assessment_score,
@@ -269,8 +277,6 @@ class RunView:
     def __init__(self, console: Console, run_id: str) -> None:
         self.console = console
         self.run_id = run_id
-        self.best: float | None = None
-        self.phase = "starting"
         self._live: Live | None = None
         self._state: RunState | None = None
 
@@ -294,17 +300,15 @@ class RunView:
             self._live.update(self._render())
 
     def _describe(self, state: RunState, event: Event) -> str | None:
-        better = (lambda a, b: a > b) if state.score_direction == "maximize" else (lambda a, b: a < b)
         match event:
             case AgentStarted():
-                self.phase = "agent"
                 return f"agent started (attempt {event.attempt})"
             case SubmissionPublished():
-                if self.best is None or better(event.score, self.best):
-                    self.best = event.score
+                best = best_published(state)
+                assert best is not None and best.score is not None  # this one is published
                 return (
                     f"submission {event.submission_id}: score {event.score:g}, failures {event.failures}, "
-                    f"best {self.best:g}, budget {event.budget_used}/{event.budget_used + event.budget_left}"
+                    f"best {best.score:g}, budget {event.budget_used}/{event.budget_used + event.budget_left}"
                 )
             case SubmissionRejected():
                 return f"submit rejected: {event.code}: {event.message}"
@@ -317,15 +321,12 @@ class RunView:
             case AgentExited():
                 return f"agent exited ({event.reason}, code {event.exit_code})"
             case CandidateValidated():
-                self.phase = "validation"
                 return f"validation: submission {event.submission_id} scores {event.score:g}"
             case FinalSubmissionSelected():
                 return f"selected submission {event.submission_id}"
             case AssessmentCompleted():
-                self.phase = "assessment"
                 return f"assessment: {event.score:g}"
             case RunFinished():
-                self.phase = event.reason
                 return f"run finished: {event.reason}"
         return None
 
@@ -333,12 +334,13 @@ class RunView:
         table = Table(title=f"run {self.run_id}", show_header=False, box=None)
         state = self._state
         if state is None or not state.created:
-            table.add_row("phase", self.phase)
+            table.add_row("phase", "starting")
             return table
         budget = state.cfg.episode_budget
         filled = int(30 * state.budget_used / budget)
         table.add_row("budget", f"[{'#' * filled}{'.' * (30 - filled)}] {state.budget_used}/{budget}")
         table.add_row("submissions", str(len(state.submissions)))
-        table.add_row("best train score", "-" if self.best is None else f"{self.best:g}")
+        best = best_published(state)
+        table.add_row("best train score", "-" if best is None or best.score is None else f"{best.score:g}")
         table.add_row("phase", state.finished or ("agent" if state.authority_open else "validation / assessment"))
         return table

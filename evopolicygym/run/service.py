@@ -43,7 +43,6 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store
-from evopolicygym.records.store import StoreError
 from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider import (
@@ -217,6 +216,11 @@ class RunHost:
         return self._state
 
     @property
+    def events(self) -> list[Event]:
+        """The Run's events as folded so far."""
+        return list(self._events)
+
+    @property
     def workspace(self) -> Path | None:
         return self._workspace
 
@@ -240,14 +244,9 @@ class RunHost:
     def _append(self, events: list[Event]) -> None:
         version = self._state.version
         batch = [new_event(event, _event_id(self.run_id, version + i + 1)) for i, event in enumerate(events)]
-        for attempt in range(3):
-            try:
-                self.store.events.append(self.stream, batch, version)
-                break
-            except StoreError as exc:
-                if type(exc) is not StoreError or attempt == 2:  # a version conflict is not transient
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        # Contention waits inside SQLite (its busy timeout); a version conflict means another
+        # Host, which the run lock rules out, so it is an error, not something to retry.
+        self.store.events.append(self.stream, batch, version)
         state = fold(events, self._state)
         self._state = state
         self._events.extend(events)
@@ -476,7 +475,8 @@ class RunHost:
 
     # ------------------------------------------------------------------ workspace
 
-    def _prepare_workspace(self) -> Path:
+    def _prepare_workspace(self) -> tuple[Path, str]:
+        """The workspace, rebuilt from the log, and the task text (TASK.md) written into it."""
         created = self._created()
         if self._workspace is None:
             workspace = self._workspace_arg or self._remembered_workspace()
@@ -505,7 +505,7 @@ class RunHost:
             )
         except OSError as exc:
             raise RunError(f"cannot prepare the workspace {self._workspace}: {_one_line(exc)}") from exc
-        return self._workspace
+        return self._workspace, task_md
 
     def _remembered_workspace(self) -> Path:
         """The temporary workspace of an earlier attempt (with the Agent's unsubmitted edits),
@@ -552,8 +552,7 @@ class RunHost:
             self._must(StartAgent(command=[], pid=None))
             self._must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {_one_line(exc)}"))
             return
-        workspace = self._prepare_workspace()
-        task_md, _ = task_files(created.benchmark_spec, self._state.cfg)
+        workspace, task_md = self._prepare_workspace()
         with SessionServer(self._handle) as server:
             env = dict(launch.env)
             env[SESSION_ENV] = server.path
