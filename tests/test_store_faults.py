@@ -99,6 +99,7 @@ WORKER = textwrap.dedent(
     from evopolicygym.records.store import ANY_VERSION
 
     path, worker, count, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    workers = int(sys.argv[5])
     store = SQLiteEventStore(path)
     own_stream = f"worker-{worker}"
     print("ready", flush=True)
@@ -106,6 +107,12 @@ WORKER = textwrap.dedent(
         time.sleep(0.001)
     errors, own, shared, retries, last = [], 0, 0, 0, None
     for n in range(count):
+        if n == count // 2:
+            # A barrier halfway: every writer has appended before any goes on, so
+            # the log interleaves whatever the scheduler does.
+            (go.parent / f"half-{worker}").touch()
+            while len(list(go.parent.glob("half-*"))) < workers:
+                time.sleep(0.001)
         event = EpisodeCompleted(
             submission_id=worker, index=n, status="ok", total_reward=n / 2, steps=n
         )
@@ -138,7 +145,9 @@ def test_four_processes_append_concurrently(tmp_path: Path) -> None:
     SQLiteEventStore(path, create=True).close()
     go = tmp_path / "go"
     workers, count = 4, 2_000
-    procs = [spawn(WORKER, str(path), str(w), str(count), str(go)) for w in range(workers)]
+    procs = [
+        spawn(WORKER, str(path), str(w), str(count), str(go), str(workers)) for w in range(workers)
+    ]
     try:
         for proc in procs:
             assert proc.stdout is not None
@@ -165,7 +174,9 @@ def test_four_processes_append_concurrently(tmp_path: Path) -> None:
         "shared": sum(r["shared"] for r in reports),
         **{f"worker-{w}": r["own"] for w, r in enumerate(reports)},
     }
-    # Every worker's events are in its own order, and all writers really interleaved.
+    # Every worker's events are in its own order, and all writers really interleaved:
+    # each half (split by the workers' barrier) holds every writer, so at least
+    # workers - 1 switches per half, however the scheduler ran them.
     for w in range(workers):
         indices = [
             int(e.event_id.split("-")[1]) for e in envelopes if e.event_id.startswith(f"w{w}-")
@@ -175,7 +186,7 @@ def test_four_processes_append_concurrently(tmp_path: Path) -> None:
         a.event_id.split("-")[0] != b.event_id.split("-")[0]
         for a, b in itertools.pairwise(envelopes)
     )
-    assert switches > workers
+    assert switches >= 2 * (workers - 1)
 
 
 # --------------------------------------------------------------------------- SIGKILL
