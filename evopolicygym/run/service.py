@@ -27,7 +27,7 @@ import msgspec
 
 from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import AgentError, launch_for
-from evopolicygym.benchmark import Benchmark
+from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.evaluation.sandbox import containment_disabled
 from evopolicygym.hostdirs import remove_tree
@@ -43,6 +43,7 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store
+from evopolicygym.records.traces import encode_trace, plain_hook
 from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider import (
@@ -94,8 +95,8 @@ log = logging.getLogger(__name__)
 STREAM_PREFIX = "run-"
 FLUSH_EVERY_S = 2.0  # transcript chunks reach the log at least this often
 FLUSH_MESSAGES = 64
-STOP_GRACE_S = 30.0
-MAX_TRACE_STEPS = 10_000  # per recorded Episode  # how long an Agent may linger after its session closed
+STOP_GRACE_S = 30.0  # how long an Agent may linger after its session closed
+MAX_TRACE_STEPS = 10_000  # per recorded Episode
 
 
 class RunError(Exception):
@@ -373,7 +374,7 @@ class RunHost:
                 failure=summary.failure,
                 duration_s=summary.duration_s,
                 output_tail=record.stderr_tail,
-                trace_blob=self._trace_blob(record.trace),
+                trace_blob=self._trace_blob(record),
             )
             for index, summary, record in zip(indices, result.episodes, result.records, strict=True)
         ]
@@ -396,14 +397,11 @@ class RunHost:
             artifacts=artifacts,
         )
 
-    def _trace_blob(self, trace: Any) -> str | None:
-        if not trace:
+    def _trace_blob(self, record: EpisodeRecord) -> str | None:
+        if not record.trace:
             return None
         try:
-            data = msgspec.msgpack.encode(
-                [[s.action, s.reward, s.terminated, s.truncated, s.observation] for s in trace],
-                enc_hook=_trace_hook,
-            )
+            data = encode_trace(record.initial_observation, record.trace)
         except (TypeError, ValueError, msgspec.EncodeError):
             return None
         return self.store.blobs.put(data)
@@ -714,16 +712,8 @@ def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
 
 def _jsonable(content: dict[str, Any]) -> dict[str, Any]:
     """Feedback content as plain JSON values (a Benchmark may hand back numpy scalars)."""
-    data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(content, enc_hook=_trace_hook))
+    data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(content, enc_hook=plain_hook))
     return data
-
-
-def _trace_hook(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "data"):
-        return {"dtype": value.dtype, "shape": list(value.shape), "data": bytes(value.data)}
-    raise TypeError(f"cannot encode {type(value).__name__}")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,25 @@
+"""Exporters: recorded Runs as Hugging Face datasets, one config per format.
+
+``export(store, ["sft", "dpo"], "out/")`` writes parquet shards with explicit
+features and a dataset card, loadable with ``datasets.load_dataset("out/", "sft")``.
+"""
+
+from __future__ import annotations
+
+from evopolicygym.exporters.base import Exporter, ExportOptions
+from evopolicygym.exporters.history import RunFilter, RunHistory, read_histories
+from evopolicygym.exporters.pipeline import MANIFEST, ExportError, ExportReport, export
+from evopolicygym.exporters.registry import EXPORTERS
+
+__all__ = [
+    "EXPORTERS",
+    "MANIFEST",
+    "ExportError",
+    "ExportOptions",
+    "ExportReport",
+    "Exporter",
+    "RunFilter",
+    "RunHistory",
+    "export",
+    "read_histories",
+]

@@ -1,0 +1,166 @@
+"""Transcripts in the chat form trainers load: message features, conversion, tool schemas.
+
+A message is a struct with the keys chat templates read (``role``,
+``content``, ``reasoning_content``, ``tool_calls`` as OpenAI-style function
+calls with ``arguments`` as a JSON object, ``tool_call_id``, ``name``). Every
+message has every key, so the column has one Arrow type across Runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from datasets import Json, List, Value
+
+from evopolicygym.records.events import AgentIdentity, Message
+
+__all__ = [
+    "AGENT",
+    "KICKOFF",
+    "MESSAGE",
+    "MESSAGES",
+    "REFERENCE_TOOLS",
+    "agent_value",
+    "chat_message",
+    "chat_messages",
+    "conversation",
+    "plain",
+    "tool_call",
+    "tools_for",
+]
+
+TOOL_CALL = {
+    "id": Value("string"),
+    "type": Value("string"),
+    "function": {"name": Value("string"), "arguments": Json()},
+}
+MESSAGE = {
+    "role": Value("string"),
+    "content": Value("string"),
+    "reasoning_content": Value("string"),
+    "tool_calls": List(TOOL_CALL),
+    "tool_call_id": Value("string"),
+    "name": Value("string"),
+}
+MESSAGES = List(MESSAGE)
+AGENT = {
+    "name": Value("string"),
+    "provider": Value("string"),
+    "model": Value("string"),
+    "options": Json(),
+}
+
+# The opening user turn where a transcript has none (the reference agent starts acting at
+# once): chat templates expect a user turn after the system one.
+KICKOFF = "Read the task above, then improve the policy in `program/` within the budget."
+
+
+def _schema(**properties: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            name: {"type": kind, "description": text} for name, (kind, text) in properties.items()
+        },
+        "required": list(properties),
+    }
+
+
+def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+# The tools the offline reference agent calls, as an OpenAI-style tools list.
+REFERENCE_TOOLS = [
+    _function(
+        "read_file",
+        "Read a text file of the workspace.",
+        _schema(path=("string", "path relative to the workspace")),
+    ),
+    _function(
+        "write_file",
+        "Write a text file of the workspace, replacing it.",
+        _schema(
+            path=("string", "path relative to the workspace"),
+            content=("string", "the whole new content"),
+        ),
+    ),
+    _function(
+        "bash",
+        "Run a shell command in the workspace (the session commands among them).",
+        _schema(command=("string", "the command line")),
+    ),
+]
+_KNOWN = {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS}
+_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chat_message(message: Message) -> dict[str, Any]:
+    """One normalized transcript message as a chat-template message."""
+    return {
+        "role": message.role,
+        "content": message.content,
+        "reasoning_content": message.reasoning,
+        "tool_calls": [tool_call(c.id, c.name, dict(c.arguments)) for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+    }
+
+
+def plain(role: str, content: str) -> dict[str, Any]:
+    return {
+        "role": role,
+        "content": content,
+        "reasoning_content": None,
+        "tool_calls": [],
+        "tool_call_id": None,
+        "name": None,
+    }
+
+
+def chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    return [chat_message(m) for m in messages]
+
+
+def conversation(transcript: Sequence[Message]) -> list[dict[str, Any]]:
+    """An attempt's transcript as a conversation: system task, a user turn, then the Agent's."""
+    messages = chat_messages(transcript)
+    opening = 1 if messages and messages[0]["role"] == "system" else 0
+    if len(messages) <= opening or messages[opening]["role"] != "user":
+        messages.insert(opening, plain("user", KICKOFF))
+    return messages
+
+
+def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools list for a conversation: known schemas for the tools it calls, and for any
+    other tool a schema inferred from its arguments (the transcript is all that is known)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        for call in message["tool_calls"]:
+            name = call["function"]["name"]
+            arguments = call["function"]["arguments"] or {}
+            if name in _KNOWN:
+                seen.setdefault(name, _KNOWN[name])
+                continue
+            tool = seen.setdefault(
+                name,
+                _function(name, f"A tool of the {agent.provider} agent.", {"type": "object", "properties": {}}),
+            )
+            properties = tool["function"]["parameters"]["properties"]
+            for key, value in arguments.items():
+                kind = _JSON_TYPES.get(type(value))
+                properties.setdefault(key, {} if kind is None else {"type": kind})
+    return [seen[name] for name in sorted(seen)]
+
+
+def agent_value(agent: AgentIdentity) -> dict[str, Any]:
+    return {
+        "name": agent.name,
+        "provider": agent.provider,
+        "model": agent.model,
+        "options": dict(agent.options),
+    }

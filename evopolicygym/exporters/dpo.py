@@ -1,0 +1,167 @@
+"""``dpo``: two Programs of one Run compared on the same Episodes, as a preference pair.
+
+Only matched evidence makes a pair: two published Submissions evaluated on the
+same pool indices, whose train scores differ by more than zero and at least
+``--dpo-min-margin``. The ``prompt`` is the conversation up to the decision
+that produced the earlier of the two: the task, and everything the Agent had
+seen when the result of its previous submission came back (just the task for
+a first submission). ``chosen`` and ``rejected`` are one assistant turn each:
+the edit from the program in the workspace at that point (the previous
+Submission's, or the initial program) to the better and the worse Program, as
+``write_file`` tool calls. Pairs per Run are capped, widest margins first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import combinations
+from typing import Any, ClassVar
+
+from datasets import Features, Json, List, Value
+
+from evopolicygym.exporters.base import Exporter, Row
+from evopolicygym.exporters.chat import (
+    AGENT,
+    MESSAGES,
+    agent_value,
+    conversation,
+    plain,
+    tool_call,
+    tools_for,
+)
+from evopolicygym.exporters.history import RunHistory, SubmissionHistory
+from evopolicygym.program import Program
+
+__all__ = ["DpoExporter", "decision_context", "edit_turn"]
+
+
+def decision_context(run: RunHistory, submission: SubmissionHistory) -> tuple[list[dict[str, Any]], str]:
+    """The conversation before ``submission`` was decided on, and the program it started from."""
+    same_attempt = [
+        s
+        for s in run.submissions
+        if s.attempt == submission.attempt and s.submission_id < submission.submission_id
+    ]
+    transcript = run.transcripts.get(submission.attempt, [])
+    messages = conversation(transcript)
+    opening = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages) - 1)
+    end = opening + 1  # the task and the first user turn
+    base = run.created.initial_program_digest
+    if same_attempt:
+        previous = same_attempt[-1]
+        base = previous.program_digest
+        # ``conversation`` may have inserted one message (the user turn) before the transcript's.
+        shift = len(messages) - len(transcript)
+        for i in range(previous.transcript_mark + shift, len(messages)):
+            if messages[i]["role"] in ("tool", "user"):  # the answer to that submission
+                end = i + 1
+                break
+        else:
+            end = len(messages)
+    elif any(s.submission_id < submission.submission_id for s in run.submissions):
+        # Submitted by an earlier attempt: this attempt's Agent started from that program.
+        base = max(
+            (s for s in run.submissions if s.submission_id < submission.submission_id),
+            key=lambda s: s.submission_id,
+        ).program_digest
+    while end > opening + 1 and messages[end - 1]["role"] == "assistant":
+        end -= 1  # a prompt ends where the Agent is to act
+    return messages[:end], base
+
+
+def edit_turn(base: Program, program: Program) -> list[dict[str, Any]] | None:
+    """One assistant turn writing ``program`` over ``base``; None if a changed file is binary."""
+    old = dict(base.files)
+    changed = [(p, d) for p, d in program.files if old.get(p) != d] or list(program.files)
+    calls = []
+    for i, (path, data) in enumerate(changed):
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        calls.append(tool_call(f"edit_{i}", "write_file", {"path": f"program/{path}", "content": content}))
+    message = plain("assistant", "")
+    message["tool_calls"] = calls
+    return [message]
+
+
+class DpoExporter(Exporter):
+    name: ClassVar[str] = "dpo"
+    summary: ClassVar[str] = (
+        "two Programs of one Run compared on the same Episodes: `prompt`, `chosen`, `rejected`, margin"
+    )
+    task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
+    batch_rows: ClassVar[int] = 128
+
+    def training_columns(self) -> tuple[str, ...]:
+        return ("prompt", "chosen", "rejected", "tools")
+
+    def settings(self) -> dict[str, Any]:
+        return {"min_margin": self.options.dpo_min_margin, "max_pairs": self.options.dpo_max_pairs}
+
+    def features(self) -> Features:
+        return Features(
+            {
+                "run_id": Value("string"),
+                "benchmark_id": Value("string"),
+                "agent": AGENT,
+                "prompt": MESSAGES,
+                "chosen": MESSAGES,
+                "rejected": MESSAGES,
+                "tools": Json(),
+                "chosen_submission_id": Value("int32"),
+                "rejected_submission_id": Value("int32"),
+                "chosen_score": Value("float64"),
+                "rejected_score": Value("float64"),
+                "margin": Value("float64"),
+                "indices": List(Value("int32")),
+                "score_direction": Value("string"),
+            }
+        )
+
+    def _pairs(self, run: RunHistory) -> list[tuple[float, SubmissionHistory, SubmissionHistory]]:
+        groups: dict[tuple[int, ...], list[SubmissionHistory]] = {}
+        for submission in run.published:
+            groups.setdefault(tuple(submission.indices), []).append(submission)
+        pairs = []
+        for group in groups.values():
+            for a, b in combinations(group, 2):
+                assert a.score is not None and b.score is not None
+                margin = abs(a.score - b.score)
+                if margin <= 0 or margin < self.options.dpo_min_margin:
+                    continue
+                if a.program_digest == b.program_digest:
+                    continue  # one program, two scores: noise, not a preference
+                pairs.append((margin, a, b))
+        pairs.sort(key=lambda p: (-p[0], p[1].submission_id, p[2].submission_id))
+        return pairs[: self.options.dpo_max_pairs]
+
+    def rows(self, run: RunHistory) -> Iterator[Row]:
+        for margin, a, b in self._pairs(run):
+            assert a.score is not None and b.score is not None
+            chosen, rejected = (a, b) if run.better(a.score, b.score) else (b, a)
+            prompt, base_digest = decision_context(run, a)  # a is the earlier of the two
+            base = self.program(base_digest)
+            chosen_turn = edit_turn(base, self.program(chosen.program_digest))
+            rejected_turn = edit_turn(base, self.program(rejected.program_digest))
+            if chosen_turn is None or rejected_turn is None:
+                continue
+            row = {
+                "run_id": run.run_id,
+                "benchmark_id": run.created.benchmark_id,
+                "agent": agent_value(run.created.agent),
+                "prompt": prompt,
+                "chosen": chosen_turn,
+                "rejected": rejected_turn,
+                "tools": tools_for(run.created.agent, [*prompt, *chosen_turn, *rejected_turn]),
+                "chosen_submission_id": chosen.submission_id,
+                "rejected_submission_id": rejected.submission_id,
+                "chosen_score": chosen.score,
+                "rejected_score": rejected.score,
+                "margin": margin,
+                "indices": a.indices,
+                "score_direction": run.direction,
+            }
+            size = sum(len(m["content"] or "") for m in prompt) + base.size * 2
+            yield run.run_id, row, size
+        self.forget()

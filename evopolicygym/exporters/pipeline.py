@@ -1,0 +1,170 @@
+"""``export``: recorded Runs to one dataset directory with one config per format.
+
+One pass over the finished Runs feeds every requested exporter; each writes
+its config into a fresh directory that replaces the old one only when
+complete. ``export.json`` records per config a fingerprint of the store head
+(position and chained hash), the exporter's version and every setting that
+changes rows: a config whose fingerprint is unchanged is left as it is (and
+nothing is read), any change rebuilds it. The same log and settings always
+give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evopolicygym.exporters.base import Exporter, ExportOptions
+from evopolicygym.exporters.card import render_card
+from evopolicygym.exporters.history import read_histories
+from evopolicygym.exporters.registry import EXPORTERS
+from evopolicygym.exporters.writer import ConfigWriter, split_of
+from evopolicygym.records.location import Store
+
+__all__ = ["MANIFEST", "ExportError", "ExportReport", "export"]
+
+MANIFEST = "export.json"
+
+
+class ExportError(ValueError):
+    """An export that cannot be made as asked (an unknown format, an unusable output)."""
+
+
+@dataclass
+class ExportReport:
+    output: Path
+    runs: int = 0  # Runs exported (after filters)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def _head(store: Store) -> tuple[int, str]:
+    head = store.events.head()
+    if head == 0:
+        return 0, ""
+    return head, store.events.read_all(head - 1, 1)[0].hash
+
+
+def _fingerprint(exporter: Exporter, head: tuple[int, str], options: ExportOptions) -> str:
+    facts = {
+        "format": exporter.name,
+        "exporter_version": exporter.version,
+        "store_head": head[0],
+        "store_hash": head[1],
+        "filter": options.run_filter.describe(),
+        "settings": exporter.settings(),
+        "test_fraction": options.test_fraction,
+        "max_shard_bytes": options.max_shard_bytes,
+    }
+    return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
+
+
+def _read_manifest(output: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((output / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {"configs": {}}
+    return data if isinstance(data, dict) and isinstance(data.get("configs"), dict) else {"configs": {}}
+
+
+def _intact(output: Path, entry: dict[str, Any]) -> bool:
+    return all(
+        (output / entry["name"] / name).is_file()
+        for split in entry["splits"].values()
+        for name in split["files"]
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+def export(
+    store: Store,
+    formats: Sequence[str],
+    output: str | os.PathLike[str],
+    options: ExportOptions | None = None,
+    *,
+    on_run: Callable[[], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> ExportReport:
+    """Export ``formats`` of the Runs in ``store`` into ``output``; ``on_start(total streams)``
+    and ``on_run()`` report progress over the Runs read."""
+    options = options or ExportOptions()
+    unknown = [f for f in formats if f not in EXPORTERS]
+    if unknown or not formats:
+        what = f"unknown format {', '.join(map(repr, unknown))}" if unknown else "no format given"
+        raise ExportError(f"{what} (formats: {', '.join(EXPORTERS)})")
+    root = Path(output)
+    if root.exists() and not root.is_dir():
+        raise ExportError(f"output {root} exists and is not a directory")
+    root.mkdir(parents=True, exist_ok=True)
+    head = _head(store)
+    manifest = _read_manifest(root)
+    report = ExportReport(output=root)
+    pending: dict[str, tuple[Exporter, str]] = {}
+    for name in dict.fromkeys(formats):
+        exporter = EXPORTERS[name](store, options)
+        fingerprint = _fingerprint(exporter, head, options)
+        previous = manifest["configs"].get(name)
+        if previous and previous.get("fingerprint") == fingerprint and _intact(root, previous):
+            report.unchanged.append(name)
+            report.configs[name] = previous
+        else:
+            pending[name] = (exporter, fingerprint)
+
+    if pending:
+        writers = {}
+        for name, (exporter, _) in pending.items():
+            temp = root / f".{name}.building"
+            shutil.rmtree(temp, ignore_errors=True)
+            writers[name] = ConfigWriter(
+                temp,
+                exporter.features(),
+                max_shard_bytes=options.max_shard_bytes,
+                batch_rows=exporter.batch_rows,
+            )
+        if on_start is not None:
+            on_start(len(store.events.streams("run-")))
+        for run in read_histories(store, options.run_filter, on_stream=on_run, until=head[0]):
+            report.runs += 1
+            for name, (exporter, _) in pending.items():
+                for key, row, size in exporter.rows(run):
+                    writers[name].write(split_of(key, options.test_fraction), row, size)
+        for name, (exporter, fingerprint) in pending.items():
+            for key, row, size in exporter.finish():
+                writers[name].write(split_of(key, options.test_fraction), row, size)
+            splits = writers[name].finish()
+            final = root / name
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(root / f".{name}.building", final)
+            report.configs[name] = manifest["configs"][name] = {
+                "name": name,
+                "fingerprint": fingerprint,
+                "exporter_version": exporter.version,
+                "settings": exporter.settings(),
+                "summary": exporter.summary,
+                "task_categories": list(exporter.task_categories),
+                "training_columns": list(exporter.training_columns()),
+                "features": exporter.features()._to_yaml_list(),
+                "store_head": head[0],
+                "store_hash": head[1],
+                "filter": options.run_filter.describe(),
+                "test_fraction": options.test_fraction,
+                "splits": splits,
+            }
+
+    manifest["configs"] = {k: manifest["configs"][k] for k in sorted(manifest["configs"])}
+    _write_text(root / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _write_text(root / "README.md", render_card(manifest, options.license))
+    return report

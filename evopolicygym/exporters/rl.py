@@ -1,0 +1,174 @@
+"""``rl``: one row per task, a prompt plus what a verifiable reward needs.
+
+A task is a Benchmark with its environment parameters, an initial program, the
+budget and limits and the train split: Runs that share them share a row. The
+``prompt`` is the Host's task and the initial program; the reward columns name
+the Benchmark (id, environment digest, score direction) and the train Episodes
+(split, pool size, the pool seeds of the recorded Runs and how Episodes and
+policy seeds follow from a pool seed), with the baseline and the best train
+score recorded so far. Validation and Assessment seeds and evidence are never
+read here: a reward computed from these columns can only ever see train
+Episodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import msgspec
+from datasets import Features, Json, List, Value
+
+from evopolicygym.exporters.base import Exporter, Row
+from evopolicygym.exporters.chat import KICKOFF, MESSAGES, plain
+from evopolicygym.exporters.history import RunHistory
+from evopolicygym.exporters.programs import PROGRAM_FILES, file_rows
+from evopolicygym.program import Program
+from evopolicygym.run.config import RunConfig
+from evopolicygym.run.task import task_files
+
+__all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
+
+SEED_DERIVATION = (
+    "Episodes: benchmark.plan(train_split, pool_seed, pool_size); index i is the i-th. "
+    "Policy seed of index i: evopolicygym.seeds.derive_seed('policy', benchmark_id, train_split, "
+    "pool_seed, i). Evaluate a program on them with evopolicygym.evaluate."
+)
+_BUDGET_KEYS = (
+    "episode_budget",
+    "episode_pool_size",
+    "max_submissions",
+    "max_episodes_per_submission",
+    "finish_budget_policy",
+    "episode_timeout",
+    "agent_timeout",
+)
+
+
+def _budget(config: dict[str, Any]) -> dict[str, Any]:
+    budget = {key: config.get(key) for key in _BUDGET_KEYS}
+    budget["max_candidates"] = (config.get("validation") or {}).get("max_candidates")
+    return budget
+
+
+def task_id(run: RunHistory) -> str:
+    """The task a Run was given, as a digest: Benchmark, parameters, initial program, limits."""
+    config = run.created.config
+    facts = {
+        "benchmark_id": run.created.benchmark_id,
+        "benchmark_params": config.get("benchmark_params", {}),
+        "environment_digest": run.created.environment_digest,
+        "initial_program_digest": run.created.initial_program_digest,
+        "train_split": config.get("train_split", "train"),
+        "budget": _budget(config),
+    }
+    return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
+
+
+def render_program(program: Program) -> str:
+    parts = []
+    for row in file_rows(program):
+        body = row["content"] if row["content"] is not None else f"[{row['size']} bytes, not text]"
+        parts.append(f"### {row['path']}\n```\n{body}\n```")
+    return "\n\n".join(parts)
+
+
+class RlExporter(Exporter):
+    name: ClassVar[str] = "rl"
+    summary: ClassVar[str] = (
+        "one task: `prompt` (the task and the initial program) and a verifiable reward spec "
+        "(Benchmark, environment digest, train seeds)"
+    )
+    task_categories: ClassVar[tuple[str, ...]] = ("reinforcement-learning", "text-generation")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.tasks: dict[str, dict[str, Any]] = {}
+
+    def training_columns(self) -> tuple[str, ...]:
+        return ("prompt",)
+
+    def features(self) -> Features:
+        return Features(
+            {
+                "task_id": Value("string"),
+                "prompt": MESSAGES,
+                "benchmark_id": Value("string"),
+                "benchmark_params": Json(),
+                "environment_digest": Value("string"),
+                "score_direction": Value("string"),
+                "primary_metric": Value("string"),
+                "initial_program_digest": Value("string"),
+                "initial_program": PROGRAM_FILES,
+                "budget": Json(),
+                "train_split": Value("string"),
+                "pool_size": Value("int64"),
+                "train_pool_seeds": List(Value("int64")),
+                "seed_derivation": Value("string"),
+                "baseline_score": Value("float64"),
+                "best_known_score": Value("float64"),
+                "runs": Value("int32"),
+            }
+        )
+
+    def rows(self, run: RunHistory) -> Iterator[Row]:
+        key = task_id(run)
+        task = self.tasks.get(key)
+        if task is None:
+            task = self.tasks[key] = self._new_task(key, run)
+        task["runs"] += 1
+        pool_seed = run.created.seeds.get("pool")
+        if pool_seed is not None and pool_seed not in task["train_pool_seeds"]:
+            task["train_pool_seeds"].append(pool_seed)
+        initial = run.created.initial_program_digest
+        for submission in run.published:
+            assert submission.score is not None
+            if submission.program_digest == initial:
+                task["_baseline"].append(submission.score)
+            best = task["best_known_score"]
+            if best is None or run.better(submission.score, best):
+                task["best_known_score"] = submission.score
+        self.forget()
+        return iter(())
+
+    def _new_task(self, key: str, run: RunHistory) -> dict[str, Any]:
+        created = run.created
+        spec = created.benchmark_spec
+        program = self.program(created.initial_program_digest)
+        task_md = run.task_text
+        if task_md is None:  # a Run whose Agent never started: the same text, made again
+            task_md = task_files(spec, msgspec.convert(created.config, RunConfig))[0]
+        prompt = [
+            plain("system", task_md),
+            plain("user", f"{KICKOFF}\n\nThe initial program:\n\n{render_program(program)}"),
+        ]
+        config = created.config
+        return {
+            "task_id": key,
+            "prompt": prompt,
+            "benchmark_id": created.benchmark_id,
+            "benchmark_params": config.get("benchmark_params", {}),
+            "environment_digest": created.environment_digest,
+            "score_direction": run.direction,
+            "primary_metric": spec.get("primary_metric"),
+            "initial_program_digest": program.digest,
+            "initial_program": file_rows(program),
+            "budget": _budget(config),
+            "train_split": config.get("train_split", "train"),
+            "pool_size": config.get("episode_pool_size"),
+            "train_pool_seeds": [],
+            "seed_derivation": SEED_DERIVATION,
+            "baseline_score": None,
+            "best_known_score": None,
+            "runs": 0,
+            "_baseline": [],
+        }
+
+    def finish(self) -> Iterator[Row]:
+        for key in sorted(self.tasks):
+            task = self.tasks[key]
+            baseline = task.pop("_baseline")
+            task["baseline_score"] = sum(baseline) / len(baseline) if baseline else None
+            task["train_pool_seeds"].sort()
+            yield key, task, 0

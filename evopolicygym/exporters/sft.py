@@ -1,0 +1,142 @@
+"""``sft`` and ``distill``: the Agent's conversations, whole or cut at each assistant turn.
+
+One row is one Agent attempt's conversation (a Run resumed with a fresh Agent
+has one per attempt; most Runs have one): the Host's task as the system
+message, a user turn, then the Agent's assistant turns with their tool calls
+and the tool results, in ``messages`` with the ``tools`` it called. With
+``--per-turn`` a row is instead a ``prompt`` (everything before one assistant
+turn) and a ``completion`` (that turn). ``distill`` is the same rows kept to a
+teacher (``--teacher``) with the teacher's identity and token usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from datasets import Features, Json, Value
+
+from evopolicygym.exporters.base import Exporter, Row
+from evopolicygym.exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_for
+from evopolicygym.exporters.history import RunHistory
+from evopolicygym.records.events import Message
+
+__all__ = ["DistillExporter", "SftExporter"]
+
+_OUTCOME = {
+    "run_id": Value("string"),
+    "attempt": Value("int32"),
+    "benchmark_id": Value("string"),
+    "environment_digest": Value("string"),
+    "score_direction": Value("string"),
+    "agent": AGENT,
+    "num_submissions": Value("int32"),
+    "best_train_score": Value("float64"),
+    "final_score": Value("float64"),
+    "success": Value("bool"),
+    "terminal_reason": Value("string"),
+}
+_USAGE = {
+    "input_tokens": Value("int64"),
+    "output_tokens": Value("int64"),
+    "cached_tokens": Value("int64"),
+}
+
+
+def _size(messages: list[Message]) -> int:
+    return sum(len(m.content) + sum(len(str(c.arguments)) for c in m.tool_calls) for m in messages)
+
+
+class SftExporter(Exporter):
+    name: ClassVar[str] = "sft"
+    summary: ClassVar[str] = (
+        "one Agent conversation of a Run (`messages`, `tools`) with the Run's outcome"
+    )
+    task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
+    batch_rows: ClassVar[int] = 64
+
+    def training_columns(self) -> tuple[str, ...]:
+        return ("prompt", "completion", "tools") if self.options.per_turn else ("messages", "tools")
+
+    def features(self) -> Features:
+        chat = (
+            {"prompt": MESSAGES, "completion": MESSAGES, "turn": Value("int32")}
+            if self.options.per_turn
+            else {"messages": MESSAGES}
+        )
+        return Features({**_OUTCOME, **chat, "tools": Json(), **self.extra_features()})
+
+    def extra_features(self) -> dict[str, Any]:
+        return {}
+
+    def settings(self) -> dict[str, Any]:
+        return {"per_turn": self.options.per_turn, "success_only": self.options.success_only}
+
+    def admits(self, run: RunHistory) -> bool:
+        return run.success or not self.options.success_only
+
+    def extra(self, run: RunHistory, transcript: list[Message]) -> dict[str, Any]:
+        return {}
+
+    def rows(self, run: RunHistory) -> Iterator[Row]:
+        if not self.admits(run):
+            return
+        outcome = {
+            "run_id": run.run_id,
+            "benchmark_id": run.created.benchmark_id,
+            "environment_digest": run.created.environment_digest,
+            "score_direction": run.direction,
+            "agent": agent_value(run.created.agent),
+            "num_submissions": len(run.submissions),
+            "best_train_score": run.best_train_score,
+            "final_score": run.final_score,
+            "success": run.success,
+            "terminal_reason": run.finished.reason,
+        }
+        for attempt in sorted(run.transcripts):
+            transcript = run.transcripts[attempt]
+            if not any(m.role == "assistant" for m in transcript):
+                continue  # an Agent that never answered teaches nothing
+            messages = conversation(transcript)
+            tools = tools_for(run.created.agent, messages)
+            base = {**outcome, "attempt": attempt, "tools": tools, **self.extra(run, transcript)}
+            size = _size(transcript)
+            if not self.options.per_turn:
+                yield run.run_id, {**base, "messages": messages}, size
+                continue
+            turn = 0
+            for i, message in enumerate(messages):
+                if message["role"] != "assistant":
+                    continue
+                row = {**base, "prompt": messages[:i], "completion": [message], "turn": turn}
+                turn += 1
+                yield run.run_id, row, size * i // max(len(messages), 1)
+
+
+class DistillExporter(SftExporter):
+    name: ClassVar[str] = "distill"
+    summary: ClassVar[str] = (
+        "one teacher conversation (the `sft` shape) with the teacher's identity and token usage"
+    )
+
+    def extra_features(self) -> dict[str, Any]:
+        return {"teacher": AGENT, "teacher_usage": _USAGE}
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "teacher": sorted(self.options.teacher)}
+
+    def admits(self, run: RunHistory) -> bool:
+        agent = run.created.agent
+        teachers = set(self.options.teacher)
+        if teachers and not {agent.name, agent.provider, agent.model} & teachers:
+            return False
+        return super().admits(run)
+
+    def extra(self, run: RunHistory, transcript: list[Message]) -> dict[str, Any]:
+        usage = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+        for message in transcript:
+            if message.usage is not None:
+                usage["input_tokens"] += message.usage.input_tokens
+                usage["output_tokens"] += message.usage.output_tokens
+                usage["cached_tokens"] += message.usage.cached_tokens
+        return {"teacher": agent_value(run.created.agent), "teacher_usage": usage}
