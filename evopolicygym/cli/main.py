@@ -17,6 +17,7 @@ __all__ = ["main"]
 _COMMANDS = {
     "benchmarks": "evopolicygym.cli.benchmarks:benchmarks",
     "evaluate": "evopolicygym.cli.evaluate:evaluate",
+    "export": "evopolicygym.cli.export:export_command",
     "query": "evopolicygym.cli.query:query",
     "quickstart": "evopolicygym.cli.quickstart:quickstart",
     "record": "evopolicygym.cli.record:record",

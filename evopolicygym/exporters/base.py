@@ -42,8 +42,8 @@ class ExportOptions:
     def __post_init__(self) -> None:
         if not 0.0 <= self.test_fraction < 1.0:
             raise ValueError("test fraction must be in [0, 1)")
-        if self.max_shard_bytes < 1024 * 1024:
-            raise ValueError("max shard size must be at least 1 MiB")
+        if self.max_shard_bytes < 64 * 1024:
+            raise ValueError("max shard size must be at least 64 KiB")
         if self.dpo_min_margin < 0:
             raise ValueError("dpo minimum margin must not be negative")
         if self.dpo_max_pairs < 1:

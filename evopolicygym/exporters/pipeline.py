@@ -108,6 +108,9 @@ def export(
     root = Path(output)
     if root.exists() and not root.is_dir():
         raise ExportError(f"output {root} exists and is not a directory")
+    if root.is_dir() and any(root.iterdir()) and not (root / MANIFEST).is_file():
+        # Its README.md and folders would be overwritten: only ever write over an export.
+        raise ExportError(f"output {root} is not empty and holds no export ({MANIFEST}); choose a new directory")
     root.mkdir(parents=True, exist_ok=True)
     head = _head(store)
     manifest = _read_manifest(root)

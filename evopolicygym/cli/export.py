@@ -1,0 +1,222 @@
+"""``evopolicy export``: recorded Runs as a Hugging Face dataset, one config per format."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, store_option
+from evopolicygym.exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
+from evopolicygym.exporters.base import DEFAULT_SHARD_BYTES
+from evopolicygym.records.events import TerminalReason
+from evopolicygym.records.location import open_store
+
+__all__ = ["export_command"]
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
+    if value is None:
+        return DEFAULT_SHARD_BYTES
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise click.BadParameter(f"{value!r} is not a size such as 256MB or 1GiB", ctx, param)
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _formats(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in EXPORTERS]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown format {', '.join(map(repr, unknown))} (formats: {', '.join(EXPORTERS)})",
+            ctx,
+            param,
+        )
+    if not names:
+        raise click.BadParameter("give at least one format", ctx, param)
+    return list(dict.fromkeys(names))
+
+
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD[THH:MM[:SS]][+HH:MM])", ctx, param) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+
+
+@click.command("export", short_help="Export recorded Runs as a Hugging Face dataset.")
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    required=True,
+    callback=_formats,
+    metavar="FORMAT",
+    help=f"Dataset config to build (repeatable, or comma-separated): {', '.join(EXPORTERS)}.",
+)
+@click.option("--output", "-o", required=True, metavar="DIR", help="Dataset directory to write.")
+@store_option()
+@click.option("--benchmark", multiple=True, metavar="ID", help="Keep Runs of this Benchmark (repeatable).")
+@click.option(
+    "--agent", multiple=True, metavar="NAME", help="Keep Runs of this agent name, provider or model (repeatable)."
+)
+@click.option(
+    "--terminal-reason",
+    multiple=True,
+    type=click.Choice(typing.get_args(TerminalReason)),
+    help="Keep Runs that ended so (repeatable).",
+)
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    metavar="X",
+    help="Keep Runs whose final (held-out) score is at least as good as X, in the Benchmark's direction.",
+)
+@click.option("--since", callback=_since, metavar="DATE", help="Keep Runs created at or after DATE (UTC unless given).")
+@click.option("--success-only", is_flag=True, help="sft, distill: only Runs that selected and measured a program.")
+@click.option("--per-turn", is_flag=True, help="sft, distill: prompt/completion rows ending at each assistant turn.")
+@click.option("--teacher", multiple=True, metavar="NAME", help="distill: keep this agent name, provider or model.")
+@click.option("--dpo-min-margin", type=float, default=0.0, show_default=True, help="dpo: least score difference.")
+@click.option("--dpo-max-pairs", type=int, default=64, show_default=True, help="dpo: pairs per Run, widest first.")
+@click.option(
+    "--test-fraction", type=float, default=0.1, show_default=True, help="Share of Runs (tasks for rl) in the test split."
+)
+@click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard [default: 256MiB].")
+@click.option("--license", "license_id", default="other", show_default=True, help="License id for the dataset card.")
+@click.option("--push-to-hub", metavar="REPO", help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).")
+@click.option("--private", is_flag=True, help="With --push-to-hub: create the repo private.")
+@click.option("--revision", metavar="BRANCH", help="With --push-to-hub: the branch to push to.")
+@click.option("--create-pr", is_flag=True, help="With --push-to-hub: open a pull request instead of committing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def export_command(
+    formats: list[str],
+    output: str,
+    store_dir: str | None,
+    benchmark: tuple[str, ...],
+    agent: tuple[str, ...],
+    terminal_reason: tuple[str, ...],
+    min_score: float | None,
+    since: dt.datetime | None,
+    success_only: bool,
+    per_turn: bool,
+    teacher: tuple[str, ...],
+    dpo_min_margin: float,
+    dpo_max_pairs: int,
+    test_fraction: float,
+    max_shard_size: int,
+    license_id: str,
+    push_to_hub: str | None,
+    private: bool,
+    revision: str | None,
+    create_pr: bool,
+    as_json: bool,
+) -> None:
+    """Export the finished Runs of the store as one dataset directory: a config per FORMAT
+    (parquet shards with explicit features), a dataset card and a manifest.
+
+    \b
+    Formats:
+      sft       one Agent conversation: messages, tools, outcome columns
+      rl        one task: prompt + verifiable reward spec (train seeds only)
+      dpo       two Programs on the same Episodes: prompt, chosen, rejected
+      distill   sft rows of a teacher, with its identity and token usage
+      rollouts  one policy Episode: observations, actions, rewards, ...
+      programs  one Submission: files, diff, edit kind, scores
+      events    one event: flat columns for analytics
+
+    Load with datasets.load_dataset(OUTPUT, FORMAT). A config whose store head and
+    settings are unchanged since the last export into OUTPUT is left as it is.
+    """
+    if (private or revision or create_pr) and not push_to_hub:
+        raise CliUsageError("--private, --revision and --create-pr go with --push-to-hub")
+    try:
+        options = ExportOptions(
+            run_filter=RunFilter(
+                benchmark=benchmark,
+                agent=agent,
+                terminal_reason=terminal_reason,
+                min_score=min_score,
+                since=since,
+            ),
+            test_fraction=test_fraction,
+            max_shard_bytes=max_shard_size,
+            success_only=success_only,
+            per_turn=per_turn,
+            teacher=teacher,
+            dpo_min_margin=dpo_min_margin,
+            dpo_max_pairs=dpo_max_pairs,
+            license=license_id,
+        )
+    except ValueError as exc:
+        raise CliUsageError(str(exc)) from exc
+    err = Console(stderr=True)
+    with open_store(store_dir) as store, Progress(
+        TextColumn("exporting Runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("runs", total=None)
+        try:
+            report = export(
+                store,
+                formats,
+                output,
+                options,
+                on_start=lambda total: progress.update(task, total=total),
+                on_run=lambda: progress.advance(task),
+            )
+        except (ExportError, OSError) as exc:
+            raise CliError(f"export failed: {exc}") from exc
+    pushed = None
+    if push_to_hub:
+        from evopolicygym.exporters.hub import HubError
+        from evopolicygym.exporters.hub import push_to_hub as push
+
+        try:
+            pushed = push(Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr)
+        except HubError as exc:
+            raise CliError(str(exc)) from exc
+    summary: dict[str, Any] = {
+        "output": str(report.output),
+        "runs": report.runs,
+        "configs": {
+            name: {
+                "rows": {split: c["splits"][split]["rows"] for split in c["splits"]},
+                "files": sum(len(c["splits"][split]["files"]) for split in c["splits"]),
+                "unchanged": name in report.unchanged,
+            }
+            for name, c in report.configs.items()
+        },
+        "pushed": pushed,
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    table = Table("config", "train", "test", "files", "")
+    for name, c in summary["configs"].items():
+        rows = c["rows"]
+        note = "unchanged" if c["unchanged"] else ("no rows" if not sum(rows.values()) else "written")
+        table.add_row(name, str(rows.get("train", 0)), str(rows.get("test", 0)), str(c["files"]), note)
+    console = Console()
+    console.print(table)
+    console.print(f"{report.runs} Runs read into {report.output}; load with datasets.load_dataset(DIR, CONFIG)")
+    if pushed:
+        console.print(f"pushed: {pushed}")
