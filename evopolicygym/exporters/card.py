@@ -34,7 +34,8 @@ def render_card(manifest: dict[str, Any], license_id: str) -> str:
             {
                 "config_name": name,
                 "data_files": [
-                    {"split": split, "path": f"{name}/{split}-*.parquet"} for split in present[name]
+                    {"split": split, "path": f"{name}/{split}-*-{configs[name]['tag']}.parquet"}
+                    for split in present[name]
                 ],
             }
             for name in loadable

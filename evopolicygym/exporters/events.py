@@ -5,7 +5,8 @@ budget, code, reason …) so DuckDB or pandas can group without parsing; the
 rest of each payload is the ``payload`` JSON column. What the Host keeps
 private is removed from the payload first: the Episode pool and every seed,
 the Run seed, and the Assessment's public content and the text of Validation
-and Assessment failures (which can quote held-out Episodes).
+and Assessment failures, per Episode or whole (which can quote held-out
+Episodes).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PRIVATE_FIELDS: dict[str, tuple[str, ...]] = {
     "ValidationFailed": ("error",),
     "AssessmentFailed": ("error",),
 }
+_HELD_OUT_EPISODES = ("CandidateValidated", "AssessmentCompleted")
 _SCALARS = {
     "submission_id": Value("int64"),
     "index": Value("int64"),
@@ -66,6 +68,12 @@ def public_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
     public = {k: v for k, v in payload.items() if k not in private}
     if event_type == "RunCreated" and isinstance(public.get("config"), dict):
         public["config"] = {k: v for k, v in public["config"].items() if k != "seed"}
+    if event_type in _HELD_OUT_EPISODES and isinstance(public.get("episodes"), list):
+        # A held-out Episode's failure text can quote it (its observation, its scenario).
+        public["episodes"] = [
+            {k: v for k, v in e.items() if k != "failure"} if isinstance(e, dict) else e
+            for e in public["episodes"]
+        ]
     return public
 
 

@@ -67,6 +67,11 @@ def _fingerprint(exporter: Exporter, head: tuple[int, str], options: ExportOptio
     return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
 
 
+def _tag(fingerprint: str) -> str:
+    """The part of a fingerprint that names a config's files."""
+    return fingerprint.removeprefix("sha256:")[:12]
+
+
 def _read_manifest(output: Path) -> dict[str, Any]:
     try:
         data = json.loads((output / MANIFEST).read_text())
@@ -128,12 +133,13 @@ def export(
 
     if pending:
         writers = {}
-        for name, (exporter, _) in pending.items():
+        for name, (exporter, fingerprint) in pending.items():
             temp = root / f".{name}.building"
             shutil.rmtree(temp, ignore_errors=True)
             writers[name] = ConfigWriter(
                 temp,
                 exporter.features(),
+                tag=_tag(fingerprint),
                 max_shard_bytes=options.max_shard_bytes,
                 batch_rows=exporter.batch_rows,
             )
@@ -154,6 +160,7 @@ def export(
             report.configs[name] = manifest["configs"][name] = {
                 "name": name,
                 "fingerprint": fingerprint,
+                "tag": _tag(fingerprint),
                 "exporter_version": exporter.version,
                 "settings": exporter.settings(),
                 "summary": exporter.summary,

@@ -5,7 +5,10 @@ batch per split, never the dataset. ``Json`` leaves are written as canonical
 JSON (sorted keys) and the table is cast to the features' Arrow schema, whose
 metadata carries the ``datasets.Features``: ``load_dataset`` reads the types
 back exactly. A shard is closed once it passes ``max_shard_bytes``; at the end
-the shards are named ``<split>-NNNNN-of-MMMMM.parquet``. A split with no rows
+the shards are named ``<split>-NNNNN-of-MMMMM-<tag>.parquet``, the tag naming
+the export's content (``datasets`` keys its cache on the card and the file
+name patterns, not on the files' bytes: a new export must change a name, or
+``load_dataset`` returns the old rows). A split with no rows
 has no shard (``load_dataset`` refuses a split without data), and every shard
 of a config has the same schema.
 """
@@ -129,7 +132,7 @@ class _Split:
         total = len(self.shards)
         names, size = [], 0
         for i, path in enumerate(self.shards):
-            name = f"{self.name}-{i:05d}-of-{total:05d}.parquet"
+            name = f"{self.name}-{i:05d}-of-{total:05d}-{self.writer.tag}.parquet"
             size += path.stat().st_size
             os.replace(path, path.with_name(name))
             names.append(name)
@@ -144,11 +147,13 @@ class ConfigWriter:
         directory: Path,
         features: Features,
         *,
+        tag: str,
         max_shard_bytes: int,
         batch_rows: int = 256,
         batch_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.directory = directory
+        self.tag = tag
         self.features = features
         self.schema = features.arrow_schema
         self.plain = pa.schema(

@@ -1,0 +1,482 @@
+"""Exporters: every format's rows, filters, splits, fingerprints, the leakage guard, the CLI.
+
+Synthetic recorded Runs (tests/runlogs.py) pin the semantics of each format;
+one real Run of the reference agent on CartPole checks that what the Host
+records exports whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
+
+from evopolicygym.cli.main import main
+from evopolicygym.exporters import EXPORTERS, ExportOptions, RunFilter, export
+from evopolicygym.exporters.chat import KICKOFF
+from evopolicygym.exporters.programs import edit_kind
+from evopolicygym.exporters.writer import split_of
+from evopolicygym.program import Program
+from evopolicygym.records.events import AgentIdentity, AgentMessages, EpisodeCompleted, Event
+from evopolicygym.records.location import Store, open_store
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # datasets reads its cache location at import: patch the value it uses.
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with open_store(tmp_path / "store", create=True) as opened:
+        yield opened
+
+
+def files(gain: float, structural: bool = False) -> dict[str, str]:
+    return {"policy.py": policy_source(gain, structural)}
+
+
+def standard_run(run_id: str = "alpha", **kw: Any) -> SynthRun:
+    """1 and 2 on the same indices (2 better), 3 on others, 4 failed, 5 like 1 but structural."""
+    return SynthRun(
+        run_id=run_id,
+        submissions=[
+            Planned(files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),
+            Planned(files(0.7), [0, 1, 2], [4.0, 5.0, 6.0]),
+            Planned(files(0.9), [3, 4], [9.0, 9.0]),
+            Planned(files(1.1), [5], None),
+            Planned(files(0.5, structural=True), [0, 1, 2], [0.0, 0.0, 0.0]),
+        ],
+        candidates=[2, 3],
+        **kw,
+    )
+
+
+def load(out: Path, config: str) -> list[dict[str, Any]]:
+    loaded = datasets.load_dataset(str(out), config)
+    return [row for split in sorted(loaded) for row in loaded[split]]
+
+
+def run_export(store: Store, out: Path, formats: list[str] | None = None, **options: Any) -> Any:
+    return export(store, formats or list(EXPORTERS), out, ExportOptions(**options))
+
+
+# --------------------------------------------------------------------------- the leakage guard
+
+
+def _strings(value: Any) -> list[str]:
+    return [json.dumps(value, default=str, sort_keys=True)]
+
+
+def test_no_held_out_or_private_value_reaches_any_training_column(store: Store, tmp_path: Path) -> None:
+    """Canaries in the pool's scenarios, held-out feedback and failures, and distinct seeds in
+    every seed domain: none reaches a training column; held-out ones reach no column at all."""
+    write_run(store, standard_run("alpha"))
+    write_run(store, standard_run("beta", agent=AgentIdentity(name="other", provider="command")))
+    held_out = [str(CANARY_SEEDS["validation"]), str(CANARY_SEEDS["assessment"]), CANARY]
+    episode_seeds = [str(CANARY_SEEDS["pool"] * 10 + i) for i in range(120)]
+    for per_turn in (False, True):
+        out = tmp_path / f"out-{per_turn}"
+        report = run_export(store, out, per_turn=per_turn, test_fraction=0.5)
+        for name, entry in report.configs.items():
+            rows = load(out, name)
+            assert rows, name
+            for row in rows:
+                whole = _strings(row)[0]
+                for secret in held_out + episode_seeds:
+                    assert secret not in whole, (name, secret)
+                training = json.dumps({c: row[c] for c in entry["training_columns"]}, default=str)
+                assert str(CANARY_SEEDS["pool"]) not in training, name
+        # The card and manifest name no secret either.
+        for path in (out / "README.md", out / "export.json"):
+            text = path.read_text()
+            assert not any(secret in text for secret in held_out + episode_seeds)
+    # The pool seed is in rl's reward columns only: what a reward needs to replay train Episodes.
+    (task,) = load(tmp_path / "out-False", "rl")
+    assert task["train_pool_seeds"] == [CANARY_SEEDS["pool"]]
+
+
+# --------------------------------------------------------------------------- sft and distill
+
+
+def test_sft_is_one_conversation_per_run_with_outcome_columns(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    failed = standard_run("beta", reason="assessment_failed", assessment_score=None)
+    write_run(store, failed)
+    run_export(store, tmp_path / "out", ["sft"])
+    rows = {r["run_id"]: r for r in load(tmp_path / "out", "sft")}
+    alpha = rows["alpha"]
+    assert "prompt" not in alpha
+    roles = [m["role"] for m in alpha["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"]
+    assert alpha["messages"][0]["content"].startswith("# Task: evolve a policy for `toy-counter`")
+    assert alpha["messages"][1]["content"] == KICKOFF
+    calls = [c for m in alpha["messages"] for c in m["tool_calls"]]
+    assert calls[0]["function"] == {"name": "read_file", "arguments": {"path": "TASK.md"}}
+    answered = {m["tool_call_id"] for m in alpha["messages"] if m["role"] == "tool"}
+    assert {c["id"] for c in calls} == answered  # every call has its result
+    assert {t["function"]["name"] for t in alpha["tools"]} == {"read_file", "write_file", "bash"}
+    assert alpha["num_submissions"] == 5
+    assert alpha["best_train_score"] == 9.0
+    assert alpha["final_score"] == 42.0 and alpha["success"] is True
+    assert alpha["terminal_reason"] == "finished"
+    assert alpha["agent"] == {"name": "reference", "provider": "reference", "model": None, "options": {}}
+    assert rows["beta"]["success"] is False and rows["beta"]["final_score"] is None
+
+    run_export(store, tmp_path / "ok", ["sft"], success_only=True)
+    assert [r["run_id"] for r in load(tmp_path / "ok", "sft")] == ["alpha"]
+
+
+def test_per_turn_rows_end_at_each_assistant_turn(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "whole", ["sft"])
+    run_export(store, tmp_path / "turns", ["sft"], per_turn=True)
+    (whole,) = load(tmp_path / "whole", "sft")
+    turns = load(tmp_path / "turns", "sft")
+    messages = whole["messages"]
+    assistant = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    assert len(turns) == len(assistant)
+    for row, i in zip(sorted(turns, key=lambda r: r["turn"]), assistant, strict=True):
+        assert "messages" not in row
+        assert row["prompt"] == messages[:i]
+        assert row["completion"] == [messages[i]]
+
+
+def test_distill_keeps_the_teacher_and_its_token_usage(store: Store, tmp_path: Path) -> None:
+    teacher = AgentIdentity(name="big", provider="chat", model="teacher-70b", options={"effort": "high"})
+    write_run(store, standard_run("alpha", agent=teacher))
+    write_run(store, standard_run("beta"))
+    run_export(store, tmp_path / "out", ["distill"], teacher=("teacher-70b",))
+    (row,) = load(tmp_path / "out", "distill")
+    assert row["run_id"] == "alpha"
+    assert row["teacher"] == {"name": "big", "provider": "chat", "model": "teacher-70b", "options": {"effort": "high"}}
+    calls = sum(len(m["tool_calls"]) for m in row["messages"])
+    assert row["teacher_usage"] == {"input_tokens": 100 * calls, "output_tokens": 20 * calls, "cached_tokens": 0}
+
+
+# --------------------------------------------------------------------------- dpo
+
+
+def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["dpo"])
+    rows = load(tmp_path / "out", "dpo")
+    pairs = {(r["chosen_submission_id"], r["rejected_submission_id"]): r for r in rows}
+    # 1, 2 and 5 share indices [0, 1, 2]; 3 stands alone; 4 failed.
+    assert set(pairs) == {(2, 1), (2, 5), (1, 5)}
+    widest = rows[0]
+    assert (widest["chosen_submission_id"], widest["rejected_submission_id"]) == (2, 5)
+    assert widest["margin"] == 5.0 and widest["chosen_score"] == 5.0 and widest["rejected_score"] == 0.0
+    assert widest["indices"] == [0, 1, 2]
+    for row in rows:
+        assert row["prompt"][-1]["role"] in ("user", "tool")
+        (chosen,) = row["chosen"]
+        (rejected,) = row["rejected"]
+        assert chosen["role"] == rejected["role"] == "assistant"
+        assert chosen["tool_calls"] != rejected["tool_calls"]
+        assert all(c["function"]["name"] == "write_file" for c in chosen["tool_calls"])
+    # The pair decided at submission 2 sees submission 1's result, not 2's own edit.
+    (later,) = [r for r in rows if {r["chosen_submission_id"], r["rejected_submission_id"]} == {2, 5}]
+    context = json.dumps(later["prompt"])
+    assert "gain = 0.5" in context and "gain = 0.7" not in context
+    assert later["prompt"][-1]["content"] == '{"submission_id": 1, "score": 2.0}'  # 1's answer
+    chosen_text = later["chosen"][0]["tool_calls"][0]["function"]["arguments"]["content"]
+    assert "gain = 0.7" in chosen_text
+
+    run_export(store, tmp_path / "wide", ["dpo"], dpo_min_margin=3.5)
+    assert {(r["chosen_submission_id"], r["rejected_submission_id"]) for r in load(tmp_path / "wide", "dpo")} == {
+        (2, 5)
+    }
+    run_export(store, tmp_path / "one", ["dpo"], dpo_max_pairs=1)
+    assert len(load(tmp_path / "one", "dpo")) == 1
+
+
+def test_dpo_follows_the_benchmarks_direction(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha", direction="minimize"))
+    run_export(store, tmp_path / "out", ["dpo"])
+    rows = load(tmp_path / "out", "dpo")
+    assert all(r["chosen_score"] < r["rejected_score"] for r in rows), [(r["chosen_score"], r["rejected_score"], r["score_direction"]) for r in rows]
+    assert {(r["chosen_submission_id"], r["rejected_submission_id"]) for r in rows} == {(5, 2), (5, 1), (1, 2)}
+
+
+# --------------------------------------------------------------------------- rl, rollouts, programs, events
+
+
+def test_rl_is_one_row_per_task(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    write_run(store, standard_run("beta"))
+    write_run(store, standard_run("gamma", benchmark_id="other-bench"))
+    baseline = standard_run("delta")
+    baseline.submissions.insert(0, Planned(dict(baseline.initial), [0, 1], [2.0, 4.0]))
+    write_run(store, baseline)
+    run_export(store, tmp_path / "out", ["rl"])
+    rows = {r["benchmark_id"]: r for r in load(tmp_path / "out", "rl")}
+    assert set(rows) == {"toy-counter", "other-bench"}
+    task = rows["toy-counter"]
+    assert task["runs"] == 3 and rows["other-bench"]["runs"] == 1
+    assert [m["role"] for m in task["prompt"]] == ["system", "user"]
+    assert "gain = 0.0" in task["prompt"][1]["content"]  # the initial program
+    assert task["initial_program"] == [{"path": "policy.py", "content": policy_source(0.0), "size": len(policy_source(0.0))}]
+    assert task["baseline_score"] == 3.0 and task["best_known_score"] == 9.0
+    assert task["score_direction"] == "maximize" and task["train_split"] == "train"
+    assert task["budget"]["episode_budget"] == 8 and "seed" not in task["budget"]
+
+
+def test_rollouts_hold_whole_recorded_episodes(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["rollouts"])
+    rows = load(tmp_path / "out", "rollouts")
+    assert len(rows) == 3 + 3 + 2 + 3  # every Episode of the published Submissions
+    row = rows[0]
+    assert row["observations"] == [[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]
+    assert row["actions"] == [1, 1, 0]
+    assert row["rewards"] == [0.5, 0.5, 0.5]
+    assert row["terminations"] == [False, False, True] and row["truncations"] == [False] * 3
+    assert row["complete"] is True and row["steps"] == 3
+
+
+def test_programs_classify_edits_and_track_the_best(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["programs"])
+    rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
+    assert [r["edit_kind"] for r in rows] == ["parametric", "parametric", "parametric", "parametric", "synthesis"]
+    assert [r["best_so_far"] for r in rows] == [True, True, True, False, False]
+    assert [r["status"] for r in rows] == ["published"] * 3 + ["failed", "published"]
+    assert [r["selected"] for r in rows] == [False, True, False, False, False]
+    assert rows[0]["previous_submission_id"] is None and rows[1]["previous_submission_id"] == 1
+    assert "-    gain = 0.5\n+    gain = 0.7\n" in rows[1]["diff"]
+    assert rows[3]["score"] is None
+
+
+def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["events"])
+    rows = load(tmp_path / "out", "events")
+    envelopes = list(store.events.read_stream("run-alpha"))
+    assert [r["position"] for r in rows] == [e.position for e in envelopes]
+    created = rows[0]
+    assert created["type"] == "RunCreated"
+    assert "pool" not in created["payload"] and "seeds" not in created["payload"]
+    assert "seed" not in created["payload"]["config"]
+    published = [r for r in rows if r["type"] == "SubmissionPublished"]
+    assert [r["score"] for r in published] == [2.0, 5.0, 9.0, 0.0]
+    assert published[0]["submission_id"] == 1 and published[0]["budget_used"] == 3
+    assert rows[0]["recorded_at"].tzinfo is not None
+
+
+# --------------------------------------------------------------------------- filters, splits, fingerprints
+
+
+def test_run_filters(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    write_run(store, standard_run("beta", benchmark_id="other-bench", assessment_score=7.0))
+    write_run(store, standard_run("gamma", agent=AgentIdentity(name="x", provider="codex", model="m1")))
+
+    def ids(**kw: Any) -> set[str]:
+        out = tmp_path / f"out-{len(os.listdir(tmp_path))}"
+        run_export(store, out, ["sft"], run_filter=RunFilter(**kw))
+        return {r["run_id"] for r in load(out, "sft")} if (out / "sft").exists() and any((out / "sft").iterdir()) else set()
+
+    assert ids(benchmark=("other-bench",)) == {"beta"}
+    assert ids(agent=("codex",)) == {"gamma"} == ids(agent=("m1",))
+    assert ids(min_score=10.0) == {"alpha", "gamma"}
+    assert ids(terminal_reason=("agent_exited",)) == set()
+    import datetime as dt
+
+    assert ids(since=dt.datetime(2999, 1, 1, tzinfo=dt.UTC)) == set()
+
+
+def test_unfinished_runs_are_not_exported(store: Store, tmp_path: Path) -> None:
+    from evopolicygym.records.events import new_event
+
+    write_run(store, standard_run("alpha"))
+    events = [e.event() for e in store.events.read_stream("run-alpha")]
+    unfinished: list[Event] = events[:-1]
+    store.events.append(
+        "run-zeta", [new_event(e, f"zeta/{i}") for i, e in enumerate(unfinished)], 0
+    )
+    report = run_export(store, tmp_path / "out", ["sft", "events"])
+    assert report.runs == 1
+    assert {r["run_id"] for r in load(tmp_path / "out", "events")} == {"alpha"}
+
+
+@given(st.text(min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_split_is_a_function_of_the_key(key: str) -> None:
+    assert split_of(key, 0.3) == split_of(key, 0.3)
+    assert split_of(key, 0.0) == "train"
+    if split_of(key, 0.3) == "test":
+        assert split_of(key, 0.6) == "test"  # a larger test share only adds keys
+
+
+def test_splits_are_by_run_and_about_the_asked_share(store: Store, tmp_path: Path) -> None:
+    for i in range(40):
+        write_run(store, standard_run(f"run{i:02d}", chatter=0))
+    report = run_export(store, tmp_path / "out", ["sft", "programs", "rollouts"], test_fraction=0.5)
+    loaded = datasets.load_dataset(str(tmp_path / "out"), "programs")
+    by_split = {split: {r["run_id"] for r in loaded[split]} for split in loaded}
+    assert not by_split["train"] & by_split["test"]
+    assert 8 <= len(by_split["test"]) <= 32
+    sft_test = {r["run_id"] for r in datasets.load_dataset(str(tmp_path / "out"), "sft")["test"]}
+    assert sft_test == by_split["test"] == {f"run{i:02d}" for i in range(40) if split_of(f"run{i:02d}", 0.5) == "test"}
+    assert report.configs["sft"]["splits"]["test"]["rows"] == len(sft_test)
+
+
+def test_an_unchanged_export_is_reused_and_a_new_run_rebuilds_it(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    out = tmp_path / "out"
+    run_export(store, out, ["sft", "dpo"])
+    shard = next((out / "sft").glob("*.parquet"))
+    before = shard.stat().st_ino, shard.read_bytes()
+    again = run_export(store, out, ["sft", "dpo"])
+    assert sorted(again.unchanged) == ["dpo", "sft"] and again.runs == 0
+    assert (shard.stat().st_ino, shard.read_bytes()) == before
+    changed = run_export(store, out, ["sft", "dpo"], per_turn=True)  # sft's settings moved
+    assert changed.unchanged == ["dpo"]
+    write_run(store, standard_run("beta"))
+    grown = run_export(store, out, ["sft", "dpo"], per_turn=True)
+    assert grown.unchanged == [] and grown.runs == 2
+    assert {r["run_id"] for r in load(out, "sft")} == {"alpha", "beta"}
+    manifest = json.loads((out / "export.json").read_text())
+    assert manifest["configs"]["sft"]["store_head"] == store.events.head()
+
+
+def test_a_new_export_is_never_read_from_a_stale_datasets_cache(tmp_path: Path) -> None:
+    """datasets keys its cache on the card and file names, not the bytes: two exports with
+    the same shape (same rows, same sizes) must still load as themselves."""
+    loaded = []
+    for direction in ("maximize", "minimize"):
+        with open_store(tmp_path / direction, create=True) as store:
+            write_run(store, standard_run("alpha", direction=direction))
+            out = tmp_path / direction / "out"
+            run_export(store, out, ["dpo"])
+            loaded.append({r["score_direction"] for r in load(out, "dpo")})
+    assert loaded == [{"maximize"}, {"minimize"}]
+
+
+def test_a_directory_that_is_not_an_export_is_left_alone(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "README.md").write_text("my notes\n")
+    result = CliRunner().invoke(
+        main, ["export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(mine)]
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("error: export failed:") and result.output.count("\n") == 1
+    assert sorted(p.name for p in mine.iterdir()) == ["README.md"]
+    assert (mine / "README.md").read_text() == "my notes\n"
+
+
+def test_the_card_lists_loadable_configs_with_their_features(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["sft", "rollouts"], license="cc-by-4.0")
+    import yaml
+
+    text = (tmp_path / "out" / "README.md").read_text()
+    header = yaml.safe_load(text.split("---\n")[1])
+    assert header["license"] == "cc-by-4.0"
+    assert {"text-generation", "reinforcement-learning"} <= set(header["task_categories"])
+    assert [c["config_name"] for c in header["configs"]] == ["rollouts", "sft"]
+    infos = {i["config_name"]: i for i in header["dataset_info"]}
+    features = datasets.Features._from_yaml_list(infos["sft"]["features"])
+    assert features == EXPORTERS["sft"](store, ExportOptions()).features()
+    assert "How the records were produced and filtered" in text
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    out = tmp_path / "out"
+    args = ["export", "--store", str(tmp_path / "store"), "--format", "sft,dpo", "--format", "rl", "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs"] == 1 and set(summary["configs"]) == {"sft", "dpo", "rl"}
+    assert summary["configs"]["dpo"]["rows"]["train"] + summary["configs"]["dpo"]["rows"]["test"] == 3
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and "unchanged" in again.output
+
+    for bad, code, needle in [
+        (["--format", "nope"], 2, "unknown format 'nope'"),
+        (["--format", "sft", "--since", "yesterday"], 2, "is not a date"),
+        (["--format", "sft", "--max-shard-size", "lots"], 2, "is not a size"),
+        (["--format", "sft", "--test-fraction", "1.5"], 2, "test fraction"),
+        (["--format", "sft", "--create-pr"], 2, "go with --push-to-hub"),
+    ]:
+        result = CliRunner().invoke(main, ["export", "--store", str(tmp_path / "store"), "-o", str(out), *bad])
+        assert result.exit_code == code, (bad, result.output)
+        assert needle in result.output and result.output.count("\n") == 1, result.output
+    missing = CliRunner().invoke(main, ["export", "--store", str(tmp_path / "none"), "--format", "sft", "-o", str(out)])
+    assert missing.exit_code == 1 and "no store at" in missing.output
+
+
+# --------------------------------------------------------------------------- edit kinds
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=3, max_size=3))
+@settings(max_examples=100, deadline=None)
+def test_changing_only_numbers_is_parametric(numbers: list[float]) -> None:
+    template = "W = [{}, {}]\n\ndef make_policy(context):\n    return lambda o: int(o[0] * W[0] > {})\n"
+    before = Program.from_files({"policy.py": template.format(0.5, -1, 2)})
+    after = Program.from_files({"policy.py": template.format(*map(repr, numbers))})
+    assert edit_kind(before, after) in ("parametric", "none")
+    assert edit_kind(before, Program.from_files({"policy.py": template.format(0.5, -1, 2) + "X = 1\n"})) == "synthesis"
+    assert edit_kind(before, Program.from_files({"policy.py": template.format(0.5, -1, 2), "w.json": "[1]"})) == "synthesis"
+
+
+# --------------------------------------------------------------------------- a real Run
+
+
+@pytest.fixture(scope="module")
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from evopolicygym.agents.providers import agent_identity
+    from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+    from evopolicygym.run.service import RunHost, create_run
+
+    root = tmp_path_factory.mktemp("real") / "store"
+    with open_store(root, create=True) as store:
+        config = RunConfig(
+            episode_budget=24,
+            validation=ValidationConfig(episodes_per_candidate=4, max_candidates=2),
+            assessment=AssessmentConfig(episodes=4),
+        )
+        run_id = create_run(store, "cartpole", config, agent_identity("reference"))
+        RunHost(store, run_id).drive()
+        yield store
+
+
+def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = run_export(real_store, out)
+    assert report.runs == 1
+    events = [e.event() for e in real_store.events.read_stream(real_store.events.streams("run-")[0].stream_id)]
+    messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+    (sft,) = load(out, "sft")
+    assert len(sft["messages"]) == len(messages) + 1  # the kickoff user turn
+    assert [m["content"] for m in sft["messages"][2:]] == [m.content for m in messages[1:]]
+    traced = [e for e in events if isinstance(e, EpisodeCompleted) and e.trace_blob]
+    rollouts = load(out, "rollouts")
+    assert len(rollouts) == len(traced) > 0
+    for row in rollouts:
+        assert len(row["observations"]) == len(row["actions"]) + 1
+        assert row["observations"][0] is not None and len(row["observations"][0]) == 4
+        assert sum(row["rewards"]) == row["total_reward"] and row["complete"]
+    assert len(load(out, "events")) == len(events)
+    assert len(load(out, "programs")) == sum(1 for e in events if type(e).__name__ == "EvaluationStarted")
+    assert all(load(out, name) for name in ("rl", "distill"))
