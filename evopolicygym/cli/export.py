@@ -76,7 +76,8 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 @click.option(
     "--terminal-reason",
     multiple=True,
-    type=click.Choice(typing.get_args(TerminalReason)),
+    # An interrupted Run has not finished, so it is never exported.
+    type=click.Choice([r for r in typing.get_args(TerminalReason) if r != "interrupted"]),
     help="Keep Runs that ended so (repeatable).",
 )
 @click.option(

@@ -69,6 +69,7 @@ def quickstart(store_dir: str | None, budget: int) -> None:
         (f"evopolicy record replay {run_id}", "the Run's timeline, verified from the log"),
         (f"evopolicy record checkout {run_id} final ./best", "the selected program"),
         ('evopolicy query "SELECT run_id, status, best_score FROM runs"', "SQL over the record"),
+        ("evopolicy export --format sft --format dpo -o ./dataset", "Hugging Face training data"),
         ("evopolicy run --benchmark acrobot --budget 64", "another Benchmark"),
         ("evopolicy run --benchmark cartpole --agent command --agent-command 'your-agent'", "your own Agent"),
     ]

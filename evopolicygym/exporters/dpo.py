@@ -31,6 +31,7 @@ from evopolicygym.exporters.chat import (
 )
 from evopolicygym.exporters.history import RunHistory, SubmissionHistory
 from evopolicygym.program import Program
+from evopolicygym.records.events import Message
 
 __all__ = ["DpoExporter", "decision_context", "edit_turn"]
 
@@ -42,7 +43,9 @@ def decision_context(run: RunHistory, submission: SubmissionHistory) -> tuple[li
         for s in run.submissions
         if s.attempt == submission.attempt and s.submission_id < submission.submission_id
     ]
-    transcript = run.transcripts.get(submission.attempt, [])
+    transcript = run.transcripts.get(submission.attempt) or [
+        Message(role="system", content=run.task_text or "")
+    ]
     messages = conversation(transcript)
     opening = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages) - 1)
     end = opening + 1  # the task and the first user turn
