@@ -144,6 +144,8 @@ def export_command(
     """
     if (private or revision or create_pr) and not push_to_hub:
         raise CliUsageError("--private, --revision and --create-pr go with --push-to-hub")
+    if revision and create_pr:
+        raise CliUsageError("--create-pr opens a pull request against the default branch: leave out --revision")
     try:
         options = ExportOptions(
             run_filter=RunFilter(
