@@ -142,13 +142,14 @@ def test_a_command_agent_runs_end_to_end(store: Store, tmp_path: Path) -> None:
     report = verify_store(store)
     assert report.ok, report.problems
     # Train Episodes keep whole step traces (record_trajectories="train"); held-out ones none.
-    import msgspec
+    from evopolicygym.records.traces import decode_trace
 
     for episode in of(events, EpisodeCompleted):
         assert episode.trace_blob is not None
-        trace = msgspec.msgpack.decode(store.blobs.get(episode.trace_blob))
-        assert len(trace) == episode.steps
-        assert sum(step[1] for step in trace) == episode.total_reward
+        trace = decode_trace(store.blobs.get(episode.trace_blob))
+        assert len(trace.steps) == episode.steps
+        assert sum(step[1] for step in trace.steps) == episode.total_reward
+        assert trace.initial_observation is not None and len(trace.initial_observation) == 4
 
 
 def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) -> None:

@@ -175,6 +175,9 @@ def export(
             }
 
     manifest["configs"] = {k: manifest["configs"][k] for k in sorted(manifest["configs"])}
-    _write_text(root / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    _write_text(root / "README.md", render_card(manifest, options.license))
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    _write_text(root / MANIFEST, text)
+    # The card from the manifest as stored: a config reused from an earlier export and one
+    # built now must render alike, or an unchanged export would change its card's bytes.
+    _write_text(root / "README.md", render_card(json.loads(text), options.license))
     return report
