@@ -19,7 +19,6 @@ and recorded free text (errors, reasons) is scrubbed of any of those numbers.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeAlias
 
@@ -59,6 +58,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
+from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.verify import BlobChecker, referenced_blobs
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.config import RunConfig, RunConfigError
@@ -97,9 +97,6 @@ __all__ = [
 STREAM_PREFIX = "run-"
 Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 _RAW_JSON = msgspec.json.Decoder()
-_NUMBER = re.compile(r"\d+")
-_MIN_PRIVATE_DIGITS = 5  # shorter numbers are everywhere in text; scrubbing them would garble it
-_REDACTED = "<private>"
 
 
 class ReplayError(Exception):
@@ -280,53 +277,6 @@ def _exact(value: Any) -> str:
 # --------------------------------------------------------------------------- private values
 
 
-class _Private:
-    """Host-private numbers and scenario strings seen so far, to scrub from recorded text."""
-
-    def __init__(self) -> None:
-        self.numbers: set[str] = set()
-        self.strings: set[str] = set()
-
-    def add_created(self, created: RunCreated) -> None:
-        for entry in created.pool:
-            self._number(entry.seed)
-            self._number(entry.policy_seed)
-            self._scenario(entry.scenario)
-        for derived in created.seeds.values():
-            self._number(derived)
-        run_seed = created.config.get("seed")
-        if isinstance(run_seed, int):
-            self._number(run_seed)
-
-    def _number(self, value: int) -> None:
-        text = str(abs(value))
-        if len(text) >= _MIN_PRIVATE_DIGITS:
-            self.numbers.add(text)
-
-    def _scenario(self, value: Any) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                self._scenario(item)
-        elif isinstance(value, list):
-            for item in value:
-                self._scenario(item)
-        elif isinstance(value, bool):
-            return
-        elif isinstance(value, int):
-            self._number(value)
-        elif isinstance(value, str) and len(value) >= 6:
-            self.strings.add(value)
-
-    def scrub(self, text: str) -> str:
-        for secret in self.strings:
-            text = text.replace(secret, _REDACTED)
-        if not self.numbers:
-            return text
-        return _NUMBER.sub(
-            lambda m: _REDACTED if m.group().lstrip("0") in self.numbers else m.group(), text
-        )
-
-
 # --------------------------------------------------------------------------- reading
 
 
@@ -349,7 +299,7 @@ def _decoded(envelope: Envelope) -> tuple[Event | None, str | None]:
 class _Checker:
     """The stream's share of ``verify_store``: envelope hashes, links, versions and blobs."""
 
-    def __init__(self, store: Store, private: _Private) -> None:
+    def __init__(self, store: Store, private: PrivateValues) -> None:
         self.read_rows = page_reader(store)
         self.private = private
         self.blob_checker = BlobChecker(store.blobs)
@@ -426,7 +376,7 @@ class _Builder:
     """Folds the stream event by event into the Replay."""
 
     def __init__(self, store: Store, stream_id: str) -> None:
-        self.private = _Private()
+        self.private = PrivateValues()
         self.checker = _Checker(store, self.private)
         self.replay = Replay(run_id=stream_id[len(STREAM_PREFIX) :], stream_id=stream_id)
         self.state = RunState()
@@ -819,7 +769,7 @@ def reevaluate(
     (empty when everything reproduces). ``progress(done, total)`` counts Episodes."""
     stream_id = _stream_id(run_id)
     created, work = _jobs(store, stream_id)
-    private = _Private()
+    private = PrivateValues()
     private.add_created(created)
     try:
         config = RunConfig.from_dict(created.config)
@@ -872,7 +822,7 @@ def _rerun(
     pool: list[PoolEntry],
     job: _Job,
     step: Progress,
-    private: _Private,
+    private: PrivateValues,
     jobs: int | None,
 ) -> list[Mismatch]:
     def mismatch(field: str, recorded: Any, replayed: Any, episode: int | None = None) -> Mismatch:
