@@ -186,7 +186,9 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             )
         )
         if planned.rewards is None:
-            events.append(EvaluationFailed(submission_id=sid, error="worker lost", budget_consumed=len(planned.indices)))
+            # A Host-side error can quote the Episode it failed on: its seed and scenario.
+            quoted = f"worker lost on seed {CANARY_SEEDS['pool'] * 10 + planned.indices[0]} ({secret}-pool-{planned.indices[0]})"
+            events.append(EvaluationFailed(submission_id=sid, error=quoted, budget_consumed=len(planned.indices)))
             messages.append(Message(role="tool", content='{"error": "evaluation_failed"}', tool_call_id=submit_result.tool_call_id, name="bash"))
             continue
         for index, reward in zip(planned.indices, planned.rewards, strict=True):

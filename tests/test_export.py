@@ -275,6 +275,10 @@ def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) 
     assert [r["score"] for r in published] == [2.0, 5.0, 9.0, 0.0]
     assert published[0]["submission_id"] == 1 and published[0]["budget_used"] == 3
     assert rows[0]["recorded_at"].tzinfo is not None
+    held_out = [r for r in rows if r["type"] in ("CandidateValidated", "AssessmentCompleted")]
+    assert held_out and all("episodes" not in r["payload"] and r["score"] is not None for r in held_out)
+    (failed,) = [r for r in rows if r["type"] == "EvaluationFailed"]
+    assert failed["payload"]["error"] == "worker lost on seed <private> (<private>)"
 
 
 # --------------------------------------------------------------------------- filters, splits, fingerprints

@@ -4,9 +4,9 @@ Common facts are scalar columns (position, Run, type, time, Submission, score,
 budget, code, reason …) so DuckDB or pandas can group without parsing; the
 rest of each payload is the ``payload`` JSON column. What the Host keeps
 private is removed from the payload first: the Episode pool and every seed,
-the Run seed, and the Assessment's public content and the text of Validation
-and Assessment failures, per Episode or whole (which can quote held-out
-Episodes).
+the Run seed, held-out Episodes' results (their scores stay), the Assessment's
+public content and the text of Validation and Assessment failures; any other
+text (an error, a reason) is scrubbed of the Run's private seeds and scenarios.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from datasets import Features, Json, Value
 
 from evopolicygym.exporters.base import Exporter, Row
 from evopolicygym.exporters.history import RunHistory
+from evopolicygym.records.private import PrivateValues
 
 __all__ = ["PRIVATE_FIELDS", "EventsExporter", "public_payload"]
 
@@ -27,11 +28,12 @@ PRIVATE_FIELDS: dict[str, tuple[str, ...]] = {
     "RunCreated": ("pool", "seeds"),
     "ValidationStarted": ("seed",),
     "AssessmentStarted": ("seed",),
-    "AssessmentCompleted": ("content",),
+    # Held-out Episodes: their scores stay, their per-Episode results and texts do not.
+    "CandidateValidated": ("episodes",),
+    "AssessmentCompleted": ("content", "episodes"),
     "ValidationFailed": ("error",),
     "AssessmentFailed": ("error",),
 }
-_HELD_OUT_EPISODES = ("CandidateValidated", "AssessmentCompleted")
 _SCALARS = {
     "submission_id": Value("int64"),
     "index": Value("int64"),
@@ -63,18 +65,24 @@ def _scalar(value: Any, dtype: str) -> Any:
     return value if isinstance(value, str) else None
 
 
-def public_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-    private = PRIVATE_FIELDS.get(event_type, ())
-    public = {k: v for k, v in payload.items() if k not in private}
+def public_payload(event_type: str, payload: dict[str, Any], private: PrivateValues) -> dict[str, Any]:
+    """The payload without its Host-private fields, every string scrubbed of private values."""
+    hidden = PRIVATE_FIELDS.get(event_type, ())
+    public = {k: v for k, v in payload.items() if k not in hidden}
     if event_type == "RunCreated" and isinstance(public.get("config"), dict):
         public["config"] = {k: v for k, v in public["config"].items() if k != "seed"}
-    if event_type in _HELD_OUT_EPISODES and isinstance(public.get("episodes"), list):
-        # A held-out Episode's failure text can quote it (its observation, its scenario).
-        public["episodes"] = [
-            {k: v for k, v in e.items() if k != "failure"} if isinstance(e, dict) else e
-            for e in public["episodes"]
-        ]
-    return public
+    return _scrubbed(public, private)
+
+
+def _scrubbed(value: Any, private: PrivateValues) -> Any:
+    """Free text (an error, a reason, a policy's output) can quote a seed or a scenario."""
+    if isinstance(value, str):
+        return private.scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, private) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, private) for v in value]
+    return value
 
 
 class EventsExporter(Exporter):
@@ -99,6 +107,7 @@ class EventsExporter(Exporter):
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
+        private = PrivateValues.of(run.created)
         for envelope in self.store.events.read_stream(run.stream_id, 0):
             if envelope.position > run.last_position:
                 break  # appended since the history was read: the next export's
@@ -114,5 +123,7 @@ class EventsExporter(Exporter):
             }
             for name, feature in _SCALARS.items():
                 row[name] = _scalar(payload.get(name), feature.dtype)
-            row["payload"] = public_payload(envelope.type, payload)
+                if isinstance(row[name], str):
+                    row[name] = private.scrub(row[name])
+            row["payload"] = public_payload(envelope.type, payload, private)
             yield run.run_id, row, len(envelope.payload)
