@@ -371,6 +371,58 @@ def test_a_new_export_is_never_read_from_a_stale_datasets_cache(tmp_path: Path) 
     assert loaded == [{"maximize"}, {"minimize"}]
 
 
+def test_a_failed_export_leaves_the_previous_one_loadable(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evopolicygym.exporters.rl import RlExporter
+
+    write_run(store, standard_run("alpha"))
+    out = tmp_path / "out"
+    run_export(store, out, ["sft", "rl"])
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    write_run(store, standard_run("beta"))
+
+    def full(self: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RlExporter, "finish", full)
+    with pytest.raises(OSError, match="No space left"):
+        run_export(store, out, ["sft", "rl"])
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # nothing half-switched, no building directory left
+    assert [r["run_id"] for r in load(out, "sft")] == ["alpha"]
+    monkeypatch.undo()
+    assert run_export(store, out, ["sft", "rl"]).runs == 2
+    assert {r["run_id"] for r in load(out, "sft")} == {"alpha", "beta"}
+    assert len(list((out / "sft").iterdir())) == 1  # the old shard is gone once unreferenced
+
+
+def test_a_killed_first_export_does_not_block_the_next(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    out = tmp_path / "out"
+    (out / ".sft.building").mkdir(parents=True)
+    (out / ".sft.building" / "train-00000.parquet").write_bytes(b"half")
+    run_export(store, out, ["sft"])
+    assert not (out / ".sft.building").exists() and len(load(out, "sft")) == 1
+
+
+def test_shards_stay_under_the_maximum_size(store: Store, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    for i in range(30):
+        write_run(store, standard_run(f"run{i:02d}", chatter=3))
+    limit = 64 * 1024
+    report = run_export(store, tmp_path / "out", ["sft", "events", "programs"], max_shard_bytes=limit)
+    for name, entry in report.configs.items():
+        shards = [tmp_path / "out" / name / f for s in entry["splits"].values() for f in s["files"]]
+        assert len(shards) >= 2, name
+        for shard in shards:
+            assert shard.stat().st_size <= limit or pq.ParquetFile(shard).metadata.num_rows == 1, (
+                name,
+                shard.stat().st_size,
+            )
+
+
 def test_a_directory_that_is_not_an_export_is_left_alone(store: Store, tmp_path: Path) -> None:
     write_run(store, standard_run("alpha"))
     mine = tmp_path / "mine"

@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_SHARD_BYTES", "ExportOptions", "Exporter", "Row"]
 
 DEFAULT_SHARD_BYTES = 256 * 1024 * 1024
 
-Row = tuple[str, dict[str, Any], int]  # (split key, row, estimated bytes)
+Row = tuple[str, dict[str, Any]]  # (split key, row)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,5 @@ class DpoExporter(Exporter):
                 "indices": a.indices,
                 "score_direction": run.direction,
             }
-            size = sum(len(m["content"] or "") for m in prompt) + base.size * 2
-            yield run.run_id, row, size
+            yield run.run_id, row
         self.forget()

@@ -126,4 +126,4 @@ class EventsExporter(Exporter):
                 if isinstance(row[name], str):
                     row[name] = private.scrub(row[name])
             row["payload"] = public_payload(envelope.type, payload, private)
-            yield run.run_id, row, len(envelope.payload)
+            yield run.run_id, row

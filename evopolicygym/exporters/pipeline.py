@@ -1,8 +1,11 @@
 """``export``: recorded Runs to one dataset directory with one config per format.
 
 One pass over the finished Runs feeds every requested exporter; each writes
-its config into a fresh directory that replaces the old one only when
-complete. ``export.json`` records per config a fingerprint of the store head
+its config into a building directory first. Once every config is complete,
+the new shards are moved in beside the old (their names differ), the manifest
+and card switch to them, and only then are the old ones deleted, so an export
+that fails or is killed leaves the previous one loadable.
+``export.json`` records per config a fingerprint of the store head
 (position and chained hash), the exporter's version and every setting that
 changes rows: a config whose fingerprint is unchanged is left as it is (and
 nothing is read), any change rebuilds it. The same log and settings always
@@ -113,7 +116,12 @@ def export(
     root = Path(output)
     if root.exists() and not root.is_dir():
         raise ExportError(f"output {root} exists and is not a directory")
-    if root.is_dir() and any(root.iterdir()) and not (root / MANIFEST).is_file():
+    leftovers = {_building(name) for name in EXPORTERS}  # of an export that was killed
+    if (
+        root.is_dir()
+        and any(p.name not in leftovers for p in root.iterdir())
+        and not (root / MANIFEST).is_file()
+    ):
         # Its README.md and folders would be overwritten: only ever write over an export.
         raise ExportError(f"output {root} is not empty and holds no export ({MANIFEST}); choose a new directory")
     root.mkdir(parents=True, exist_ok=True)
@@ -131,48 +139,21 @@ def export(
         else:
             pending[name] = (exporter, fingerprint)
 
-    if pending:
-        writers = {}
-        for name, (exporter, fingerprint) in pending.items():
-            temp = root / f".{name}.building"
-            shutil.rmtree(temp, ignore_errors=True)
-            writers[name] = ConfigWriter(
-                temp,
-                exporter.features(),
-                tag=_tag(fingerprint),
-                max_shard_bytes=options.max_shard_bytes,
-                batch_rows=exporter.batch_rows,
-            )
-        if on_start is not None:
-            on_start(len(store.events.streams("run-")))
-        for run in read_histories(store, options.run_filter, on_stream=on_run, until=head[0]):
-            report.runs += 1
-            for name, (exporter, _) in pending.items():
-                for key, row, size in exporter.rows(run):
-                    writers[name].write(split_of(key, options.test_fraction), row, size)
-        for name, (exporter, fingerprint) in pending.items():
-            for key, row, size in exporter.finish():
-                writers[name].write(split_of(key, options.test_fraction), row, size)
-            splits = writers[name].finish()
-            final = root / name
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(root / f".{name}.building", final)
-            report.configs[name] = manifest["configs"][name] = {
-                "name": name,
-                "fingerprint": fingerprint,
-                "tag": _tag(fingerprint),
-                "exporter_version": exporter.version,
-                "settings": exporter.settings(),
-                "summary": exporter.summary,
-                "task_categories": list(exporter.task_categories),
-                "training_columns": list(exporter.training_columns()),
-                "features": exporter.features()._to_yaml_list(),
-                "store_head": head[0],
-                "store_hash": head[1],
-                "filter": options.run_filter.describe(),
-                "test_fraction": options.test_fraction,
-                "splits": splits,
-            }
+    built: dict[str, list[str]] = {}
+    try:
+        if pending:
+            report.runs = _build(store, root, pending, options, head, manifest, report, on_run, on_start)
+            # The new shards go beside the old ones (their names differ by tag), so the card
+            # and manifest name complete files before, during and after the switch.
+            for name in pending:
+                building, final = root / _building(name), root / name
+                final.mkdir(exist_ok=True)
+                built[name] = sorted(p.name for p in building.iterdir())
+                for shard in built[name]:
+                    os.replace(building / shard, final / shard)
+    finally:
+        for name in pending:
+            shutil.rmtree(root / _building(name), ignore_errors=True)
 
     manifest["configs"] = {k: manifest["configs"][k] for k in sorted(manifest["configs"])}
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
@@ -180,4 +161,65 @@ def export(
     # The card from the manifest as stored: a config reused from an earlier export and one
     # built now must render alike, or an unchanged export would change its card's bytes.
     _write_text(root / "README.md", render_card(json.loads(text), options.license))
+    for name, keep in built.items():  # only now are the old shards unreferenced
+        for path in (root / name).iterdir():
+            if path.name not in keep:
+                path.unlink()
     return report
+
+
+def _building(name: str) -> str:
+    return f".{name}.building"
+
+
+def _build(
+    store: Store,
+    root: Path,
+    pending: dict[str, tuple[Exporter, str]],
+    options: ExportOptions,
+    head: tuple[int, str],
+    manifest: dict[str, Any],
+    report: ExportReport,
+    on_run: Callable[[], None] | None,
+    on_start: Callable[[int], None] | None,
+) -> int:
+    """One pass over the Runs writing every pending config into its building directory;
+    their manifest entries. Returns the number of Runs exported."""
+    writers = {}
+    for name, (exporter, fingerprint) in pending.items():
+        shutil.rmtree(root / _building(name), ignore_errors=True)
+        writers[name] = ConfigWriter(
+            root / _building(name),
+            exporter.features(),
+            tag=_tag(fingerprint),
+            max_shard_bytes=options.max_shard_bytes,
+            batch_rows=exporter.batch_rows,
+        )
+    if on_start is not None:
+        on_start(len(store.events.streams("run-")))
+    runs = 0
+    for run in read_histories(store, options.run_filter, on_stream=on_run, until=head[0]):
+        runs += 1
+        for name, (exporter, _) in pending.items():
+            for key, row in exporter.rows(run):
+                writers[name].write(split_of(key, options.test_fraction), row)
+    for name, (exporter, fingerprint) in pending.items():
+        for key, row in exporter.finish():
+            writers[name].write(split_of(key, options.test_fraction), row)
+        report.configs[name] = manifest["configs"][name] = {
+            "name": name,
+            "fingerprint": fingerprint,
+            "tag": _tag(fingerprint),
+            "exporter_version": exporter.version,
+            "settings": exporter.settings(),
+            "summary": exporter.summary,
+            "task_categories": list(exporter.task_categories),
+            "training_columns": list(exporter.training_columns()),
+            "features": exporter.features()._to_yaml_list(),
+            "store_head": head[0],
+            "store_hash": head[1],
+            "filter": options.run_filter.describe(),
+            "test_fraction": options.test_fraction,
+            "splits": writers[name].finish(),
+        }
+    return runs

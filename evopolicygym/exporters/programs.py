@@ -182,6 +182,6 @@ class ProgramsExporter(Exporter):
                 "selected": submission.submission_id == selected,
                 "score_direction": run.direction,
             }
-            yield run.run_id, row, program.size * 2
+            yield run.run_id, row
             previous, previous_id = program, submission.submission_id
         self.forget()

@@ -171,4 +171,4 @@ class RlExporter(Exporter):
             baseline = task.pop("_baseline")
             task["baseline_score"] = sum(baseline) / len(baseline) if baseline else None
             task["train_pool_seeds"].sort()
-            yield key, task, 0
+            yield key, task

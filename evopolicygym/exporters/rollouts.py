@@ -100,4 +100,4 @@ class RolloutsExporter(Exporter):
                     "terminations": [s[2] for s in steps],
                     "truncations": [s[3] for s in steps],
                 }
-                yield run.run_id, row, len(data) * 4
+                yield run.run_id, row

@@ -43,10 +43,6 @@ _USAGE = {
 }
 
 
-def _size(messages: list[Message]) -> int:
-    return sum(len(m.content) + sum(len(str(c.arguments)) for c in m.tool_calls) for m in messages)
-
-
 class SftExporter(Exporter):
     name: ClassVar[str] = "sft"
     summary: ClassVar[str] = (
@@ -100,9 +96,8 @@ class SftExporter(Exporter):
             messages = conversation(transcript)
             tools = tools_for(run.created.agent, messages)
             base = {**outcome, "attempt": attempt, "tools": tools, **self.extra(run, transcript)}
-            size = _size(transcript)
             if not self.options.per_turn:
-                yield run.run_id, {**base, "messages": messages}, size
+                yield run.run_id, {**base, "messages": messages}
                 continue
             turn = 0
             for i, message in enumerate(messages):
@@ -110,7 +105,7 @@ class SftExporter(Exporter):
                     continue
                 row = {**base, "prompt": messages[:i], "completion": [message], "turn": turn}
                 turn += 1
-                yield run.run_id, row, size * i // max(len(messages), 1)
+                yield run.run_id, row
 
 
 class DistillExporter(SftExporter):

@@ -4,7 +4,10 @@ Rows arrive one at a time and are written in row groups, so memory holds one
 batch per split, never the dataset. ``Json`` leaves are written as canonical
 JSON (sorted keys) and the table is cast to the features' Arrow schema, whose
 metadata carries the ``datasets.Features``: ``load_dataset`` reads the types
-back exactly. A shard is closed once it passes ``max_shard_bytes``; at the end
+back exactly. A batch (one row group) holds at most an eighth of
+``max_shard_bytes`` of encoded rows, and a shard is closed before a batch would
+carry it past the limit (judged by the compression seen so far), so shards stay
+under it unless a single row is larger; at the end
 the shards are named ``<split>-NNNNN-of-MMMMM-<tag>.parquet``, the tag naming
 the export's content (``datasets`` keys its cache on the card and the file
 name patterns, not on the files' bytes: a new export must change a name, or
@@ -92,6 +95,11 @@ class _Split:
         self.rows: list[dict[str, Any]] = []
         self.pending_bytes = 0
         self.count = 0
+        self.raw_written = 0  # encoded bytes of the rows in closed and open shards
+        self.disk_written = 0  # their parquet bytes: together, the compression seen so far
+        self.groups = 0  # row groups in the open shard
+        self.footer_bytes = 0  # footers of closed shards, and their row groups:
+        self.footer_groups = 0  # the footer's cost per row group seen so far
         self.shards: list[Path] = []
         self.current: pq.ParquetWriter | None = None
         self.sink: Any = None
@@ -107,22 +115,48 @@ class _Split:
         path = self.writer.directory / f"{self.name}-{len(self.shards):05d}.parquet"
         self.shards.append(path)
         self.sink = pa.OSFile(str(path), "wb")
-        self.current = pq.ParquetWriter(self.sink, self.writer.schema, compression="zstd")
+        self.current = pq.ParquetWriter(
+            self.sink,
+            self.writer.schema,
+            compression="zstd",
+            # Statistics of long text (messages, programs) would bloat every footer and
+            # prune nothing: keep them for the flat columns only.
+            write_statistics=self.writer.flat_columns,
+        )
+        self.groups = 0
         return self.current
+
+    def _footer(self, groups: int) -> float:
+        """The footer a shard of ``groups`` row groups will need, as seen so far."""
+        per_group = self.footer_bytes / self.footer_groups if self.footer_groups else 4096
+        return groups * per_group
 
     def flush(self, final: bool = False) -> None:
         if self.rows:
+            limit = self.writer.max_shard_bytes
+            ratio = self.disk_written / self.raw_written if self.raw_written else 1.0
+            if self.current is not None:
+                grown = self.sink.tell() + self.pending_bytes * ratio + self._footer(self.groups + 1)
+                if grown > limit:
+                    self._close_shard()  # this batch would carry the shard past its limit
             table = pa.Table.from_pylist(self.rows, schema=self.writer.plain).cast(self.writer.schema)
-            self.rows, self.pending_bytes = [], 0
+            before = self.sink.tell() if self.current is not None else 0
             (self.current or self._open()).write_table(table)
-            if self.sink.tell() >= self.writer.max_shard_bytes:
+            self.groups += 1
+            self.raw_written += self.pending_bytes
+            self.disk_written += self.sink.tell() - before
+            self.rows, self.pending_bytes = [], 0
+            if self.sink.tell() + self._footer(self.groups) >= limit:
                 self._close_shard()
         if final:
             self._close_shard()
 
     def _close_shard(self) -> None:
         if self.current is not None:
+            data_end = self.sink.tell()
             self.current.close()
+            self.footer_bytes += self.shards[-1].stat().st_size - data_end
+            self.footer_groups += self.groups
             self.sink.close()
             self.current = None
 
@@ -161,19 +195,24 @@ class ConfigWriter:
             metadata=self.schema.metadata,
         )
         self.encode = encoder(dict(features))
+        self.flat_columns = [
+            f.name for f in self.schema if not pa.types.is_nested(f.type) and not isinstance(f.type, pa.BaseExtensionType)
+        ]
         self.max_shard_bytes = max_shard_bytes
         self.batch_rows = batch_rows
-        self.batch_bytes = batch_bytes
+        # A batch is a row group: small enough that shards end near their limit.
+        self.batch_bytes = min(batch_bytes, max_shard_bytes // 8)
         self.splits = {name: _Split(self, name) for name in SPLITS}
         directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, split: str, row: dict[str, Any], size: int = 0) -> None:
-        """Add ``row`` to ``split``; ``size`` (an estimate of its bytes) bounds a batch's memory."""
+    def write(self, split: str, row: dict[str, Any]) -> None:
+        """Add ``row`` to ``split``; its encoded size bounds a batch's memory and a shard's size."""
         missing = self.features.keys() - row.keys()
         extra = row.keys() - self.features.keys()
         if missing or extra:
             raise ValueError(f"row columns differ from the features: missing {sorted(missing)}, extra {sorted(extra)}")
-        self.splits[split].add(self.encode(row), size)
+        encoded = self.encode(row)
+        self.splits[split].add(encoded, len(_JSON.encode(encoded)))
 
     def finish(self) -> dict[str, dict[str, Any]]:
         """Close every split; for each, its rows, bytes and shard file names."""
