@@ -536,3 +536,104 @@ def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
     assert len(load(out, "events")) == len(events)
     assert len(load(out, "programs")) == sum(1 for e in events if type(e).__name__ == "EvaluationStarted")
     assert all(load(out, name) for name in ("rl", "distill"))
+
+
+def test_edit_kinds_and_diffs_of_odd_programs() -> None:
+    from evopolicygym.exporters.programs import program_diff
+
+    def p(text: str, **more: str) -> Program:
+        return Program.from_files({"policy.py": text, **more})
+
+    base = p("x = 1\n")
+    assert edit_kind(base, p("x = 1  # why\n")) == "cosmetic"
+    assert edit_kind(base, p("x = -2.5\n")) == "parametric"
+    assert edit_kind(p("x = '#'\n"), p("x = 7\n")) == "synthesis"  # a string is not a number
+    deep = "y = " + "+".join(["1"] * 1200) + "\n"  # compiles, but too deep to walk
+    assert edit_kind(base, p(deep)) == "synthesis"
+    diff = program_diff(p("A = 1\x0cB = 2\n"), p("A = 1\x0cB = 3\n"))
+    assert diff == "--- a/policy.py\n+++ b/policy.py\n@@ -1 +1 @@\n-A = 1\x0cB = 2\n+A = 1\x0cB = 3\n"
+
+
+def test_a_run_that_cannot_be_read_is_left_out_and_reported(store: Store, tmp_path: Path) -> None:
+    from evopolicygym.records.events import NewEvent
+
+    write_run(store, standard_run("alpha"))
+    broken = standard_run("beta")
+    broken.submissions[0].files = {"policy.py": "GONE = 1\n"}
+    write_run(store, broken)
+    gone = Program.from_files(broken.submissions[0].files)
+    tree = store.blobs.program_tree(gone.digest)
+    store.blobs.path(tree).unlink()  # its program's tree blob is lost
+    write_run(store, standard_run("gamma"))
+    future = NewEvent("gamma/99", "EventFromTheFuture", 1, b"{}")
+    store.events.append("run-gamma", [future], store.events.streams("run-gamma")[0].version)
+
+    result = CliRunner().invoke(
+        main,
+        ["export", "--store", str(tmp_path / "store"), "--format", "sft,programs", "-o", str(tmp_path / "out"), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs"] == 1
+    assert [s.split(":")[0] for s in summary["skipped"]] == ["run-beta", "run-gamma"]
+    assert "EventFromTheFuture" in summary["skipped"][1]
+    # All of a skipped Run's rows are out, in every config.
+    assert {r["run_id"] for r in load(tmp_path / "out", "sft")} == {"alpha"}
+    assert {r["run_id"] for r in load(tmp_path / "out", "programs")} == {"alpha"}
+
+
+def test_rollouts_flag_a_trace_cut_by_the_step_limit(store: Store, tmp_path: Path) -> None:
+    import msgspec
+
+    write_run(store, standard_run("alpha"))
+    # A trace written before the step limit was flagged: bare steps, the last not terminal.
+    old = [[1, 0.5, False, False, [1.0, 0.0]], [1, 0.5, False, False, [2.0, 0.0]], [0, 0.5, False, False, [2.0, 0.0]]]
+    blob = store.blobs.put(msgspec.msgpack.encode(old))
+    events = [e.event() for e in store.events.read_stream("run-alpha")]
+    from evopolicygym.records.events import new_event
+
+    patched = [msgspec.structs.replace(e, trace_blob=blob) if isinstance(e, EpisodeCompleted) else e for e in events]
+    store.events.append("run-old", [new_event(e, f"old/{i}") for i, e in enumerate(patched)], 0)
+    run_export(store, tmp_path / "out", ["rollouts"], run_filter=RunFilter())
+    rows = [r for r in load(tmp_path / "out", "rollouts") if r["run_id"] == "alpha" and r["steps"] == 3]
+    old_rows = [r for r in rows if r["observations"][0] is None]
+    assert old_rows and all(r["truncations"] == [False, False, True] for r in old_rows)
+    assert all(r["terminations"] == [False, False, False] for r in old_rows)
+
+
+def test_dpo_edits_remove_dropped_files(store: Store, tmp_path: Path) -> None:
+    run = SynthRun(
+        run_id="alpha",
+        initial={"policy.py": policy_source(0.0), "helper.py": "H = 1\n"},
+        submissions=[
+            Planned({"policy.py": policy_source(0.0)}, [0, 1], [5.0, 5.0]),  # drops helper.py
+            Planned({"policy.py": policy_source(0.0), "helper.py": "H = 2\n"}, [0, 1], [1.0, 1.0]),
+        ],
+    )
+    write_run(store, run)
+    run_export(store, tmp_path / "out", ["dpo"])
+    (pair,) = load(tmp_path / "out", "dpo")
+    (chosen,) = pair["chosen"]
+    assert [c["function"]["name"] for c in chosen["tool_calls"]] == ["bash"]
+    assert chosen["tool_calls"][0]["function"]["arguments"] == {"command": "rm -f program/helper.py"}
+    assert {t["function"]["name"] for t in pair["tools"]} >= {"bash", "write_file"}
+
+
+def test_other_agents_get_inferred_tools_and_no_command_line(store: Store, tmp_path: Path) -> None:
+    agent = AgentIdentity(name="mine", provider="command", options={"command": ["/home/me/agent", "--key=sk-123"]})
+    write_run(store, standard_run("alpha", agent=agent))
+    run_export(store, tmp_path / "out", ["sft", "events"])
+    (row,) = load(tmp_path / "out", "sft")
+    assert row["agent"]["options"] == {}
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in row["tools"]}
+    assert tools["bash"] == {"type": "object", "properties": {"command": {"type": "string"}}}
+    events = json.dumps(load(tmp_path / "out", "events"), default=str)
+    assert "sk-123" not in events and "/home/me/agent" not in events
+
+
+def test_non_finite_numbers_are_refused(store: Store, tmp_path: Path) -> None:
+    for option in ("--min-score", "--dpo-min-margin"):
+        result = CliRunner().invoke(
+            main, ["export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(tmp_path / "o"), option, "nan"]
+        )
+        assert result.exit_code == 2 and "finite" in result.output, result.output

@@ -208,6 +208,7 @@ def export_command(
             }
             for name, c in report.configs.items()
         },
+        "skipped": report.skipped,
         "pushed": pushed,
     }
     if as_json:
@@ -221,5 +222,7 @@ def export_command(
     console = Console()
     console.print(table)
     console.print(f"{report.runs} Runs read into {report.output}; load with datasets.load_dataset(DIR, CONFIG)")
+    if report.skipped:
+        console.print(f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}", markup=False)
     if pushed:
         console.print(f"pushed: {pushed}")

@@ -354,6 +354,8 @@ class EpisodeRunner:
                     total += result.reward
                     observation = result.observation
                     terminated, truncated = result.terminated, result.truncated
+                    if not terminated and steps >= max_steps:
+                        truncated = True  # the Host's step limit ends it: the trace says so too
                     if trace is not None and len(trace) < self.config.trace_steps:
                         trace.append(Step(raw_action, result.reward, terminated, truncated, observation))
                     if terminated or truncated:

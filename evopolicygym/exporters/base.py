@@ -10,6 +10,7 @@ held-out evidence and Host-private values must never reach them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -44,8 +45,10 @@ class ExportOptions:
             raise ValueError("test fraction must be in [0, 1)")
         if self.max_shard_bytes < 64 * 1024:
             raise ValueError("max shard size must be at least 64 KiB")
-        if self.dpo_min_margin < 0:
-            raise ValueError("dpo minimum margin must not be negative")
+        if not math.isfinite(self.dpo_min_margin) or self.dpo_min_margin < 0:
+            raise ValueError("dpo minimum margin must be a finite number >= 0")
+        if self.run_filter.min_score is not None and not math.isfinite(self.run_filter.min_score):
+            raise ValueError("minimum score must be a finite number")
         if self.dpo_max_pairs < 1:
             raise ValueError("dpo pairs per Run must be at least 1")
 

@@ -143,7 +143,7 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
         for call in message["tool_calls"]:
             name = call["function"]["name"]
             arguments = call["function"]["arguments"] or {}
-            if name in _KNOWN:
+            if agent.provider == "reference" and name in _KNOWN:
                 seen.setdefault(name, _KNOWN[name])
                 continue
             tool = seen.setdefault(
@@ -157,10 +157,14 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
     return [seen[name] for name in sorted(seen)]
 
 
+# Agent options never exported: a command line can hold local paths and inline secrets.
+PRIVATE_OPTIONS = frozenset({"command"})
+
+
 def agent_value(agent: AgentIdentity) -> dict[str, Any]:
     return {
         "name": agent.name,
         "provider": agent.provider,
         "model": agent.model,
-        "options": dict(agent.options),
+        "options": {k: v for k, v in agent.options.items() if k not in PRIVATE_OPTIONS},
     }

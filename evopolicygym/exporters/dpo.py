@@ -8,11 +8,12 @@ seen when the result of its previous submission came back (just the task for
 a first submission). ``chosen`` and ``rejected`` are one assistant turn each:
 the edit from the program in the workspace at that point (the previous
 Submission's, or the initial program) to the better and the worse Program, as
-``write_file`` tool calls. Pairs per Run are capped, widest margins first.
+``write_file`` tool calls (and a ``bash`` removal for dropped files). Pairs per Run are capped, widest margins first.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from itertools import combinations
 from typing import Any, ClassVar
@@ -73,16 +74,24 @@ def decision_context(run: RunHistory, submission: SubmissionHistory) -> tuple[li
 
 
 def edit_turn(base: Program, program: Program) -> list[dict[str, Any]] | None:
-    """One assistant turn writing ``program`` over ``base``; None if a changed file is binary."""
-    old = dict(base.files)
-    changed = [(p, d) for p, d in program.files if old.get(p) != d] or list(program.files)
-    calls = []
-    for i, (path, data) in enumerate(changed):
+    """One assistant turn turning ``base`` into ``program``: ``write_file`` for each file
+    added or changed, one ``bash`` removal for files it drops. None if a file is binary."""
+    old, new = dict(base.files), dict(program.files)
+    changed = [(p, d) for p, d in program.files if old.get(p) != d]
+    removed = sorted(old.keys() - new.keys())
+    if not changed and not removed:
+        changed = list(program.files)  # the same program: written out as it is
+    calls: list[dict[str, Any]] = []
+    for path, data in changed:
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        calls.append(tool_call(f"edit_{i}", "write_file", {"path": f"program/{path}", "content": content}))
+        arguments = {"path": f"program/{path}", "content": content}
+        calls.append(tool_call(f"edit_{len(calls)}", "write_file", arguments))
+    if removed:
+        command = shlex.join(["rm", "-f", *(f"program/{p}" for p in removed)])
+        calls.append(tool_call(f"edit_{len(calls)}", "bash", {"command": command}))
     message = plain("assistant", "")
     message["tool_calls"] = calls
     return [message]

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from datasets import Features, Json, Value
 
 from evopolicygym.exporters.base import Exporter, Row
+from evopolicygym.exporters.chat import PRIVATE_OPTIONS
 from evopolicygym.exporters.history import RunHistory
 from evopolicygym.records.private import PrivateValues
 
@@ -26,6 +27,7 @@ __all__ = ["PRIVATE_FIELDS", "EventsExporter", "public_payload"]
 # Per event type, the payload fields never exported.
 PRIVATE_FIELDS: dict[str, tuple[str, ...]] = {
     "RunCreated": ("pool", "seeds"),
+    "AgentStarted": ("command",),  # the command line, jail and store path included
     "ValidationStarted": ("seed",),
     "AssessmentStarted": ("seed",),
     # Held-out Episodes: their scores stay, their per-Episode results and texts do not.
@@ -71,6 +73,13 @@ def public_payload(event_type: str, payload: dict[str, Any], private: PrivateVal
     public = {k: v for k, v in payload.items() if k not in hidden}
     if event_type == "RunCreated" and isinstance(public.get("config"), dict):
         public["config"] = {k: v for k, v in public["config"].items() if k != "seed"}
+    if event_type == "RunCreated" and isinstance(public.get("agent"), dict):
+        agent = public["agent"]
+        options = agent.get("options") if isinstance(agent.get("options"), dict) else {}
+        public["agent"] = {
+            **agent,
+            "options": {k: v for k, v in options.items() if k not in PRIVATE_OPTIONS},
+        }
     return _scrubbed(public, private)
 
 

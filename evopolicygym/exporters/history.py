@@ -23,6 +23,7 @@ from evopolicygym.records.events import (
     EpisodeCompleted,
     EvaluationFailed,
     EvaluationStarted,
+    EventCodecError,
     FinalSubmissionSelected,
     FinishAccepted,
     Message,
@@ -33,7 +34,14 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import Store
 
-__all__ = ["FAILED_REASONS", "RunFilter", "RunHistory", "SubmissionHistory", "read_histories"]
+__all__ = [
+    "FAILED_REASONS",
+    "RunFilter",
+    "RunHistory",
+    "SubmissionHistory",
+    "read_histories",
+    "read_history",
+]
 
 # Terminal reasons that mean the Run did not produce a measured final program.
 FAILED_REASONS = frozenset(
@@ -163,20 +171,32 @@ def read_histories(
     run_filter: RunFilter,
     on_stream: Callable[[], None] | None = None,
     until: int | None = None,
+    on_skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[RunHistory]:
     """Finished Runs passing ``run_filter``, in stream order; ``on_stream`` is called per Run read.
 
     Stream order (the Run ids sorted) is fixed for a given log, which is all a
     byte-identical export needs, and costs no extra pass over the streams. With
     ``until``, the log is read as it was at that position: a Run finished later
-    is not finished yet.
+    is not finished yet. A stream that cannot be read (an event of a type or version this
+    code does not know) is reported to ``on_skip(stream, reason)`` and left out.
     """
     for info in store.events.streams("run-"):
-        history = _read(store, info.stream_id, run_filter, until)
+        try:
+            history = _read(store, info.stream_id, run_filter, until)
+        except EventCodecError as exc:
+            if on_skip is not None:
+                on_skip(info.stream_id, str(exc))
+            history = None
         if on_stream is not None:
             on_stream()
         if history is not None and run_filter.admits(history):
             yield history
+
+
+def read_history(store: Store, stream_id: str, until: int | None = None) -> RunHistory | None:
+    """One Run's history (None if it had not finished by ``until``)."""
+    return _read(store, stream_id, RunFilter(), until)
 
 
 def _read(
@@ -218,13 +238,14 @@ def _read(
                     attempt=attempt,
                     transcript_mark=len(transcripts.get(attempt, ())),
                 )
-            case EpisodeCompleted():
+            # Events of a Submission never started are ignored, as the workspace does.
+            case EpisodeCompleted() if event.submission_id in submissions:
                 submissions[event.submission_id].episodes.append(event)
-            case SubmissionPublished():
+            case SubmissionPublished() if event.submission_id in submissions:
                 submissions[event.submission_id].published = event
-            case EvaluationFailed():
+            case EvaluationFailed() if event.submission_id in submissions:
                 submissions[event.submission_id].failed = event
-            case CandidateValidated():
+            case CandidateValidated() if event.submission_id in submissions:
                 submissions[event.submission_id].validation = event
             case SubmissionRejected():
                 run["rejections"] += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -30,11 +31,17 @@ from evopolicygym.exporters.card import render_card
 from evopolicygym.exporters.history import read_histories
 from evopolicygym.exporters.registry import EXPORTERS
 from evopolicygym.exporters.writer import ConfigWriter, split_of
+from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.location import Store
 
 __all__ = ["MANIFEST", "ExportError", "ExportReport", "export"]
 
 MANIFEST = "export.json"
+# What a Run's recorded data can raise when it is damaged or too odd to export (a missing
+# blob, a malformed trace, a program too deeply nested to parse): that Run is left out.
+RUN_DATA_ERRORS: tuple[type[BaseException], ...] = (BlobError, ValueError, LookupError, RecursionError)
+
+log = logging.getLogger(__name__)
 
 
 class ExportError(ValueError):
@@ -45,6 +52,7 @@ class ExportError(ValueError):
 class ExportReport:
     output: Path
     runs: int = 0  # Runs exported (after filters)
+    skipped: list[str] = field(default_factory=list)  # "<run>: <why>" for Runs left out
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
 
@@ -198,10 +206,23 @@ def _build(
     if on_start is not None:
         on_start(len(store.events.streams("run-")))
     runs = 0
-    for run in read_histories(store, options.run_filter, on_stream=on_run, until=head[0]):
+
+    def skip(run_id: str, reason: str) -> None:
+        log.warning("export: left out %s: %s", run_id, reason)
+        report.skipped.append(f"{run_id}: {' '.join(reason.split())}")
+
+    histories = read_histories(store, options.run_filter, on_run, head[0], on_skip=skip)
+    for run in histories:
+        try:  # a Run's rows are all written or, if its data cannot be read, none of them
+            rows = {name: list(exporter.rows(run)) for name, (exporter, _) in pending.items()}
+        except RUN_DATA_ERRORS as exc:
+            skip(run.stream_id, f"{type(exc).__name__}: {exc}")
+            for exporter, _ in pending.values():
+                exporter.forget()
+            continue
         runs += 1
-        for name, (exporter, _) in pending.items():
-            for key, row in exporter.rows(run):
+        for name, pairs in rows.items():
+            for key, row in pairs:
                 writers[name].write(split_of(key, options.test_fraction), row)
     for name, (exporter, fingerprint) in pending.items():
         for key, row in exporter.finish():

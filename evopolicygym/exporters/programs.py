@@ -5,8 +5,10 @@ of the Run (the initial program for the first), what kind of edit that was,
 its train evidence and whether it was the best so far. The edit kind compares
 the programs' Python syntax trees with numeric constants blanked out: equal
 trees mean only numbers moved (``parametric``), a different tree, or a file
-added or removed, is new structure (``synthesis``); an identical program is
-``none``. Non-Python files changing alone count as parametric (weights, tables).
+added or removed, is new structure (``synthesis``); equal trees before
+blanking mean only comments or layout changed (``cosmetic``), and an identical
+program is ``none``. Non-Python files changing alone count as parametric
+(weights, tables).
 """
 
 from __future__ import annotations
@@ -54,38 +56,58 @@ def _numeric(node: ast.AST) -> bool:
 
 
 class _Blank(ast.NodeTransformer):
-    """Numeric constants (and their signs) become one placeholder."""
+    """Numeric constants (and their signs) become one placeholder: a name no source can
+    spell, so it equals no real constant or name."""
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        return ast.Constant(value="#") if _numeric(node) else node
+        return _placeholder() if _numeric(node) else node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         if isinstance(node.op, ast.USub | ast.UAdd) and _numeric(node.operand):
-            return ast.Constant(value="#")
+            return _placeholder()
         return self.generic_visit(node)
 
 
-def _shape(path: str, data: bytes) -> str | bytes | None:
-    """What a file contributes to the program's structure."""
+def _placeholder() -> ast.AST:
+    return ast.Name(id="<number>", ctx=ast.Load())
+
+
+def _shapes(path: str, data: bytes) -> tuple[str | bytes, str | bytes]:
+    """A file's syntax tree, and the same with numbers blanked (its structure). Data files
+    carry parameters only; text that is not Python we can read is all structure."""
     if not path.endswith(".py"):
-        return None  # data files carry parameters
+        return data, b""
     try:
         tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return data  # not Python we can read: any change is structural
-    return ast.dump(_Blank().visit(tree))
+        return ast.dump(tree), ast.dump(_Blank().visit(tree))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting, bad bytes
+        return data, data
 
 
 def edit_kind(before: Program, after: Program) -> str:
+    """``none`` (same program), ``cosmetic`` (comments, layout), ``parametric`` (numbers, data
+    files) or ``synthesis`` (new structure, a file added or removed)."""
     if before.digest == after.digest:
         return "none"
     old, new = dict(before.files), dict(after.files)
     if old.keys() != new.keys():
         return "synthesis"
+    kind = "cosmetic"
     for path, data in new.items():
-        if data != old[path] and _shape(path, data) != _shape(path, old[path]):
+        if data == old[path]:
+            continue
+        (tree_a, shape_a), (tree_b, shape_b) = _shapes(path, old[path]), _shapes(path, data)
+        if shape_a != shape_b:
             return "synthesis"
-    return "parametric"
+        if tree_a != tree_b:
+            kind = "parametric"
+    return kind
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at newlines only (``splitlines`` also splits at form feeds and more)."""
+    parts = text.split("\n")
+    return [line + "\n" for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def program_diff(before: Program, after: Program) -> str:
@@ -102,8 +124,8 @@ def program_diff(before: Program, after: Program) -> str:
             continue
         parts.extend(
             difflib.unified_diff(
-                ta.splitlines(keepends=True),
-                tb.splitlines(keepends=True),
+                _lines(ta),
+                _lines(tb),
                 fromfile="/dev/null" if a is None else f"a/{path}",
                 tofile="/dev/null" if b is None else f"b/{path}",
             )

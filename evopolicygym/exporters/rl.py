@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgspec
@@ -22,7 +23,7 @@ from datasets import Features, Json, List, Value
 
 from evopolicygym.exporters.base import Exporter, Row
 from evopolicygym.exporters.chat import KICKOFF, MESSAGES, plain
-from evopolicygym.exporters.history import RunHistory
+from evopolicygym.exporters.history import RunHistory, read_history
 from evopolicygym.exporters.programs import PROGRAM_FILES, file_rows
 from evopolicygym.program import Program
 from evopolicygym.run.config import RunConfig
@@ -84,7 +85,7 @@ class RlExporter(Exporter):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.tasks: dict[str, dict[str, Any]] = {}
+        self.tasks: dict[str, _Task] = {}
 
     def training_columns(self) -> tuple[str, ...]:
         return ("prompt",)
@@ -113,26 +114,33 @@ class RlExporter(Exporter):
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
+        # Only small aggregates are kept per task; the prompt is built at the end from
+        # the task's first Run, read again, so memory does not grow with the Runs.
         key = task_id(run)
-        task = self.tasks.get(key)
-        if task is None:
-            task = self.tasks[key] = self._new_task(key, run)
-        task["runs"] += 1
+        task = self.tasks.setdefault(key, _Task(first_stream=run.stream_id))
+        task.runs += 1
         pool_seed = run.created.seeds.get("pool")
-        if pool_seed is not None and pool_seed not in task["train_pool_seeds"]:
-            task["train_pool_seeds"].append(pool_seed)
+        if pool_seed is not None:
+            task.pool_seeds.add(pool_seed)
         initial = run.created.initial_program_digest
         for submission in run.published:
             assert submission.score is not None
             if submission.program_digest == initial:
-                task["_baseline"].append(submission.score)
-            best = task["best_known_score"]
-            if best is None or run.better(submission.score, best):
-                task["best_known_score"] = submission.score
-        self.forget()
+                task.baseline.append(submission.score)
+            if task.best is None or run.better(submission.score, task.best):
+                task.best = submission.score
         return iter(())
 
-    def _new_task(self, key: str, run: RunHistory) -> dict[str, Any]:
+    def finish(self) -> Iterator[Row]:
+        for key in sorted(self.tasks):
+            task = self.tasks[key]
+            run = read_history(self.store, task.first_stream)
+            if run is None:  # cannot happen: it was read finished before
+                continue
+            yield key, self._row(key, run, task)
+            self.forget()
+
+    def _row(self, key: str, run: RunHistory, task: _Task) -> dict[str, Any]:
         created = run.created
         spec = created.benchmark_spec
         program = self.program(created.initial_program_digest)
@@ -157,18 +165,18 @@ class RlExporter(Exporter):
             "budget": _budget(config),
             "train_split": config.get("train_split", "train"),
             "pool_size": config.get("episode_pool_size"),
-            "train_pool_seeds": [],
+            "train_pool_seeds": sorted(task.pool_seeds),
             "seed_derivation": SEED_DERIVATION,
-            "baseline_score": None,
-            "best_known_score": None,
-            "runs": 0,
-            "_baseline": [],
+            "baseline_score": sum(task.baseline) / len(task.baseline) if task.baseline else None,
+            "best_known_score": task.best,
+            "runs": task.runs,
         }
 
-    def finish(self) -> Iterator[Row]:
-        for key in sorted(self.tasks):
-            task = self.tasks[key]
-            baseline = task.pop("_baseline")
-            task["baseline_score"] = sum(baseline) / len(baseline) if baseline else None
-            task["train_pool_seeds"].sort()
-            yield key, task
+
+@dataclass
+class _Task:
+    first_stream: str
+    runs: int = 0
+    pool_seeds: set[int] = field(default_factory=set)
+    baseline: list[float] = field(default_factory=list)  # train scores of the initial program
+    best: float | None = None

@@ -82,6 +82,11 @@ class RolloutsExporter(Exporter):
                     log.warning("run %s: skipped a trace: %s", run.run_id, exc)
                     continue
                 steps = trace.steps
+                truncations = [s[3] for s in steps]
+                if steps and len(steps) == episode.steps and not (steps[-1][2] or steps[-1][3]):
+                    # Ended without a terminal flag: by the step limit (traces written before
+                    # it was flagged) or by a policy failure; either way a truncation.
+                    truncations[-1] = True
                 row = {
                     "run_id": run.run_id,
                     "benchmark_id": run.created.benchmark_id,
@@ -98,6 +103,6 @@ class RolloutsExporter(Exporter):
                     "actions": [_plain(s[0]) for s in steps],
                     "rewards": [s[1] for s in steps],
                     "terminations": [s[2] for s in steps],
-                    "truncations": [s[3] for s in steps],
+                    "truncations": truncations,
                 }
                 yield run.run_id, row
