@@ -124,7 +124,7 @@ def test_sft_is_one_conversation_per_run_with_outcome_columns(store: Store, tmp_
     assert roles[:3] == ["system", "user", "assistant"]
     assert alpha["messages"][0]["content"].startswith("# Task: evolve a policy for `toy-counter`")
     assert alpha["messages"][1]["content"] == KICKOFF
-    calls = [c for m in alpha["messages"] for c in m["tool_calls"]]
+    calls = [c for m in alpha["messages"] for c in m["tool_calls"] or []]
     assert calls[0]["function"] == {"name": "read_file", "arguments": {"path": "TASK.md"}}
     answered = {m["tool_call_id"] for m in alpha["messages"] if m["role"] == "tool"}
     assert {c["id"] for c in calls} == answered  # every call has its result
@@ -163,7 +163,7 @@ def test_distill_keeps_the_teacher_and_its_token_usage(store: Store, tmp_path: P
     (row,) = load(tmp_path / "out", "distill")
     assert row["run_id"] == "alpha"
     assert row["teacher"] == {"name": "big", "provider": "chat", "model": "teacher-70b", "options": {"effort": "high"}}
-    calls = sum(len(m["tool_calls"]) for m in row["messages"])
+    calls = sum(len(m["tool_calls"] or []) for m in row["messages"])
     assert row["teacher_usage"] == {"input_tokens": 100 * calls, "output_tokens": 20 * calls, "cached_tokens": 0}
 
 
@@ -637,3 +637,15 @@ def test_non_finite_numbers_are_refused(store: Store, tmp_path: Path) -> None:
             main, ["export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(tmp_path / "o"), option, "nan"]
         )
         assert result.exit_code == 2 and "finite" in result.output, result.output
+
+
+def test_unused_message_keys_are_null_so_they_can_be_dropped(store: Store, tmp_path: Path) -> None:
+    """Templates that test a key's presence ('tool_calls' in message) see exactly the keys a
+    message uses once nulls are dropped, as the card says."""
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "out", ["sft"])
+    (row,) = load(tmp_path / "out", "sft")
+    for message in row["messages"]:
+        kept = {k: v for k, v in message.items() if v is not None}
+        assert ("tool_calls" in kept) == (message["role"] == "assistant" and bool(message["tool_calls"]))
+        assert ("tool_call_id" in kept) == (message["role"] == "tool")

@@ -243,7 +243,7 @@ def test_the_exported_rows_are_what_trl_needs(loaded: dict[str, datasets.Dataset
             assert isinstance(row["tools"], list) and row["tools"]
             assert all(tool["type"] == "function" and tool["function"]["name"] for tool in row["tools"])
     for row in rows(loaded["sft"]):
-        calls = [c for m in row["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
+        calls = [c for m in row["messages"] if m["role"] == "assistant" for c in m["tool_calls"] or []]
         assert calls and all(isinstance(c["function"]["arguments"], dict) for c in calls)
         assert {c["function"]["name"] for c in calls} <= {t["function"]["name"] for t in row["tools"]}
 
@@ -310,7 +310,7 @@ def test_trl_renders_per_turn_prompts_and_completions(
         if last in ("user", "tool"):
             assert out["prompt"].endswith("<|assistant|>")  # the generation prompt
         completion = row["completion"][0]
-        for call in completion["tool_calls"]:
+        for call in completion["tool_calls"] or []:
             assert f"<|call|>{call['function']['name']} " in out["completion"]
         if completion["content"]:
             assert completion["content"].strip() in out["completion"]

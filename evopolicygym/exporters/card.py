@@ -98,7 +98,10 @@ from datasets import load_dataset
 - Transcripts open with the Host's task as the system message; where the agent's
   transcript had no user turn, a fixed one is added: tool calls carry their
   arguments as JSON objects, and `tools` lists what the conversation calls
-  (schemas inferred from the calls for tools of unknown agents).
+  (schemas inferred from the calls for tools of unknown agents). Every message
+  has every key, null when unused; for chat templates that test whether a key
+  is present, drop the nulls: `[{{k: v for k, v in m.items() if v is not None}}
+  for m in messages]`.
 - Per config:
 {provenance}
 - A config or split with no rows is listed above but has no data files.

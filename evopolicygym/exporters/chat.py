@@ -3,7 +3,10 @@
 A message is a struct with the keys chat templates read (``role``,
 ``content``, ``reasoning_content``, ``tool_calls`` as OpenAI-style function
 calls with ``arguments`` as a JSON object, ``tool_call_id``, ``name``). Every
-message has every key, so the column has one Arrow type across Runs.
+message has every key, so the column has one Arrow type across Runs; a key a
+message does not use is null (``tool_calls`` too, not an empty list), so
+``{k: v for k, v in m.items() if v is not None}`` gives templates that test
+for a key's presence exactly the keys the message has.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ def chat_message(message: Message) -> dict[str, Any]:
         "role": message.role,
         "content": message.content,
         "reasoning_content": message.reasoning,
-        "tool_calls": [tool_call(c.id, c.name, dict(c.arguments)) for c in message.tool_calls],
+        "tool_calls": [tool_call(c.id, c.name, dict(c.arguments)) for c in message.tool_calls] or None,
         "tool_call_id": message.tool_call_id,
         "name": message.name,
     }
@@ -116,7 +119,7 @@ def plain(role: str, content: str) -> dict[str, Any]:
         "role": role,
         "content": content,
         "reasoning_content": None,
-        "tool_calls": [],
+        "tool_calls": None,
         "tool_call_id": None,
         "name": None,
     }
@@ -140,7 +143,7 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
     other tool a schema inferred from its arguments (the transcript is all that is known)."""
     seen: dict[str, dict[str, Any]] = {}
     for message in messages:
-        for call in message["tool_calls"]:
+        for call in message["tool_calls"] or ():
             name = call["function"]["name"]
             arguments = call["function"]["arguments"] or {}
             if agent.provider == "reference" and name in _KNOWN:
