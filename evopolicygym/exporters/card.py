@@ -91,10 +91,11 @@ from datasets import load_dataset
 - Only Runs that had finished by the log position named below are included.
 - Splits: a row's split is fixed by hashing its Run id (its task id for `rl`),
   never by row: all rows of one Run (or task) are in one split.
-- Held out: no validation or assessment seed, Episode or feedback content is in
-  any prompt, message or program column. `final_score` (`sft`, `distill`) is the
-  assessment score of the Run's final program, an outcome label. Episode pool
-  seeds and scenarios appear only in `rl`'s reward columns, never in a prompt.
+- Held out: no validation or assessment seed, Episode, per-Episode result or
+  feedback content is in any column; `final_score` (`sft`, `distill`) is the
+  assessment score of the Run's final program, an outcome label. No Episode
+  seed or scenario is either; the train pool's seed, from which its Episodes
+  follow, is in `rl`'s reward columns only, never in a prompt.
 - Transcripts open with the Host's task as the system message; where the agent's
   transcript had no user turn, a fixed one is added: tool calls carry their
   arguments as JSON objects, and `tools` lists what the conversation calls
