@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
+import warnings
 from typing import Any
 
 import msgspec
@@ -66,7 +67,10 @@ def tensor_from_array(array: np.ndarray[Any, Any]) -> TensorValue:
 
 def _parse_dtype(name: str) -> np.dtype[Any]:
     try:
-        dtype = np.dtype(name)
+        with warnings.catch_warnings():
+            # Deprecated aliases ('a') are refused now rather than when numpy drops them.
+            warnings.simplefilter("error", DeprecationWarning)
+            dtype = np.dtype(name)
     except Exception as exc:  # numpy raises TypeError, ValueError or even SyntaxError
         raise PolicyValueError(f"value: unknown tensor dtype {name!r}") from exc
     _check_dtype(dtype, "value")
