@@ -1,8 +1,17 @@
 """Agent providers: how an AgentIdentity becomes a command line and an environment.
 
-``reference`` is the built-in offline agent; ``command`` runs any command line
-given by the user. The identity (provider, options) is recorded in RunCreated,
-so a resumed Run starts the same Agent again.
+``reference`` is the built-in offline agent and ``chat`` the built-in harness for
+any OpenAI-compatible Chat Completions endpoint; ``codex``, ``claude-code``,
+``kimi`` and ``qoder`` run those coding-agent CLIs non-interactively with
+their JSON event streams on stdout; ``command`` runs any command line given by
+the user. The identity (provider, model, options) is recorded in RunCreated,
+so a resumed Run starts the same Agent again. Each provider inherits only the
+environment variables it names (its credentials among them); everything else
+stays with the Host unless passed on with ``--agent-env``.
+
+The CLIs run with their own approval prompts and sandboxes off: they run
+non-interactively, and the Host contains them (mount and PID namespaces that
+hide the store); their sandboxes would also block the session socket.
 """
 
 from __future__ import annotations
@@ -17,9 +26,7 @@ import msgspec
 
 from evopolicygym.records.events import AgentIdentity
 
-__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "agent_identity", "launch_for"]
-
-PROVIDERS = ("reference", "command")
+__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "launch_for"]
 
 # What an Agent inherits from the Host's environment; everything else (credentials, the
 # store's location) stays with the Host unless the user passes it on with --agent-env.
@@ -44,6 +51,82 @@ class AgentError(ValueError):
 class AgentLaunch(msgspec.Struct, frozen=True, kw_only=True):
     argv: list[str]
     env: dict[str, str]
+    stream: str = "native"  # how its stdout is parsed into the transcript (agents.streams)
+
+
+class Provider(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+    executable: str | None  # resolved on PATH before a Run starts; None: this Python
+    env: tuple[str, ...] = ()  # what it inherits beyond the basics (credentials, config)
+    stream: str = "native"
+    model: bool = False  # takes --model
+    effort: bool = False  # takes --effort
+
+
+_EFFORTS = ("minimal", "low", "medium", "high")
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider(
+            name="reference",
+            description="offline evolving agent, no LLM (for tests and quickstart)",
+            executable=None,
+        ),
+        Provider(
+            name="chat",
+            description="built-in tool-calling loop against an OpenAI-compatible endpoint (--base-url)",
+            executable=None,
+            model=True,
+        ),
+        Provider(
+            name="codex",
+            description="OpenAI Codex CLI: codex exec --json",
+            executable="codex",
+            env=("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+            stream="codex",
+            model=True,
+            effort=True,
+        ),
+        Provider(
+            name="claude-code",
+            description="Claude Code: claude -p --output-format stream-json",
+            executable="claude",
+            env=(
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CONFIG_DIR",
+                "CLAUDE_CODE_USE_BEDROCK",
+                "CLAUDE_CODE_USE_VERTEX",
+            ),
+            stream="claude-code",
+            model=True,
+        ),
+        Provider(
+            name="kimi",
+            description="Kimi Code CLI: kimi --print --output-format stream-json",
+            executable="kimi",
+            env=("MOONSHOT_API_KEY", "KIMI_API_KEY", "KIMI_BASE_URL", "KIMI_MODEL_NAME"),
+            stream="kimi",
+            model=True,
+        ),
+        Provider(
+            name="qoder",
+            description="Qoder CLI: qodercli -p --output-format stream-json",
+            executable="qodercli",
+            env=("QODER_PERSONAL_ACCESS_TOKEN",),
+            stream="qoder",
+            model=True,
+        ),
+        Provider(
+            name="command",
+            description="any command line (--agent-command); it may print transcript messages as JSON lines",
+            executable=None,
+        ),
+    )
+}
 
 
 def agent_identity(
@@ -53,12 +136,27 @@ def agent_identity(
     seed: int = 0,
     env: tuple[str, ...] = (),
     name: str | None = None,
+    model: str | None = None,
+    effort: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
 ) -> AgentIdentity:
     """The identity recorded for an Agent, checked so that a bad one fails before the Run."""
+    spec = PROVIDERS.get(provider)
+    if spec is None:
+        raise AgentError(f"unknown agent {provider!r}; choose from {', '.join(PROVIDERS)}")
+    if command and provider != "command":
+        raise AgentError(f"--agent-command is for --agent command, not {provider}")
+    if model is not None and not spec.model:
+        raise AgentError(f"--model is not an option of the {provider} agent")
+    if effort is not None and not spec.effort:
+        raise AgentError(f"--effort is not an option of the {provider} agent")
+    if effort is not None and effort not in _EFFORTS:
+        raise AgentError(f"--effort must be one of {', '.join(_EFFORTS)}")
+    if (base_url is not None or api_key_env is not None) and provider != "chat":
+        raise AgentError(f"--base-url and --api-key-env are for --agent chat, not {provider}")
     options: dict[str, Any] = {}
     if provider == "reference":
-        if command:
-            raise AgentError("--agent-command is for --agent command, not reference")
         options["seed"] = seed
     elif provider == "command":
         if not command:
@@ -67,35 +165,77 @@ def agent_identity(
         if not argv:
             raise AgentError("--agent-command is empty")
         options["command"] = argv
-    else:
-        raise AgentError(f"unknown agent {provider!r}; choose from {', '.join(PROVIDERS)}")
+    elif provider == "chat":
+        if not base_url or not model:
+            raise AgentError("--agent chat needs --base-url URL and --model NAME")
+        if not base_url.startswith(("http://", "https://")):
+            raise AgentError(f"--base-url must be an http(s) URL, not {base_url!r}")
+        options["base_url"] = base_url.rstrip("/")
+        options["api_key_env"] = api_key_env or "OPENAI_API_KEY"
+    if effort is not None:
+        options["effort"] = effort
     if env:
         options["env"] = sorted(set(env))
-    identity = AgentIdentity(name=name or provider, provider=provider, options=options)
+    identity = AgentIdentity(name=name or provider, provider=provider, model=model, options=options)
     launch_for(identity)  # resolve the executable now: a missing one is an error before the Run
     return identity
 
 
-def launch_for(identity: AgentIdentity) -> AgentLaunch:
-    """The command line and environment (before the session variables) for ``identity``."""
-    env = {key: os.environ[key] for key in _INHERITED if key in os.environ}
-    for key in identity.options.get("env", []):
-        if key in os.environ:
-            env[key] = os.environ[key]
+def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
+    """The command line and environment (before the session variables) for ``identity``;
+    ``task`` (the Host's task text) is the prompt of the CLI providers."""
+    spec = PROVIDERS.get(identity.provider)
+    if spec is None:
+        raise AgentError(f"unknown agent provider {identity.provider!r}")
+    options = identity.options
+    inherited = [*_INHERITED, *spec.env, *options.get("env", [])]
+    if identity.provider == "chat":
+        inherited.append(str(options.get("api_key_env", "OPENAI_API_KEY")))
+    env = {key: os.environ[key] for key in inherited if key in os.environ}
     # The `evopolicy` of this installation comes first on PATH, so agents find the session CLI.
     bin_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
-    if identity.provider == "reference":
-        argv = [sys.executable, "-m", "evopolicygym.agents.reference"]
-        argv += ["--seed", str(int(identity.options.get("seed", 0)))]
-    elif identity.provider == "command":
-        argv = [str(part) for part in identity.options.get("command", [])]
-        if not argv:
-            raise AgentError("the command agent has no command")
+    prompt = task or "Read TASK.md in the current directory and do what it asks."
+    model = identity.model
+    match identity.provider:
+        case "reference":
+            argv = [sys.executable, "-m", "evopolicygym.agents.reference"]
+            argv += ["--seed", str(int(options.get("seed", 0)))]
+        case "chat":
+            argv = [sys.executable, "-m", "evopolicygym.agents.chat"]
+            argv += ["--base-url", str(options["base_url"]), "--model", str(model)]
+            argv += ["--api-key-env", str(options.get("api_key_env", "OPENAI_API_KEY"))]
+        case "command":
+            argv = [str(part) for part in options.get("command", [])]
+            if not argv:
+                raise AgentError("the command agent has no command")
+        case "codex":
+            argv = ["codex", "exec", "--json", "--skip-git-repo-check"]
+            argv += ["--dangerously-bypass-approvals-and-sandbox"]
+            if model:
+                argv += ["--model", model]
+            if options.get("effort"):
+                argv += ["-c", f'model_reasoning_effort="{options["effort"]}"']
+            argv.append(prompt)
+        case "claude-code":
+            argv = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose"]
+            argv += ["--permission-mode", "bypassPermissions"]
+            if model:
+                argv += ["--model", model]
+        case "kimi":
+            argv = ["kimi", "--print", "-p", prompt, "--output-format", "stream-json"]
+            if model:
+                argv += ["--model", model]
+        case "qoder":
+            argv = ["qodercli", "-p", prompt, "--output-format", "stream-json"]
+            if model:
+                argv += ["--model", model]
+        case _:
+            raise AgentError(f"unknown agent provider {identity.provider!r}")
+    if identity.provider not in ("reference", "chat"):
         executable = shutil.which(argv[0], path=env["PATH"])
         if executable is None:
-            raise AgentError(f"agent command not found: {argv[0]}")
-    else:
-        raise AgentError(f"unknown agent provider {identity.provider!r}")
-    return AgentLaunch(argv=argv, env=env)
+            hint = "" if identity.provider == "command" else f" (the {identity.provider} agent runs it)"
+            raise AgentError(f"agent command not found: {argv[0]}{hint}; install it or put it on PATH")
+    return AgentLaunch(argv=argv, env=env, stream=spec.stream)

@@ -15,6 +15,7 @@ from evopolicygym.cli.errors import Cli
 __all__ = ["main"]
 
 _COMMANDS = {
+    "agents": "evopolicygym.cli.agents:agents",
     "benchmarks": "evopolicygym.cli.benchmarks:benchmarks",
     "evaluate": "evopolicygym.cli.evaluate:evaluate",
     "export": "evopolicygym.cli.export:export_command",

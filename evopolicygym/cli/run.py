@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from evopolicygym.agents.providers import AgentError, agent_identity
+from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError, emit_json, one_line, param_option, store_option
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
@@ -38,6 +38,7 @@ from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError,
 from evopolicygym.run.decider import RunState, Submission
 from evopolicygym.run.liveness import RunBusy
 from evopolicygym.run.service import RunError, RunHost, create_run
+from evopolicygym.run.skills import SkillError, load_skill
 
 __all__ = ["carry", "resume", "run", "summary"]
 
@@ -47,7 +48,12 @@ _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
 @click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
-@click.option("--agent", type=click.Choice(["reference", "command"]), default="reference", show_default=True)
+@click.option("--agent", type=click.Choice(list(PROVIDERS)), default="reference", show_default=True, help="Agent provider (see `evopolicy agents list`).")
+@click.option("--model", metavar="NAME", default=None, help="Model of the chat, codex, claude-code, kimi or qoder Agent.")
+@click.option("--effort", metavar="LEVEL", default=None, help="Reasoning effort (codex): minimal, low, medium or high.")
+@click.option("--base-url", metavar="URL", default=None, help="OpenAI-compatible endpoint of the chat Agent (e.g. http://127.0.0.1:8000/v1).")
+@click.option("--api-key-env", metavar="NAME", default=None, help="Variable holding the chat Agent's API key [default: OPENAI_API_KEY].")
+@click.option("--skill", "skill_dirs", multiple=True, metavar="DIR", help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).")
 @click.option("--agent-command", metavar="CMD", default=None, help="Command line of a command Agent.")
 @click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
 @click.option("--agent-env", multiple=True, metavar="NAME", help="Environment variable the Agent inherits (repeatable).")
@@ -90,6 +96,11 @@ def run(
     benchmark_ref: str,
     params: dict[str, str],
     agent: str,
+    model: str | None,
+    effort: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    skill_dirs: tuple[str, ...],
     agent_command: str | None,
     agent_seed: int,
     agent_env: tuple[str, ...],
@@ -127,6 +138,9 @@ def run(
     Example:
       evopolicy run --benchmark cartpole --agent reference --budget 64
       evopolicy run --benchmark cartpole --agent command --agent-command 'my-agent --fast'
+      evopolicy run --benchmark cartpole --agent codex --model gpt-5-codex --effort high
+      evopolicy run --benchmark cartpole --agent chat --base-url http://127.0.0.1:8000/v1 --model my-model
+      evopolicy run --benchmark cartpole --agent claude-code --skill ./skills/control
     """
     try:
         config = RunConfig(
@@ -154,14 +168,24 @@ def run(
             bulk_feedback_retention_bytes=retention_bytes,
             record_trajectories=record_trajectories,  # type: ignore[arg-type]
         ).resolved()
-        identity = agent_identity(agent, command=agent_command, seed=agent_seed, env=agent_env)
+        identity = agent_identity(
+            agent,
+            command=agent_command,
+            seed=agent_seed,
+            env=agent_env,
+            model=model,
+            effort=effort,
+            base_url=base_url,
+            api_key_env=api_key_env,
+        )
         program = Program.from_directory(program_dir) if program_dir else None
-    except (RunConfigError, AgentError, ProgramError) as exc:
+        skills = [load_skill(directory) for directory in skill_dirs]
+    except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
         raise CliError(one_line(str(exc))) from exc
     try:
         with open_store(store_dir, create=True) as store:
             try:
-                run_id = create_run(store, benchmark_ref, config, identity, program=program)
+                run_id = create_run(store, benchmark_ref, config, identity, program=program, skills=skills)
             except (RunError, ValueError) as exc:
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,7 @@ from evopolicygym.run.decider import (
 from evopolicygym.run.liveness import RunBusy, host_alive, run_lock
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned, planned_split
 from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV, SessionServer
+from evopolicygym.run.skills import Skill, skill_of, write_skills
 from evopolicygym.run.task import task_files
 from evopolicygym.run.workspace import (
     build_feedback,
@@ -133,8 +134,12 @@ def create_run(
     *,
     program: Program | None = None,
     run_id: str | None = None,
+    skills: Sequence[Skill] = (),
 ) -> str:
     """Plan and record a new Run; return its id. Nothing is recorded if anything is wrong."""
+    names = [skill.name for skill in skills]
+    if len(set(names)) != len(names):
+        raise RunError(f"two skills share a name: {', '.join(sorted(n for n in names if names.count(n) > 1))}")
     config = config.resolved()
     benchmark = load_benchmark(benchmark_ref, config.benchmark_params or None)
     splits = set(benchmark.splits)
@@ -152,6 +157,8 @@ def create_run(
     pool = plan_pool(benchmark, config, seeds)
     run_id = run_id or _new_run_id()
     store.blobs.put_program(program)  # before the event that names it
+    for skill in skills:
+        store.blobs.put_program(skill.program)
     decision = decide(
         RunState(),
         Create(
@@ -164,6 +171,7 @@ def create_run(
             agent=agent,
             pool=pool,
             seeds=seeds,
+            skill_program_digests=[skill.program.digest for skill in skills],
         ),
     )
     assert not isinstance(decision, Rejection), decision
@@ -490,7 +498,10 @@ class RunHost:
                     path.unlink()
                 elif path.exists():
                     remove_tree(path)
-        task_md, task_json = task_files(created.benchmark_spec, self._state.cfg)
+        skills = [
+            skill_of(self.store.blobs.get_program(digest)) for digest in created.skill_program_digests
+        ]
+        task_md, task_json = task_files(created.benchmark_spec, self._state.cfg, skills)
         try:
             rebuild_workspace(
                 self._workspace,
@@ -501,6 +512,7 @@ class RunHost:
                 task_md,
                 task_json,
             )
+            write_skills(self._workspace, skills)
         except OSError as exc:
             raise RunError(f"cannot prepare the workspace {self._workspace}: {_one_line(exc)}") from exc
         return self._workspace, task_md
@@ -544,13 +556,13 @@ class RunHost:
 
     def _run_agent(self) -> None:
         created = self._created()
+        workspace, task_md = self._prepare_workspace()
         try:
-            launch = launch_for(created.agent)
+            launch = launch_for(created.agent, task_md)  # the CLI providers take it as their prompt
         except AgentError as exc:  # say, the command is gone from PATH since the Run began
             self._must(StartAgent(command=[], pid=None))
             self._must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {_one_line(exc)}"))
             return
-        workspace, task_md = self._prepare_workspace()
         with SessionServer(self._handle) as server:
             env = dict(launch.env)
             env[SESSION_ENV] = server.path

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from evopolicygym.run.config import RunConfig
+from evopolicygym.run.skills import Skill
 
 __all__ = ["task_files"]
 
 
-def task_files(spec: dict[str, Any], config: RunConfig) -> tuple[str, bytes]:
+def task_files(
+    spec: dict[str, Any], config: RunConfig, skills: Sequence[Skill] = ()
+) -> tuple[str, bytes]:
     """(TASK.md, task.json) for a Run on the Benchmark with public spec ``spec``."""
     facts: dict[str, Any] = {
         "benchmark": spec,
@@ -23,6 +27,8 @@ def task_files(spec: dict[str, Any], config: RunConfig) -> tuple[str, bytes]:
         "episode_timeout_s": config.episode_timeout,
         "agent_timeout_s": config.agent_timeout,
     }
+    if skills:
+        facts["skills"] = [{"name": s.name, "description": s.description} for s in skills]
     task_json = (json.dumps(facts, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
     direction = "higher" if spec.get("score_direction") == "maximize" else "lower"
     finish_rule = (
@@ -37,6 +43,13 @@ def task_files(spec: dict[str, Any], config: RunConfig) -> tuple[str, bytes]:
         if config.validation.enabled
         else "Your first candidate becomes the final program."
     )
+    skills_md = ""
+    if skills:
+        listed = "\n".join(
+            f"- `skills/{s.name}/SKILL.md`" + (f" — {s.description}" if s.description else "")
+            for s in skills
+        )
+        skills_md = f"\n## Skills (read these first)\n{listed}\n"
     task_md = f"""# Task: evolve a policy for `{spec.get("id")}`
 
 {spec.get("description", "")}
@@ -72,5 +85,5 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
   {config.agent_timeout:g} s in all.
 - {selection}
 - Running, importing or probing the Environment outside the session is forbidden.
-"""
+{skills_md}"""
     return task_md, task_json

@@ -1,0 +1,58 @@
+"""``evopolicy agents``: the Agent providers a Run can use, and whether they are installed."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from evopolicygym.agents.providers import PROVIDERS
+from evopolicygym.cli.errors import Cli, emit_json
+
+__all__ = ["agents"]
+
+
+@click.group(cls=Cli, short_help="The Agent providers.")
+def agents() -> None:
+    """The Agent providers `evopolicy run --agent` takes."""
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def list_agents(as_json: bool) -> None:
+    """Each provider: what it runs, the options it takes, and whether its CLI is on PATH."""
+    rows: list[dict[str, Any]] = []
+    for provider in PROVIDERS.values():
+        found = provider.executable is None or shutil.which(provider.executable) is not None
+        options = [flag for flag, ok in (("--model", provider.model), ("--effort", provider.effort)) if ok]
+        if provider.name == "chat":
+            options += ["--base-url", "--api-key-env"]
+        if provider.name == "command":
+            options.append("--agent-command")
+        rows.append(
+            {
+                "name": provider.name,
+                "description": provider.description,
+                "executable": provider.executable,
+                "installed": found,
+                "options": options,
+                "inherits": list(provider.env),
+                "transcript": provider.stream,
+            }
+        )
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("agent", "runs", "installed", "options", "inherits")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["description"],
+            "yes" if row["installed"] else f"no ({row['executable']} not on PATH)",
+            " ".join(row["options"]),
+            " ".join(row["inherits"]),
+        )
+    Console().print(table)

@@ -1,0 +1,201 @@
+"""Agent providers: identities, command lines and environments, `agents list`, skills."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity, launch_for
+from evopolicygym.cli.main import main
+from evopolicygym.records.events import RunCreated
+from evopolicygym.records.location import open_store
+from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+from evopolicygym.run.service import RunHost, create_run, load_run
+from evopolicygym.run.skills import SkillError, load_skill
+
+pytestmark = pytest.mark.timeout(240)
+
+CLIS = {"codex": "codex", "claude-code": "claude", "kimi": "kimi", "qoder": "qodercli"}
+
+
+@pytest.fixture
+def fake_clis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Executables named like the real CLIs, first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for executable in CLIS.values():
+        path = bin_dir / executable
+        path.write_text("#!/bin/sh\nexit 0\n")
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_every_cli_provider_gets_its_command_line_and_only_its_credentials(
+    fake_clis: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-test-0000000000000000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000000")
+    monkeypatch.setenv("MOONSHOT_API_KEY", "moonshot-test-000000000")
+    monkeypatch.setenv("UNRELATED_SECRET", "never-inherited")
+    task = "# Task: evolve a policy\n"
+    codex = launch_for(agent_identity("codex", model="gpt-5-codex", effort="high"), task)
+    assert codex.argv[:3] == ["codex", "exec", "--json"]
+    assert codex.argv[codex.argv.index("--model") : codex.argv.index("--model") + 2] == ["--model", "gpt-5-codex"]
+    assert 'model_reasoning_effort="high"' in codex.argv and codex.argv[-1] == task
+    assert codex.env["OPENAI_API_KEY"].startswith("sk-openai") and "ANTHROPIC_API_KEY" not in codex.env
+    assert codex.stream == "codex"
+    claude = launch_for(agent_identity("claude-code", model="sonnet"), task)
+    assert claude.argv[:3] == ["claude", "-p", task] and "stream-json" in claude.argv
+    assert "ANTHROPIC_API_KEY" in claude.env and "OPENAI_API_KEY" not in claude.env
+    kimi = launch_for(agent_identity("kimi"), task)
+    assert kimi.argv[:4] == ["kimi", "--print", "-p", task] and "MOONSHOT_API_KEY" in kimi.env
+    qoder = launch_for(agent_identity("qoder"), task)
+    assert qoder.argv[:3] == ["qodercli", "-p", task]
+    for launch in (codex, claude, kimi, qoder):
+        assert "UNRELATED_SECRET" not in launch.env
+        assert launch.env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    # --agent-env passes on a variable the user names.
+    passed = launch_for(agent_identity("codex", env=("UNRELATED_SECRET",)), task)
+    assert passed.env["UNRELATED_SECRET"] == "never-inherited"
+
+
+def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_KEY", "secret-value-0000")
+    identity = agent_identity("chat", base_url="http://127.0.0.1:8000/v1/", model="tiny", api_key_env="MY_KEY")
+    assert identity.model == "tiny" and identity.options["base_url"] == "http://127.0.0.1:8000/v1"
+    launch = launch_for(identity)
+    assert launch.argv[1:3] == ["-m", "evopolicygym.agents.chat"]
+    assert launch.argv[launch.argv.index("--base-url") + 1] == "http://127.0.0.1:8000/v1"
+    assert launch.argv[launch.argv.index("--api-key-env") + 1] == "MY_KEY"
+    assert launch.env["MY_KEY"] == "secret-value-0000" and "secret-value-0000" not in launch.argv
+
+
+@pytest.mark.parametrize(
+    ("provider", "kw", "needle"),
+    [
+        ("nope", {}, "unknown agent 'nope'"),
+        ("reference", {"model": "x"}, "--model is not an option of the reference agent"),
+        ("claude-code", {"effort": "high"}, "--effort is not an option of the claude-code agent"),
+        ("codex", {"effort": "extreme"}, "--effort must be one of"),
+        ("chat", {"model": "m"}, "needs --base-url URL and --model NAME"),
+        ("chat", {"model": "m", "base_url": "ftp://x"}, "must be an http(s) URL"),
+        ("codex", {"base_url": "http://x"}, "are for --agent chat"),
+        ("codex", {"command": "x"}, "--agent-command is for --agent command"),
+    ],
+)
+def test_bad_identities_are_refused_before_a_run(
+    fake_clis: Path, provider: str, kw: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(AgentError, match=re.escape(needle)):
+        agent_identity(provider, **kw)
+
+
+def test_a_missing_cli_is_an_error_before_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for provider, executable in CLIS.items():
+        with pytest.raises(AgentError, match=f"agent command not found: {executable}"):
+            agent_identity(provider)
+    result = CliRunner().invoke(
+        main, ["run", "--benchmark", "cartpole", "--agent", "codex", "--store", str(tmp_path / "s")]
+    )
+    assert result.exit_code == 1 and result.output.startswith("error: agent command not found: codex")
+    assert not (tmp_path / "s" / "events.db").exists() or "run-" not in result.output
+
+
+def test_agents_list_names_every_provider(fake_clis: Path) -> None:
+    result = CliRunner().invoke(main, ["agents", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert set(rows) == set(PROVIDERS) == {"reference", "chat", "codex", "claude-code", "kimi", "qoder", "command"}
+    assert rows["codex"]["installed"] is True and "--effort" in rows["codex"]["options"]
+    assert rows["chat"]["options"] == ["--model", "--base-url", "--api-key-env"]
+    table = CliRunner().invoke(main, ["agents", "list"])
+    assert table.exit_code == 0 and "claude-code" in table.output
+
+
+# --------------------------------------------------------------------------- skills
+
+
+def make_skill(root: Path, name: str, body: str = "Balance early; damp oscillation.\n") -> Path:
+    root.mkdir(parents=True)
+    (root / "SKILL.md").write_text(f"---\nname: {name}\ndescription: How to tune a controller\n---\n\n{body}")
+    (root / "notes.txt").write_text("gains: 0.5\n")
+    return root
+
+
+def test_skills_must_name_themselves(tmp_path: Path) -> None:
+    skill = load_skill(make_skill(tmp_path / "a", "control-tuning"))
+    assert skill.name == "control-tuning" and skill.description == "How to tune a controller"
+    (tmp_path / "b").mkdir()
+    with pytest.raises(SkillError, match=r"no SKILL\.md"):
+        load_skill(tmp_path / "b")
+    bad = tmp_path / "c"
+    bad.mkdir()
+    (bad / "SKILL.md").write_text("---\nname: ../escape\n---\n")
+    with pytest.raises(SkillError, match="must name the skill"):
+        load_skill(bad)
+    heading = tmp_path / "d"
+    heading.mkdir()
+    (heading / "SKILL.md").write_text("# Swing Up\n\ntext\n")
+    assert load_skill(heading).name == "swing-up"
+
+
+AGENT = """
+import json, os, stat, sys
+ws = os.environ["EVOPOLICY_WORKSPACE"]
+seen = {}
+for root, dirs, files in os.walk(os.path.join(ws, "skills")):
+    for f in files:
+        p = os.path.join(root, f)
+        seen[os.path.relpath(p, ws)] = [open(p).read(), stat.S_IMODE(os.stat(p).st_mode)]
+task = open(os.path.join(ws, "TASK.md")).read()
+print(json.dumps({"role": "assistant", "content": json.dumps({"skills": seen, "task": task})}), flush=True)
+"""
+
+
+def test_a_run_gives_its_skills_read_only_and_records_them(tmp_path: Path) -> None:
+    skill = load_skill(make_skill(tmp_path / "skill", "control-tuning"))
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=60.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        identity = agent_identity("command", command=f"{sys.executable} {script}")
+        run_id = create_run(store, "cartpole", config, identity, skills=[skill])
+        RunHost(store, run_id).drive()
+        _, events = load_run(store, run_id)
+        created = events[0]
+        assert isinstance(created, RunCreated)
+        assert created.skill_program_digests == [skill.program.digest]
+        assert store.blobs.get_program(skill.program.digest).digest == skill.program.digest
+        said = [m for e in events for m in getattr(e, "messages", []) if m.role == "assistant"]
+        report = json.loads(said[0].content)
+    skill_md = report["skills"]["skills/control-tuning/SKILL.md"]
+    assert skill_md[0].startswith("---\nname: control-tuning") and not skill_md[1] & stat.S_IWUSR
+    assert report["skills"]["skills/control-tuning/notes.txt"][0] == "gains: 0.5\n"
+    assert "`skills/control-tuning/SKILL.md` — How to tune a controller" in report["task"]
+    assert "Skills (read these first)" in report["task"]
+
+
+def test_two_skills_with_one_name_are_refused(tmp_path: Path) -> None:
+    a = load_skill(make_skill(tmp_path / "a", "same"))
+    b = load_skill(make_skill(tmp_path / "b", "same", body="other\n"))
+    result = CliRunner().invoke(
+        main,
+        ["run", "--benchmark", "cartpole", "--store", str(tmp_path / "s"), "--skill", str(tmp_path / "a"), "--skill", str(tmp_path / "b")],
+    )
+    assert result.exit_code == 1 and "two skills share a name: same" in result.output
+    assert a.program.digest != b.program.digest
