@@ -199,3 +199,62 @@ def test_two_skills_with_one_name_are_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1 and "two skills share a name: same" in result.output
     assert a.program.digest != b.program.digest
+
+
+# --------------------------------------------------------------------------- the chat agent in a Run
+
+POLICY = """class Policy:
+    def act(self, observation):
+        return 1 if observation[2] + 0.5 * observation[3] > 0 else 0
+
+
+def make_policy(context):
+    return Policy()
+"""
+
+
+def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> None:
+    """The whole loop over the real protocol: the Host starts the harness in its jail, the
+    scripted model edits, submits and finishes through the session, and the transcript is
+    recorded natively, once, with token usage."""
+    from chatserver import ChatServer
+
+    from evopolicygym.exporters import export
+    from evopolicygym.records.events import AgentMessages, RunFinished
+
+    def tools(*calls: dict[str, Any]) -> dict[str, Any]:
+        return {"content": None, "tool_calls": list(calls), "usage": {"prompt_tokens": 50, "completion_tokens": 7}}
+
+    replies = [
+        tools({"name": "read_file", "arguments": {"path": "TASK.md"}}),
+        tools({"name": "write_file", "arguments": {"path": "program/policy.py", "content": POLICY}}),
+        tools({"name": "submit", "arguments": {"episodes": "0:2"}}),
+        tools({"name": "finish", "arguments": {"candidates": [1]}}),
+    ]
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with ChatServer(replies, api_key="sk-local-test-key-000000", model="tiny") as server:
+        os.environ["LOCAL_KEY"] = "sk-local-test-key-000000"
+        try:
+            identity = agent_identity("chat", base_url=server.url, model="tiny", api_key_env="LOCAL_KEY")
+            with open_store(tmp_path / "store", create=True) as store:
+                run_id = create_run(store, "cartpole", config, identity)
+                RunHost(store, run_id).drive()
+                _, events = load_run(store, run_id)
+                report = export(store, ["sft"], tmp_path / "out")
+        finally:
+            del os.environ["LOCAL_KEY"]
+        assert server.remaining == 0
+    finished = [e for e in events if isinstance(e, RunFinished)]
+    assert finished and finished[0].reason == "finished" and finished[0].final_submission_id == 1
+    messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+    assert [m.role for m in messages[:2]] == ["system", "user"]  # the task once, then the kickoff
+    assert sum(m.role == "system" for m in messages) == 1
+    calls = [c.name for m in messages for c in m.tool_calls]
+    assert calls == ["read_file", "write_file", "submit", "finish"]
+    assert all(m.usage is not None and m.usage.input_tokens == 50 for m in messages if m.tool_calls)
+    assert report.configs["sft"]["splits"]["train"]["rows"] + report.configs["sft"]["splits"]["test"]["rows"] == 1

@@ -206,6 +206,7 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
             argv = [sys.executable, "-m", "evopolicygym.agents.chat"]
             argv += ["--base-url", str(options["base_url"]), "--model", str(model)]
             argv += ["--api-key-env", str(options.get("api_key_env", "OPENAI_API_KEY"))]
+            argv.append("--no-system-message")  # the Host records the task as the system message
         case "command":
             argv = [str(part) for part in options.get("command", [])]
             if not argv:

@@ -98,6 +98,17 @@ _KNOWN = {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS}
 _JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
 
 
+def _known_tools(provider: str) -> dict[str, dict[str, Any]]:
+    """The exact tool schemas of the built-in agents (others' are inferred from their calls)."""
+    if provider == "reference":
+        return _KNOWN
+    if provider == "chat":
+        from evopolicygym.agents.chat import TOOLS
+
+        return {tool["function"]["name"]: tool for tool in TOOLS}
+    return {}
+
+
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -146,8 +157,9 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
         for call in message["tool_calls"] or ():
             name = call["function"]["name"]
             arguments = call["function"]["arguments"] or {}
-            if agent.provider == "reference" and name in _KNOWN:
-                seen.setdefault(name, _KNOWN[name])
+            known = _known_tools(agent.provider)
+            if name in known:
+                seen.setdefault(name, known[name])
                 continue
             tool = seen.setdefault(
                 name,
