@@ -1,8 +1,9 @@
 """One running Agent: a process group that dies with the Host, its output kept.
 
-stdout is read line by line as it arrives; a line that is a normalized transcript
-message (JSON of ``records.events.Message``) joins the transcript, every byte
-joins the raw stream that is kept as a blob. stderr goes to a file, kept too.
+stdout is read line by line as it arrives and parsed into transcript messages by
+the provider's stream parser (``agents.streams``: a CLI's JSON events, or by
+default lines that are JSON of ``records.events.Message``); every byte joins the
+raw stream that is kept as a blob. stderr goes to a file, kept too.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from collections.abc import Callable
 
 import msgspec
 
+from evopolicygym.agents.streams import PARSERS, StreamParser
 from evopolicygym.records.events import Message
 
 __all__ = ["AgentProcess", "ExitStatus"]
 
 _PR_SET_PDEATHSIG = 1
-_DECODE_MESSAGE = msgspec.json.Decoder(Message)
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # of stdout and of stderr each; the rest is dropped
 MAX_LINE_BYTES = 1024 * 1024  # a longer stdout line is kept in the raw stream only
 
@@ -49,8 +50,12 @@ class AgentProcess:
         cwd: str,
         env: dict[str, str],
         on_message: Callable[[Message], None],
+        parser: StreamParser | None = None,
     ) -> None:
         self._on_message = on_message
+        # How stdout lines become transcript messages: the provider's event stream, or by
+        # default lines that are Message JSON.
+        self._parser = parser if parser is not None else PARSERS["native"]()
         self._stdout = bytearray()
         self._stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in outputs()
         self.started = time.monotonic()
@@ -79,6 +84,7 @@ class AgentProcess:
             # Bounded reads: a line without end must not grow the Host's memory.
             line = stream.readline(MAX_LINE_BYTES)
             if not line:
+                self._deliver(self._parser.close())
                 return
             if len(self._stdout) < MAX_KEPT_BYTES:
                 self._stdout += line[: MAX_KEPT_BYTES - len(self._stdout)]
@@ -86,14 +92,12 @@ class AgentProcess:
             if too_long or not complete:
                 too_long = not complete
                 continue
-            stripped = line.strip()
-            if stripped.startswith(b"{"):
-                try:
-                    message = _DECODE_MESSAGE.decode(stripped)
-                except msgspec.DecodeError:
-                    continue  # not a transcript line: it stays in the raw stream only
-                # When the Host received it: an Agent's own clock (or a bogus value) is not kept.
-                self._on_message(msgspec.structs.replace(message, at=time.time_ns()))
+            self._deliver(self._parser.feed(line.rstrip(b"\r\n")))
+
+    def _deliver(self, messages: list[Message]) -> None:
+        for message in messages:
+            # When the Host received it: an Agent's own clock (or a bogus value) is not kept.
+            self._on_message(msgspec.structs.replace(message, at=time.time_ns()))
 
     def wait(self, timeout: float) -> int | None:
         try:

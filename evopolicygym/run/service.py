@@ -27,6 +27,7 @@ import msgspec
 
 from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import AgentError, launch_for
+from evopolicygym.agents.streams import PARSERS
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.evaluation.sandbox import containment_disabled
@@ -572,7 +573,13 @@ class RunHost:
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.
                 self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
                 try:
-                    agent = AgentProcess(self._jailed(launch.argv), cwd=str(workspace), env=env, on_message=self._queue_message)
+                    agent = AgentProcess(
+                        self._jailed(launch.argv),
+                        cwd=str(workspace),
+                        env=env,
+                        on_message=self._queue_message,
+                        parser=PARSERS[launch.stream](),
+                    )
                 except OSError as exc:
                     self._pending_messages = []
                     self._must(StartAgent(command=launch.argv, pid=None))
