@@ -258,3 +258,67 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     assert calls == ["read_file", "write_file", "submit", "finish"]
     assert all(m.usage is not None and m.usage.input_tokens == 50 for m in messages if m.tool_calls)
     assert report.configs["sft"]["splits"]["train"]["rows"] + report.configs["sft"]["splits"]["test"]["rows"] == 1
+
+
+FAKE_CODEX = r'''#!{python}
+"""Stands in for `codex exec --json`: the real CLI needs its service, so this one speaks
+its documented event stream while driving the real session."""
+import json, os, subprocess, sys
+cli = json.loads(os.environ["EVOPOLICY_CLI"])
+assert sys.argv[1:4] == ["exec", "--json", "--skip-git-repo-check"], sys.argv
+def say(event):
+    print(json.dumps(event), flush=True)
+say({{"type": "thread.started", "thread_id": "t-1"}})
+say({{"type": "turn.started"}})
+say({{"type": "item.completed", "item": {{"id": "item_0", "type": "reasoning", "text": "Submit as is first."}}}})
+command = [*cli, "session", "submit", "program", "--episodes", "0:2"]
+done = subprocess.run(command, capture_output=True, text=True)
+say({{"type": "item.completed", "item": {{"id": "item_1", "type": "command_execution",
+     "command": "evopolicy session submit program --episodes 0:2",
+     "aggregated_output": done.stdout + done.stderr, "exit_code": done.returncode, "status": "completed"}}}})
+done = subprocess.run([*cli, "session", "finish", "1"], capture_output=True, text=True)
+say({{"type": "item.completed", "item": {{"id": "item_2", "type": "command_execution",
+     "command": "evopolicy session finish 1", "aggregated_output": done.stdout,
+     "exit_code": done.returncode, "status": "completed"}}}})
+say({{"type": "item.completed", "item": {{"id": "item_3", "type": "agent_message", "text": "Finished with 1."}}}})
+say({{"type": "turn.completed", "usage": {{"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 80}}}})
+'''
+
+
+def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evopolicygym.records.events import AgentMessages, AgentStarted, RunFinished
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    codex = bin_dir / "codex"
+    codex.write_text(FAKE_CODEX.format(python=sys.executable))
+    codex.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        run_id = create_run(store, "cartpole", config, agent_identity("codex", model="gpt-test"))
+        RunHost(store, run_id).drive()
+        _, events = load_run(store, run_id)
+    started = next(e for e in events if isinstance(e, AgentStarted))
+    assert started.command[0] == "codex" and started.command[started.command.index("--model") + 1] == "gpt-test"
+    assert started.command[-1].startswith("# Task: evolve a policy for `cartpole`")  # the task is the prompt
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "finished" and finished.final_submission_id == 1
+    messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+    assert messages[0].role == "system"
+    shell = [c for m in messages for c in m.tool_calls]
+    assert [c.arguments["command"] for c in shell] == [
+        "evopolicy session submit program --episodes 0:2",
+        "evopolicy session finish 1",
+    ]
+    results = {m.tool_call_id: m.content for m in messages if m.role == "tool"}
+    assert '"submission_id":1' in results[shell[0].id].replace(" ", "")
+    assert any(m.reasoning == "Submit as is first." for m in messages)
+    last = [m for m in messages if m.role == "assistant"][-1]
+    assert last.content == "Finished with 1." and last.usage is not None
+    assert (last.usage.input_tokens, last.usage.cached_tokens, last.usage.output_tokens) == (1200, 200, 80)
