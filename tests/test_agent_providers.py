@@ -322,3 +322,53 @@ def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monk
     last = [m for m in messages if m.role == "assistant"][-1]
     assert last.content == "Finished with 1." and last.usage is not None
     assert (last.usage.input_tokens, last.usage.cached_tokens, last.usage.output_tokens) == (1200, 200, 80)
+
+
+# --------------------------------------------------------------------------- redaction
+
+LEAKY_AGENT = r'''
+import json, os, sys
+secret = os.environ["MY_SERVICE_API_KEY"]
+pattern = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+print(json.dumps({"role": "assistant", "content": f"my key is {secret} and {pattern}",
+                  "tool_calls": [{"id": "c1", "name": "bash",
+                                  "arguments": {"command": f"curl -H 'Authorization: Bearer {secret}' x"}}]}),
+      flush=True)
+print(json.dumps({"role": "tool", "tool_call_id": "c1", "content": f"echoed {secret}"}), flush=True)
+print(f"plain stdout line with {secret}", flush=True)
+print(f"stderr line with {secret} and {pattern}", file=sys.stderr, flush=True)
+'''
+
+
+def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from evopolicygym.records.events import AgentMessages
+
+    secret = "planted-Secret-9f8e7d6c5b4a"
+    pattern = "sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+    monkeypatch.setenv("MY_SERVICE_API_KEY", secret)
+    script = tmp_path / "agent.py"
+    script.write_text(LEAKY_AGENT)
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=60.0,
+    )
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        identity = agent_identity("command", command=f"{sys.executable} {script}", env=("MY_SERVICE_API_KEY",))
+        run_id = create_run(store, "cartpole", config, identity)
+        RunHost(store, run_id).drive()
+        _, events = load_run(store, run_id)
+        messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+        assert any("my key is [REDACTED]" in m.content for m in messages)  # the message was kept
+        chunks = [e.raw_blob for e in events if isinstance(e, AgentMessages) and e.raw_blob]
+        assert chunks and b"plain stdout line with [REDACTED]" in b"".join(store.blobs.get(c) for c in chunks)
+        texts = [store.blobs.get(digest) for digest in store.blobs.digests()]
+    files = [p.read_bytes() for p in root.rglob("*") if p.is_file()]
+    for planted in (secret.encode(), pattern.encode()):
+        assert not any(planted in data for data in texts), planted
+        assert not any(planted in data for data in files), planted
+        assert not any(planted in zlib.decompress(d) for d in files if d[:2] == b"\x78\x9c"), planted

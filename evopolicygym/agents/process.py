@@ -129,6 +129,10 @@ class AgentProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         self._reader.join(timeout=10.0)
 
+    def stdout_since(self, offset: int) -> bytes:
+        """The raw stdout kept from byte ``offset`` on (what the reader has read so far)."""
+        return bytes(self._stdout[offset:])
+
     def outputs(self) -> tuple[bytes, bytes]:
         """stdout and stderr as kept, once the process has exited."""
         self._reader.join(timeout=10.0)

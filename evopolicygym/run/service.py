@@ -26,7 +26,8 @@ from typing import Any
 import msgspec
 
 from evopolicygym.agents.process import AgentProcess
-from evopolicygym.agents.providers import AgentError, launch_for
+from evopolicygym.agents.providers import PROVIDERS, AgentError, launch_for
+from evopolicygym.agents.redact import Redactor, is_credential_name
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
@@ -217,6 +218,9 @@ class RunHost:
         self._benchmark: Benchmark | None = None
         self._workspace: Path | None = None
         self._pending_messages: list[Message] = []
+        self._redactor = Redactor()
+        self._agent: AgentProcess | None = None
+        self._raw_offset = 0  # of the running Agent's stdout, recorded with the last chunk
         self._last_flush = 0.0
 
     # ------------------------------------------------------------------ state and log
@@ -564,6 +568,7 @@ class RunHost:
             self._must(StartAgent(command=[], pid=None))
             self._must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {_one_line(exc)}"))
             return
+        self._redactor = _redactor_for(created.agent)
         with SessionServer(self._handle) as server:
             env = dict(launch.env)
             env[SESSION_ENV] = server.path
@@ -582,14 +587,16 @@ class RunHost:
                     )
                 except OSError as exc:
                     self._pending_messages = []
-                    self._must(StartAgent(command=launch.argv, pid=None))
+                    self._must(StartAgent(command=self._redactor.value(launch.argv), pid=None))
                     self._must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {_one_line(exc)}"))
                     return
-                self._must(StartAgent(command=launch.argv, pid=agent.pid))
+                self._must(StartAgent(command=self._redactor.value(launch.argv), pid=agent.pid))
+                self._agent, self._raw_offset = agent, 0
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)
             agent.reap()  # its leftovers die with it; its stdout is read to the end
         self._flush_messages(force=True)
+        self._agent = None
         stdout, stderr = agent.outputs()
         status = agent.status(reason)
         self._must(
@@ -597,8 +604,8 @@ class RunHost:
                 exit_code=status.exit_code,
                 signal=status.signal,
                 reason=status.reason,
-                stdout_blob=self.store.blobs.put(stdout),
-                stderr_blob=self.store.blobs.put(stderr),
+                stdout_blob=self.store.blobs.put(self._redactor.bytes(stdout)),
+                stderr_blob=self.store.blobs.put(self._redactor.bytes(stderr)),
             )
         )
 
@@ -634,8 +641,9 @@ class RunHost:
             raise
 
     def _queue_message(self, message: Message) -> None:
+        redacted = self._redactor.message(message)  # before anything of it is recorded
         with self._lock:
-            self._pending_messages.append(message)
+            self._pending_messages.append(redacted)
 
     def _flush_messages(self, force: bool = False) -> None:
         with self._lock:
@@ -650,7 +658,12 @@ class RunHost:
                 return
             messages, self._pending_messages = self._pending_messages, []
             self._last_flush = time.monotonic()
-            self._must(RecordMessages(messages=messages))
+            raw_blob = None
+            if self._agent is not None:  # the raw stream since the last chunk, kept with it
+                raw = self._agent.stdout_since(self._raw_offset)
+                self._raw_offset += len(raw)
+                raw_blob = self.store.blobs.put(self._redactor.bytes(raw)) if raw else None
+            self._must(RecordMessages(messages=messages, raw_blob=raw_blob))
 
     # ------------------------------------------------------------------ the Session
 
@@ -733,6 +746,17 @@ def _jsonable(content: dict[str, Any]) -> dict[str, Any]:
     """Feedback content as plain JSON values (a Benchmark may hand back numpy scalars)."""
     data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(content, enc_hook=plain_hook))
     return data
+
+
+def _redactor_for(agent: AgentIdentity) -> Redactor:
+    """Secrets the Agent's transcript and output may hold: the values of its provider's
+    credential variables (and those it was given), and every known secret pattern."""
+    provider = PROVIDERS.get(agent.provider)
+    names = [*(provider.env if provider else ()), *agent.options.get("env", [])]
+    names = [name for name in names if is_credential_name(str(name))]
+    if agent.options.get("api_key_env"):
+        names.append(str(agent.options["api_key_env"]))
+    return Redactor.from_environment(names)
 
 
 def _one_line(exc: BaseException) -> str:
