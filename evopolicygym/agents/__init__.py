@@ -1,1 +1,22 @@
-"""Agents: the command provider and the offline reference agent."""
+"""Agents: the providers a Run can start and what their output becomes.
+
+``providers`` turns an agent identity into a command line and environment
+(``reference``, ``chat``, ``codex``, ``claude-code``, ``kimi``, ``qoder``,
+``command``); ``streams`` parses each provider's stdout into normalized
+transcript messages; ``redact`` replaces secrets before anything is recorded;
+``process`` supervises the running Agent and ``jail`` contains it; ``chat`` is
+the built-in OpenAI-compatible harness and ``reference`` the offline agent.
+"""
+
+from __future__ import annotations
+
+from evopolicygym.agents.providers import (
+    PROVIDERS,
+    AgentError,
+    AgentLaunch,
+    Provider,
+    agent_identity,
+    launch_for,
+)
+
+__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "launch_for"]
