@@ -337,6 +337,9 @@ print(json.dumps({"role": "assistant", "content": f"my key is {secret} and {patt
 print(json.dumps({"role": "tool", "tool_call_id": "c1", "content": f"echoed {secret}"}), flush=True)
 print(f"plain stdout line with {secret}", flush=True)
 print(f"stderr line with {secret} and {pattern}", file=sys.stderr, flush=True)
+import subprocess
+cli = json.loads(os.environ["EVOPOLICY_CLI"])
+subprocess.run([*cli, "session", "submit", "program", "--episodes", secret], capture_output=True)
 '''
 
 
@@ -367,8 +370,64 @@ def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: p
         chunks = [e.raw_blob for e in events if isinstance(e, AgentMessages) and e.raw_blob]
         assert chunks and b"plain stdout line with [REDACTED]" in b"".join(store.blobs.get(c) for c in chunks)
         texts = [store.blobs.get(digest) for digest in store.blobs.digests()]
+        from evopolicygym.records.events import SubmissionRejected
+
+        (rejected,) = [e for e in events if isinstance(e, SubmissionRejected)]
+        assert rejected.selector == "[REDACTED]"  # what it sent the session is recorded, redacted
     files = [p.read_bytes() for p in root.rglob("*") if p.is_file()]
     for planted in (secret.encode(), pattern.encode()):
         assert not any(planted in data for data in texts), planted
         assert not any(planted in data for data in files), planted
         assert not any(planted in zlib.decompress(d) for d in files if d[:2] == b"\x78\x9c"), planted
+
+
+def test_raw_chunks_never_cut_a_line_or_a_key_block() -> None:
+    from evopolicygym.run.service import _whole_lines
+
+    assert _whole_lines(b"one\ntwo\nthr", final=False) == (b"one\ntwo\n", b"thr")
+    block = b"a\n-----BEGIN RSA PRIVATE KEY-----\nAAAA\n"
+    assert _whole_lines(block, final=False) == (b"a\n", block[2:])
+    closed = block + b"BBBB\n-----END RSA PRIVATE KEY-----\nz\n"
+    assert _whole_lines(closed, final=False) == (closed, b"")
+    assert _whole_lines(b"tail", final=True) == (b"tail", b"")
+
+
+def test_a_secret_on_the_command_line_is_refused() -> None:
+    with pytest.raises(AgentError, match="looks like a secret"):
+        agent_identity("command", command=f"{sys.executable} -c pass --key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4")
+    with pytest.raises(AgentError, match="looks like a secret"):
+        agent_identity("chat", base_url="https://user:hunter2hunter2@example.invalid/v1", model="m")
+
+
+def test_a_run_without_skills_leaves_a_users_skills_folder(tmp_path: Path) -> None:
+    from evopolicygym.run.skills import write_skills
+
+    (tmp_path / "skills").mkdir()
+    (tmp_path / "skills" / "mine.md").write_text("mine\n")
+    write_skills(tmp_path, [])
+    assert (tmp_path / "skills" / "mine.md").read_text() == "mine\n"
+
+
+def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -> None:
+    from evopolicygym.agents.process import AgentProcess
+
+    deep: Any = "x"
+    for _ in range(600):
+        deep = {"a": deep}
+    lines = [json.dumps({"role": "assistant", "content": "deep", "tool_calls": [{"id": "1", "name": "t", "arguments": deep}]})]
+    lines += [json.dumps({"role": "assistant", "content": f"m{i}"}) for i in range(300)]
+    script = tmp_path / "talk.py"
+    (tmp_path / "lines.jsonl").write_text("\n".join(lines) + "\n")
+    script.write_text(f"import sys\nsys.stdout.write(open({str(tmp_path / 'lines.jsonl')!r}).read())\n")
+    got: list[Any] = []
+
+    def record(message: Any) -> None:
+        from evopolicygym.agents.redact import Redactor
+
+        got.append(Redactor().message(message))
+
+    agent = AgentProcess([sys.executable, str(script)], cwd=str(tmp_path), env=dict(os.environ), on_message=record)
+    assert agent.wait(60) == 0
+    agent.reap()
+    agent.outputs()
+    assert [m.content for m in got][-300:] == [f"m{i}" for i in range(300)]

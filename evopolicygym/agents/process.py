@@ -53,6 +53,7 @@ class AgentProcess:
         parser: StreamParser | None = None,
     ) -> None:
         self._on_message = on_message
+        self.dropped = 0  # messages too deeply nested to record (kept in the raw stream)
         # How stdout lines become transcript messages: the provider's event stream, or by
         # default lines that are Message JSON.
         self._parser = parser if parser is not None else PARSERS["native"]()
@@ -97,7 +98,12 @@ class AgentProcess:
     def _deliver(self, messages: list[Message]) -> None:
         for message in messages:
             # When the Host received it: an Agent's own clock (or a bogus value) is not kept.
-            self._on_message(msgspec.structs.replace(message, at=time.time_ns()))
+            try:
+                self._on_message(msgspec.structs.replace(message, at=time.time_ns()))
+            except RecursionError:
+                # A message nested too deeply to handle stays in the raw stream only: the
+                # reader must live on, or a blocked Agent would stall the Run.
+                self.dropped += 1
 
     def wait(self, timeout: float) -> int | None:
         try:

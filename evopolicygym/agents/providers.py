@@ -64,7 +64,7 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True):
     effort: bool = False  # takes --effort
 
 
-_EFFORTS = ("minimal", "low", "medium", "high")
+_EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
 
 PROVIDERS: dict[str, Provider] = {
     p.name: p
@@ -84,7 +84,7 @@ PROVIDERS: dict[str, Provider] = {
             name="codex",
             description="OpenAI Codex CLI: codex exec --json",
             executable="codex",
-            env=("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+            env=("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
             stream="codex",
             model=True,
             effort=True,
@@ -96,6 +96,7 @@ PROVIDERS: dict[str, Provider] = {
             env=(
                 "ANTHROPIC_API_KEY",
                 "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
                 "ANTHROPIC_BASE_URL",
                 "CLAUDE_CONFIG_DIR",
                 "CLAUDE_CODE_USE_BEDROCK",
@@ -174,11 +175,26 @@ def agent_identity(
         options["api_key_env"] = api_key_env or "OPENAI_API_KEY"
     if effort is not None:
         options["effort"] = effort
+    _refuse_secrets(options)
     if env:
         options["env"] = sorted(set(env))
     identity = AgentIdentity(name=name or provider, provider=provider, model=model, options=options)
     launch_for(identity)  # resolve the executable now: a missing one is an error before the Run
     return identity
+
+
+def _refuse_secrets(options: dict[str, Any]) -> None:
+    """The identity is recorded as given (a resumed Run starts the same command), so a
+    secret in it would be stored: refuse one, and say how to pass it instead."""
+    from evopolicygym.agents.redact import Redactor
+
+    redactor = Redactor.from_environment(())
+    for key in ("command", "base_url"):
+        if key in options and redactor.value(options[key]) != options[key]:
+            raise AgentError(
+                f"the agent's {key.replace('_', '-')} holds what looks like a secret; pass it "
+                "in an environment variable instead (--agent-env NAME, or --api-key-env)"
+            )
 
 
 def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
@@ -222,6 +238,10 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
         case "claude-code":
             argv = ["claude", "-p", prompt, "--output-format", "stream-json", "--verbose"]
             argv += ["--permission-mode", "bypassPermissions"]
+            if os.geteuid() == 0:
+                # Claude Code refuses to skip permissions as root outside a sandbox; the
+                # Host's jail is the sandbox.
+                env["IS_SANDBOX"] = "1"
             if model:
                 argv += ["--model", model]
         case "kimi":
@@ -230,6 +250,8 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
                 argv += ["--model", model]
         case "qoder":
             argv = ["qodercli", "-p", prompt, "--output-format", "stream-json"]
+            # Headless, anything needing confirmation is denied (the session commands too).
+            argv += ["--permission-mode", "bypass_permissions"]
             if model:
                 argv += ["--model", model]
         case _:

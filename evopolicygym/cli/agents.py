@@ -28,8 +28,10 @@ def list_agents(as_json: bool) -> None:
     for provider in PROVIDERS.values():
         found = provider.executable is None or shutil.which(provider.executable) is not None
         options = [flag for flag, ok in (("--model", provider.model), ("--effort", provider.effort)) if ok]
+        inherits = list(provider.env)
         if provider.name == "chat":
             options += ["--base-url", "--api-key-env"]
+            inherits.append("OPENAI_API_KEY (or --api-key-env)")
         if provider.name == "command":
             options.append("--agent-command")
         rows.append(
@@ -39,7 +41,7 @@ def list_agents(as_json: bool) -> None:
                 "executable": provider.executable,
                 "installed": found,
                 "options": options,
-                "inherits": list(provider.env),
+                "inherits": inherits,
                 "transcript": provider.stream,
             }
         )
@@ -47,12 +49,14 @@ def list_agents(as_json: bool) -> None:
         emit_json(rows)
         return
     table = Table("agent", "runs", "installed", "options", "inherits")
+    for column in table.columns[3:]:
+        column.overflow = "fold"  # names to type, never cut short
     for row in rows:
         table.add_row(
             row["name"],
             row["description"],
             "yes" if row["installed"] else f"no ({row['executable']} not on PATH)",
-            " ".join(row["options"]),
-            " ".join(row["inherits"]),
+            "\n".join(row["options"]),
+            "\n".join(row["inherits"]),
         )
     Console().print(table)

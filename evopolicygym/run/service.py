@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -221,6 +222,8 @@ class RunHost:
         self._redactor = Redactor()
         self._agent: AgentProcess | None = None
         self._raw_offset = 0  # of the running Agent's stdout, recorded with the last chunk
+        self._raw_held = b""  # read but not yet recorded: an unfinished line or secret block
+        self._agent_done = False
         self._last_flush = 0.0
 
     # ------------------------------------------------------------------ state and log
@@ -575,6 +578,7 @@ class RunHost:
             env[WORKSPACE_ENV] = str(workspace)
             env.setdefault("EVOPOLICY_CLI", msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
             with self._lock:
+                self._raw_held = b""
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.
                 self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
                 try:
@@ -595,8 +599,11 @@ class RunHost:
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)
             agent.reap()  # its leftovers die with it; its stdout is read to the end
+        with self._lock:
+            self._agent_done = True
         self._flush_messages(force=True)
-        self._agent = None
+        with self._lock:
+            self._agent, self._agent_done = None, False
         stdout, stderr = agent.outputs()
         status = agent.status(reason)
         self._must(
@@ -660,14 +667,18 @@ class RunHost:
             self._last_flush = time.monotonic()
             raw_blob = None
             if self._agent is not None:  # the raw stream since the last chunk, kept with it
-                raw = self._agent.stdout_since(self._raw_offset)
-                self._raw_offset += len(raw)
+                fresh = self._agent.stdout_since(self._raw_offset)
+                self._raw_offset += len(fresh)
+                raw, self._raw_held = _whole_lines(self._raw_held + fresh, final=self._agent_done)
                 raw_blob = self.store.blobs.put(self._redactor.bytes(raw)) if raw else None
             self._must(RecordMessages(messages=messages, raw_blob=raw_blob))
 
     # ------------------------------------------------------------------ the Session
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        # What the Agent sends is recorded (a selector, a problem, a malformed frame's text):
+        # secrets out first. The program files are its work and are stored as submitted.
+        request = {k: v if k == "files" else self._redactor.value(v) for k, v in request.items()}
         op = request.get("op")
         if op == "submit":
             return self._handle_submit(request)
@@ -748,12 +759,28 @@ def _jsonable(content: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+_PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
+
+def _whole_lines(data: bytes, *, final: bool) -> tuple[bytes, bytes]:
+    """(what may be recorded now, what to hold): whole lines only, and nothing from an
+    unclosed private-key block on, so redaction never sees a secret cut in two."""
+    if final:
+        return data, b""
+    cut = data.rfind(b"\n") + 1
+    begins = list(_PEM_BEGIN.finditer(data, 0, cut))
+    if begins and not _PEM_END.search(data, begins[-1].end(), cut):
+        cut = data.rfind(b"\n", 0, begins[-1].start()) + 1
+    return data[:cut], data[cut:]
+
+
 def _redactor_for(agent: AgentIdentity) -> Redactor:
     """Secrets the Agent's transcript and output may hold: the values of its provider's
     credential variables (and those it was given), and every known secret pattern."""
     provider = PROVIDERS.get(agent.provider)
-    names = [*(provider.env if provider else ()), *agent.options.get("env", [])]
-    names = [name for name in names if is_credential_name(str(name))]
+    names = [name for name in (provider.env if provider else ()) if is_credential_name(name)]
+    names += [str(name) for name in agent.options.get("env", [])]  # given on purpose: all kept out
     if agent.options.get("api_key_env"):
         names.append(str(agent.options["api_key_env"]))
     return Redactor.from_environment(names)

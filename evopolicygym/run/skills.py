@@ -73,19 +73,21 @@ def load_skill(directory: str | os.PathLike[str]) -> Skill:
 
 
 def write_skills(workspace: Path, skills: list[Skill]) -> None:
-    """``workspace/skills/<name>/``, read-only, exactly the skills' files (rewritten each time)."""
+    """``workspace/skills/<name>/``, read-only, exactly the skills' files (rewritten each time).
+    Without skills nothing is touched: a ``skills/`` of the user's own stays."""
+    if not skills:
+        return
     root = workspace / SKILLS_DIR
     if root.is_symlink() or root.is_file():
         root.unlink()
     elif root.exists():
         remove_tree(root)
-    if not skills:
-        return
     root.mkdir()
     for skill in skills:
         directory = root / skill.name
         skill.program.write_to(directory)
         for path in sorted(directory.rglob("*"), reverse=True):
-            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0))
+            # Write bits off; execute bits (directories, scripts) as they were.
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222)
         directory.chmod(0o555)
     root.chmod(0o555)
