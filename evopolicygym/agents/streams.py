@@ -574,13 +574,20 @@ class ClaudeCodeParser(_JsonLines):
 
     # ---- assistant
 
-    def _assistant_line(self, event: dict[str, Any]) -> list[Message]:
+    def _message_of(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The API message a line carries; None (counted) if malformed or a subagent's."""
         message = _dict(event.get("message"))
         if message is None:
             self._count("malformed")
-            return []
+            return None
         if event.get("parent_tool_use_id") is not None:
             self._count("subagent")
+            return None
+        return message
+
+    def _assistant_line(self, event: dict[str, Any]) -> list[Message]:
+        message = self._message_of(event)
+        if message is None:
             return []
         message_id = _str(message.get("id"))
         out: list[Message] = []
@@ -647,12 +654,8 @@ class ClaudeCodeParser(_JsonLines):
     # ---- user and result
 
     def _user_line(self, event: dict[str, Any]) -> list[Message]:
-        message = _dict(event.get("message"))
+        message = self._message_of(event)
         if message is None:
-            self._count("malformed")
-            return []
-        if event.get("parent_tool_use_id") is not None:
-            self._count("subagent")
             return []
         content = message.get("content")
         if isinstance(content, str):
