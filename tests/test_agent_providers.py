@@ -70,13 +70,16 @@ def test_every_cli_provider_gets_its_command_line_and_only_its_credentials(
 
 def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "secret-value-0000")
-    identity = agent_identity("chat", base_url="http://127.0.0.1:8000/v1/", model="tiny", api_key_env="MY_KEY")
+    identity = agent_identity(
+        "chat", base_url="http://127.0.0.1:8000/v1/", model="tiny", api_key_env="MY_KEY", max_turns=7
+    )
     assert identity.model == "tiny" and identity.options["base_url"] == "http://127.0.0.1:8000/v1"
     launch = launch_for(identity)
     assert launch.argv[1:3] == ["-m", "evopolicygym.agents.chat"]
     assert launch.argv[launch.argv.index("--base-url") + 1] == "http://127.0.0.1:8000/v1"
     assert launch.argv[launch.argv.index("--api-key-env") + 1] == "MY_KEY"
     assert launch.env["MY_KEY"] == "secret-value-0000" and "secret-value-0000" not in launch.argv
+    assert launch.argv[launch.argv.index("--max-turns") + 1] == "7" and "--max-tokens" not in launch.argv
 
 
 @pytest.mark.parametrize(
@@ -89,6 +92,8 @@ def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyP
         ("chat", {"model": "m"}, "needs --base-url URL and --model NAME"),
         ("chat", {"model": "m", "base_url": "ftp://x"}, "must be an http(s) URL"),
         ("codex", {"base_url": "http://x"}, "are for --agent chat"),
+        ("codex", {"max_turns": 3}, "are for --agent chat"),
+        ("chat", {"model": "m", "base_url": "http://x", "max_tokens": 0}, "--max-tokens must be at least 1"),
         ("codex", {"command": "x"}, "--agent-command is for --agent command"),
     ],
 )

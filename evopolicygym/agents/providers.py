@@ -141,6 +141,8 @@ def agent_identity(
     effort: str | None = None,
     base_url: str | None = None,
     api_key_env: str | None = None,
+    max_turns: int | None = None,
+    max_tokens: int | None = None,
 ) -> AgentIdentity:
     """The identity recorded for an Agent, checked so that a bad one fails before the Run."""
     spec = PROVIDERS.get(provider)
@@ -154,8 +156,11 @@ def agent_identity(
         raise AgentError(f"--effort is not an option of the {provider} agent")
     if effort is not None and effort not in _EFFORTS:
         raise AgentError(f"--effort must be one of {', '.join(_EFFORTS)}")
-    if (base_url is not None or api_key_env is not None) and provider != "chat":
-        raise AgentError(f"--base-url and --api-key-env are for --agent chat, not {provider}")
+    chat_only = (base_url, api_key_env, max_turns, max_tokens)
+    if any(value is not None for value in chat_only) and provider != "chat":
+        raise AgentError(
+            f"--base-url, --api-key-env, --max-turns and --max-tokens are for --agent chat, not {provider}"
+        )
     options: dict[str, Any] = {}
     if provider == "reference":
         options["seed"] = seed
@@ -173,6 +178,11 @@ def agent_identity(
             raise AgentError(f"--base-url must be an http(s) URL, not {base_url!r}")
         options["base_url"] = base_url.rstrip("/")
         options["api_key_env"] = api_key_env or "OPENAI_API_KEY"
+        for key, value in (("max_turns", max_turns), ("max_tokens", max_tokens)):
+            if value is not None:
+                if value < 1:
+                    raise AgentError(f"--{key.replace('_', '-')} must be at least 1")
+                options[key] = value
     if effort is not None:
         options["effort"] = effort
     _refuse_secrets(options)
@@ -223,6 +233,9 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
             argv += ["--base-url", str(options["base_url"]), "--model", str(model)]
             argv += ["--api-key-env", str(options.get("api_key_env", "OPENAI_API_KEY"))]
             argv.append("--no-system-message")  # the Host records the task as the system message
+            for key in ("max_turns", "max_tokens"):
+                if key in options:
+                    argv += [f"--{key.replace('_', '-')}", str(int(options[key]))]
         case "command":
             argv = [str(part) for part in options.get("command", [])]
             if not argv:

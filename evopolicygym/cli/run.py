@@ -53,6 +53,8 @@ _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
 @click.option("--effort", metavar="LEVEL", default=None, help="Reasoning effort (codex): minimal, low, medium or high.")
 @click.option("--base-url", metavar="URL", default=None, help="OpenAI-compatible endpoint of the chat Agent (e.g. http://127.0.0.1:8000/v1).")
 @click.option("--api-key-env", metavar="NAME", default=None, help="Variable holding the chat Agent's API key [default: OPENAI_API_KEY].")
+@click.option("--max-turns", type=int, default=None, help="Model calls of the chat Agent [default: 60].")
+@click.option("--max-tokens", type=int, default=None, help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].")
 @click.option("--skill", "skill_dirs", multiple=True, metavar="DIR", help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).")
 @click.option("--agent-command", metavar="CMD", default=None, help="Command line of a command Agent.")
 @click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
@@ -100,6 +102,8 @@ def run(
     effort: str | None,
     base_url: str | None,
     api_key_env: str | None,
+    max_turns: int | None,
+    max_tokens: int | None,
     skill_dirs: tuple[str, ...],
     agent_command: str | None,
     agent_seed: int,
@@ -177,6 +181,8 @@ def run(
             effort=effort,
             base_url=base_url,
             api_key_env=api_key_env,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
         )
         program = Program.from_directory(program_dir) if program_dir else None
         skills = [load_skill(directory) for directory in skill_dirs]
