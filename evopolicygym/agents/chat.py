@@ -54,6 +54,7 @@ from typing import IO, Any, Literal
 import msgspec
 
 from evopolicygym.records.events import Message, ToolCall, Usage
+from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV
 
 __all__ = [
     "KICKOFF",
@@ -85,8 +86,6 @@ LIST_ENTRIES = 300
 MAX_IDLE_REPLIES = 3  # replies in a row without a tool call before the loop gives up
 WRITABLE = ("program", "analysis")
 SKIPPED_DIRS = frozenset({"__pycache__", ".git"})
-SESSION_ENV = "EVOPOLICY_SESSION"
-WORKSPACE_ENV = "EVOPOLICY_WORKSPACE"
 CLI_ENV = "EVOPOLICY_CLI"
 
 KICKOFF = "Read the task above, then improve the policy in `program/` within the budget."

@@ -16,6 +16,7 @@ from typing import Any
 
 from datasets import Json, List, Value
 
+from evopolicygym.agents.chat import KICKOFF as _CHAT_KICKOFF
 from evopolicygym.records.events import AgentIdentity, Message
 
 __all__ = [
@@ -55,8 +56,8 @@ AGENT = {
 }
 
 # The opening user turn where a transcript has none (the reference agent starts acting at
-# once): chat templates expect a user turn after the system one.
-KICKOFF = "Read the task above, then improve the policy in `program/` within the budget."
+# once): chat templates expect a user turn after the system one. The chat agent's own.
+KICKOFF = _CHAT_KICKOFF
 
 
 def _schema(**properties: tuple[str, str]) -> dict[str, Any]:
