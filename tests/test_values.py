@@ -682,7 +682,9 @@ def test_strategies_cover_the_interesting_shapes():
     seen = {"0d": False, "empty": False, "tuple": False, "list": False, "dict": False}
 
     @given(policy_values)
-    @settings(max_examples=400, database=None)
+    # Derandomized: a coverage check must not depend on the draw (400 random examples
+    # once produced no float16 at all).
+    @settings(max_examples=400, database=None, derandomize=True)
     def collect(value):
         stack = [value]
         while stack:
