@@ -1,4 +1,5 @@
-"""Event store backends for the contract tests: add one here and every contract test runs on it.
+"""Event store backends for the contract tests (add one here and every contract test runs on
+it), and the suite's hypothesis profile.
 
 A backend is an opener ``open(location, create=...) -> EventStore``; ``location`` is a fresh
 directory that names one store (a PostgreSQL opener would map it to its own schema).
@@ -11,11 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from evopolicygym.records.store import EventStore
 
 Opener = Callable[..., "EventStore"]
+
+# No per-example deadline anywhere: it is a timing assertion, and on a shared 2-core
+# machine a GC pause or a busy neighbour would fail a correct example.
+settings.register_profile("evopolicy", deadline=None)
+settings.load_profile("evopolicy")
 
 
 def open_sqlite(location: Path, *, create: bool = False) -> EventStore:
