@@ -44,4 +44,5 @@ class _LazyCli(Cli):
 @click.group(cls=_LazyCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="evopolicygym", prog_name="evopolicy")
 def main() -> None:
-    """EvoPolicyGym: evaluate policy programs and inspect their record."""
+    """EvoPolicyGym: coding agents evolve policy programs under an Episode budget; every Run
+    is recorded, replayable, queryable and exportable as Hugging Face datasets."""
