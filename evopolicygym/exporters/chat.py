@@ -17,6 +17,7 @@ from typing import Any
 from datasets import Json, List, Value
 
 from evopolicygym.agents.chat import KICKOFF as _CHAT_KICKOFF
+from evopolicygym.agents.chat import TOOLS as CHAT_TOOLS
 from evopolicygym.records.events import AgentIdentity, Message
 
 __all__ = [
@@ -95,19 +96,12 @@ REFERENCE_TOOLS = [
         _schema(command=("string", "the command line")),
     ),
 ]
-_KNOWN = {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS}
+# The exact tool schemas of the built-in agents, by provider (others' are inferred).
+_KNOWN: dict[str, dict[str, dict[str, Any]]] = {
+    "reference": {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS},
+    "chat": {tool["function"]["name"]: tool for tool in CHAT_TOOLS},
+}
 _JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
-
-
-def _known_tools(provider: str) -> dict[str, dict[str, Any]]:
-    """The exact tool schemas of the built-in agents (others' are inferred from their calls)."""
-    if provider == "reference":
-        return _KNOWN
-    if provider == "chat":
-        from evopolicygym.agents.chat import TOOLS
-
-        return {tool["function"]["name"]: tool for tool in TOOLS}
-    return {}
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +152,7 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
         for call in message["tool_calls"] or ():
             name = call["function"]["name"]
             arguments = call["function"]["arguments"] or {}
-            known = _known_tools(agent.provider)
+            known = _KNOWN.get(agent.provider, {})
             if name in known:
                 seen.setdefault(name, known[name])
                 continue
