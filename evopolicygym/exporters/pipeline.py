@@ -236,7 +236,7 @@ def _build(
             "summary": exporter.summary,
             "task_categories": list(exporter.task_categories),
             "training_columns": list(exporter.training_columns()),
-            "features": exporter.features()._to_yaml_list(),
+            "features": writers[name].features._to_yaml_list(),
             "store_head": head[0],
             "store_hash": head[1],
             "filter": options.run_filter.describe(),
