@@ -14,7 +14,6 @@ from typing import Any
 from evopolicygym.program import Program
 from evopolicygym.records.events import (
     AgentExited,
-    AgentIdentity,
     AgentMessages,
     AgentStarted,
     AssessmentCompleted,
@@ -27,18 +26,16 @@ from evopolicygym.records.events import (
     Event,
     FinalSubmissionSelected,
     FinishAccepted,
-    Message,
     PoolEntry,
     RunCreated,
     RunFinished,
     SubmissionPublished,
-    ToolCall,
-    Usage,
     ValidationStarted,
     new_event,
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.traces import encode_trace
+from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage
 
 __all__ = ["CANARY", "POLICY", "Planned", "SynthRun", "policy_source", "write_run"]
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evopolicygym.agents.streams import PARSERS, NativeParser, StreamParser, parser_for
-from evopolicygym.records.events import Message, ToolCall, Usage
+from evopolicygym.transcript import Message, ToolCall, Usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent-streams"
 PROVIDERS = ("native", "codex", "claude-code", "kimi", "qoder")

@@ -19,8 +19,8 @@ import msgspec
 import pytest
 from chatserver import ChatServer, Reply
 
-from evopolicygym.agents.chat import KICKOFF, TOOLS
-from evopolicygym.records.events import Message
+from evopolicygym.transcript import CHAT_TOOLS as TOOLS
+from evopolicygym.transcript import KICKOFF, Message
 
 KEY_ENV = "CHAT_TEST_KEY"
 MODEL = "test-model"

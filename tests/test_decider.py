@@ -18,9 +18,9 @@ from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from evopolicygym.protocol import SelectorError, format_selector, parse_selector
 from evopolicygym.records.events import (
     AgentExited,
-    AgentIdentity,
     AgentMessages,
     AgentStarted,
     AssessmentCompleted,
@@ -34,7 +34,6 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
-    Message,
     PoolEntry,
     RunCreated,
     RunFinished,
@@ -84,7 +83,7 @@ from evopolicygym.run.decider import (
     rank_candidates,
     terminal_reason,
 )
-from evopolicygym.run.selectors import SelectorError, format_selector, parse_selector
+from evopolicygym.transcript import AgentIdentity, Message
 
 SEEDS = {"pool": 1, "validation": 2, "assessment": 3}
 AGENT = AgentIdentity(name="t", provider="command")

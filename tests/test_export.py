@@ -21,12 +21,12 @@ from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, writ
 
 from evopolicygym.cli.main import main
 from evopolicygym.exporters import EXPORTERS, ExportOptions, RunFilter, export
-from evopolicygym.exporters.chat import KICKOFF
 from evopolicygym.exporters.programs import edit_kind
 from evopolicygym.exporters.writer import split_of
 from evopolicygym.program import Program
-from evopolicygym.records.events import AgentIdentity, AgentMessages, EpisodeCompleted, Event
+from evopolicygym.records.events import AgentMessages, EpisodeCompleted, Event
 from evopolicygym.records.location import Store, open_store
+from evopolicygym.transcript import KICKOFF, AgentIdentity
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -28,8 +28,8 @@ from trl.data_utils import is_conversational, maybe_apply_chat_template, unpair_
 
 from evopolicygym.exporters import EXPORTERS, MANIFEST, ExportOptions, ExportReport, export
 from evopolicygym.records import open_store
-from evopolicygym.records.events import AgentIdentity
 from evopolicygym.records.location import Store
+from evopolicygym.transcript import AgentIdentity
 
 OPTIONS = ExportOptions(test_fraction=0.5)
 PER_TURN = ExportOptions(test_fraction=0.5, per_turn=True)

@@ -23,7 +23,6 @@ from evopolicygym.cli import query as query_module
 from evopolicygym.records import events as event_module
 from evopolicygym.records import new_event, open_store, read_models
 from evopolicygym.records.events import (
-    AgentIdentity,
     AgentMessages,
     AssessmentCompleted,
     AssessmentStarted,
@@ -35,7 +34,6 @@ from evopolicygym.records.events import (
     Event,
     FinalSubmissionSelected,
     FinishAccepted,
-    Message,
     NewEvent,
     PoolEntry,
     RunCreated,
@@ -56,6 +54,7 @@ from evopolicygym.records.read_models import (
     open_read_models,
     refresh,
 )
+from evopolicygym.transcript import AgentIdentity, Message
 
 READ_MODELS = ("events", "runs", "submissions", "episodes")
 

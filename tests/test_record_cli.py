@@ -22,7 +22,6 @@ from evopolicygym.program import Program
 from evopolicygym.records import verify as verify_module
 from evopolicygym.records.events import (
     AgentExited,
-    AgentIdentity,
     AgentMessages,
     AgentStarted,
     ArtifactRef,
@@ -35,7 +34,6 @@ from evopolicygym.records.events import (
     Event,
     FinalSubmissionSelected,
     FinishAccepted,
-    Message,
     PoolEntry,
     RunCreated,
     RunFinished,
@@ -47,6 +45,7 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import STORE_ENV, Store, open_store
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.liveness import run_lock
+from evopolicygym.transcript import AgentIdentity, Message
 
 ROOT = Path(__file__).resolve().parent.parent
 

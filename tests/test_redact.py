@@ -22,8 +22,9 @@ from evopolicygym.agents.redact import (
     is_credential_name,
 )
 from evopolicygym.records.blobs import BlobStore
-from evopolicygym.records.events import AgentMessages, Message, ToolCall, Usage, new_event
+from evopolicygym.records.events import AgentMessages, new_event
 from evopolicygym.records.store import EventStore
+from evopolicygym.transcript import Message, ToolCall, Usage
 
 REDACT = Redactor()
 PEM_BODY = "MIIEowIBAAKCAQEA7bq9yX2wQ4Z1c0pL0e9s8Vt5nRk3XgH2q1Jd9LmWbYhTzQvC"

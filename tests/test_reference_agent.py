@@ -40,8 +40,8 @@ from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, Evaluator, plan_episodes
 from evopolicygym.policy import PolicyContext
 from evopolicygym.program import Program
-from evopolicygym.records.events import Message
 from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.transcript import Message
 from evopolicygym.values import decode_value, encode_value
 
 SOURCE = '''"""A hand-written policy with tunable constants."""

@@ -20,7 +20,6 @@ from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.program import Program
 from evopolicygym.records.events import (
-    AgentIdentity,
     EpisodeCompleted,
     EpisodeOutcome,
     Event,
@@ -61,6 +60,7 @@ from evopolicygym.run.replay import (
     reevaluate,
     replay_run,
 )
+from evopolicygym.transcript import AgentIdentity
 
 # Host-private values, distinctive enough that finding one in output can only be a leak.
 RUN_SEED = 7_300_003_991

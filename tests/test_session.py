@@ -17,14 +17,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from evopolicygym.run.session import (
+from evopolicygym.protocol import (
     MAX_FRAME_BYTES,
     SESSION_ENV,
     WORKSPACE_ENV,
-    SessionServer,
     SessionUnavailable,
     request,
 )
+from evopolicygym.run.session import SessionServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -35,7 +35,6 @@ from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import (
     EVENT_TYPES,
     AgentExited,
-    AgentIdentity,
     AgentMessages,
     AgentStarted,
     ArtifactRef,
@@ -52,7 +51,6 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
-    Message,
     NewEvent,
     PoolEntry,
     RunCreated,
@@ -61,8 +59,6 @@ from evopolicygym.records.events import (
     RunResumed,
     SubmissionPublished,
     SubmissionRejected,
-    ToolCall,
-    Usage,
     ValidationFailed,
     ValidationStarted,
     new_event,
@@ -79,6 +75,7 @@ from evopolicygym.records.store import (
     StreamInfo,
 )
 from evopolicygym.records.verify import verify_store
+from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,6 @@ from evopolicygym.cli import main
 from evopolicygym.program import Program
 from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
-    AgentIdentity,
     AgentMessages,
     ArtifactRef,
     AssessmentCompleted,
@@ -31,7 +30,6 @@ from evopolicygym.records.events import (
     EvaluationStarted,
     Event,
     FinalSubmissionSelected,
-    Message,
     PoolEntry,
     RunCreated,
     RunFinished,
@@ -49,6 +47,7 @@ from evopolicygym.run.workspace import (
     rebuild_workspace,
     sync_feedback,
 )
+from evopolicygym.transcript import AgentIdentity, Message
 
 BUDGET = 12
 # Host-private and held-out values, distinctive enough that finding one can only be a leak.

@@ -9,7 +9,7 @@ Run as::
 with ``EVOPOLICY_SESSION``, ``EVOPOLICY_WORKSPACE`` and ``EVOPOLICY_CLI`` set by the Host.
 It POSTs to ``{base_url}/chat/completions`` (``base_url`` like ``http://127.0.0.1:8000/v1``:
 OpenAI, vLLM, SGLang, Ollama and the like) with the standard library only. The system
-message is ``TASK.md``; the model works through the tools in ``TOOLS``: workspace files
+message is ``TASK.md``; the model works through the tools in ``transcript.CHAT_TOOLS``: workspace files
 (reads anywhere in the workspace, writes only under ``program/`` and ``analysis/``), Python
 in ``analysis/`` without the session, and the session's ``submit`` and ``finish``.
 
@@ -53,12 +53,19 @@ from typing import IO, Any, Literal
 
 import msgspec
 
-from evopolicygym.records.events import Message, ToolCall, Usage
-from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV
+from evopolicygym.protocol import CLI_ENV, SESSION_ENV, WORKSPACE_ENV
+from evopolicygym.transcript import (
+    ANALYSIS_TIMEOUT_S,
+    CHAT_TOOLS,
+    KICKOFF,
+    READ_CHARS,
+    TOOLS_NOTE,
+    Message,
+    ToolCall,
+    Usage,
+)
 
 __all__ = [
-    "KICKOFF",
-    "TOOLS",
     "ApiError",
     "ChatClient",
     "Options",
@@ -76,127 +83,14 @@ DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 5
 BACKOFF_BASE_S, BACKOFF_FACTOR, BACKOFF_CAP_S = 0.5, 2.0, 8.0
 RETRY_AFTER_CAP_S = 60.0  # a server asking for longer is not waited on longer
-ANALYSIS_TIMEOUT_S = 60.0
 ANALYSIS_FILE_LIMIT = 64 * 1024 * 1024  # RLIMIT_FSIZE of run_analysis (its output files too)
 OUTPUT_CHARS = 8_000  # of run_analysis stdout and of its stderr, each (head and tail)
-READ_CHARS = 20_000  # read_file returns at most this many characters per call
 READ_BYTES = 16 * 1024 * 1024  # and reads no further into a file than this
 RESULT_CHARS = 24_000  # any tool result, as the model sees it
 LIST_ENTRIES = 300
 MAX_IDLE_REPLIES = 3  # replies in a row without a tool call before the loop gives up
 WRITABLE = ("program", "analysis")
 SKIPPED_DIRS = frozenset({"__pycache__", ".git"})
-CLI_ENV = "EVOPOLICY_CLI"
-
-KICKOFF = "Read the task above, then improve the policy in `program/` within the budget."
-TOOLS_NOTE = (
-    "Work only through the tools. `list_files`, `read_file`, `write_file` and `edit_file` take "
-    "paths relative to the workspace; writes are allowed only under `program/` and `analysis/`. "
-    "`run_analysis` runs Python in `analysis/` (never the Environment: the session is your only "
-    "access to it). `submit` evaluates a program directory on Episodes of the pool and returns "
-    "its feedback (also in `feedback/`); `finish` ends the Run with Submission ids, best first. "
-    "You have at most {turns} model turns."
-)
-
-
-# --------------------------------------------------------------------------- tool schemas
-
-
-def _function(
-    name: str, description: str, properties: dict[str, Any], required: Sequence[str]
-) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(required)},
-        },
-    }
-
-
-_PATH = {
-    "type": "string",
-    "description": "a path relative to the workspace, like program/policy.py",
-}
-
-# The chat agent's tools, as an OpenAI-style tools list (what every request sends).
-TOOLS: list[dict[str, Any]] = [
-    _function(
-        "list_files",
-        "List the files under a directory of the workspace (recursively, with sizes).",
-        {
-            "path": {
-                "type": "string",
-                "description": "a directory relative to the workspace; default '.'",
-            }
-        },
-        [],
-    ),
-    _function(
-        "read_file",
-        f"Read a text file of the workspace; at most {READ_CHARS} characters from `offset`.",
-        {
-            "path": _PATH,
-            "offset": {"type": "integer", "description": "the first character to read; default 0"},
-        },
-        ["path"],
-    ),
-    _function(
-        "write_file",
-        "Create or replace a text file under program/ or analysis/ (other paths are read-only).",
-        {"path": _PATH, "content": {"type": "string", "description": "the whole new content"}},
-        ["path", "content"],
-    ),
-    _function(
-        "edit_file",
-        "Replace one exact, unique occurrence of `old` with `new` in a file under program/ or "
-        "analysis/. `old` must appear exactly once: include enough surrounding lines.",
-        {
-            "path": _PATH,
-            "old": {"type": "string", "description": "the exact text to replace"},
-            "new": {"type": "string", "description": "the replacement text"},
-        },
-        ["path", "old", "new"],
-    ),
-    _function(
-        "run_analysis",
-        f"Run a Python script (given as source code) with analysis/ as the working directory, "
-        f"for at most {ANALYSIS_TIMEOUT_S:g} s; returns its exit status, stdout and stderr "
-        "(truncated). numpy is available. It has no session: running, importing or probing the "
-        "Environment (or its simulator) outside the session is forbidden; use `submit` to "
-        "evaluate a policy.",
-        {"code": {"type": "string", "description": "Python source to run"}},
-        ["code"],
-    ),
-    _function(
-        "submit",
-        "Submit a program directory (default program/) for evaluation on Episodes of the Run's "
-        "pool, chosen by a selector of indices: `3`, `0:4` (half-open), `0:2,4:8`. Each Episode "
-        "costs budget. Returns the feedback as JSON, or the rejection.",
-        {
-            "episodes": {"type": "string", "description": "the Episode selector, like 0:4"},
-            "directory": {
-                "type": "string",
-                "description": "the program directory relative to the workspace; default program",
-            },
-        },
-        ["episodes"],
-    ),
-    _function(
-        "finish",
-        "Finish the Run, naming Submission ids as the final candidates, best first. "
-        "This ends your work once accepted.",
-        {
-            "candidates": {
-                "type": "array",
-                "items": {"type": "integer"},
-                "description": "Submission ids, best first",
-            }
-        },
-        ["candidates"],
-    ),
-]
 
 
 # --------------------------------------------------------------------------- the transcript
@@ -543,7 +437,7 @@ class Tools:
         return ids[:limit]
 
 
-_TOOL_NAMES = frozenset(tool["function"]["name"] for tool in TOOLS)
+_TOOL_NAMES = frozenset(tool["function"]["name"] for tool in CHAT_TOOLS)
 
 
 def _ids(value: Any) -> list[int]:
@@ -881,7 +775,7 @@ def run_agent(workspace: Path, cli: Sequence[str], options: Options, out: IO[byt
                 stop = f"the token budget ({tokens} of {options.max_tokens} tokens spent)"
                 break
             try:
-                payload = client.complete(messages, TOOLS)
+                payload = client.complete(messages, CHAT_TOOLS)
             except ApiError as exc:
                 print(f"chat agent: {client.redact(str(exc))}", file=sys.stderr, flush=True)
                 status, stop = 3, "a model API failure"

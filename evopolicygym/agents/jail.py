@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 
-from evopolicygym.evaluation.sandbox import (
+from evopolicygym.namespaces import (
     CLONE_NEWNS,
     CLONE_NEWPID,
     MS_NODEV,
@@ -30,10 +30,10 @@ from evopolicygym.evaluation.sandbox import (
     MS_NOSUID,
     MS_PRIVATE,
     MS_REC,
-    _mount,
-    _mount_fs,
     die_with_parent,
     enter_user_namespace,
+    mount,
+    mount_fs,
     unshare,
 )
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.geteuid() != 0 and not enter_user_namespace():
             raise OSError("no user namespaces")
         unshare(CLONE_NEWNS | CLONE_NEWPID)
-        _mount(None, "/", MS_REC | MS_PRIVATE)  # what is mounted below stays in here
+        mount(None, "/", MS_REC | MS_PRIVATE)  # what is mounted below stays in here
     except OSError as exc:
         print(f"jail: the Agent runs without containment ({exc})", file=sys.stderr)
         _exec(command)
@@ -111,10 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     # PID 1 of the new namespace.
     try:
         die_with_parent(None)
-        _mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         for directory in hides:
             if os.path.isdir(directory):
-                _mount_fs("tmpfs", directory, MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0700")
+                mount_fs("tmpfs", directory, MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0700")
     except OSError as exc:
         # Half-contained is not contained: refuse rather than run with the store in view.
         print(f"jail: cannot hide the Host's files ({exc}); not starting the Agent", file=sys.stderr)

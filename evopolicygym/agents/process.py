@@ -21,7 +21,7 @@ from collections.abc import Callable
 import msgspec
 
 from evopolicygym.agents.streams import PARSERS, StreamParser
-from evopolicygym.records.events import Message
+from evopolicygym.transcript import Message
 
 __all__ = ["AgentProcess", "ExitStatus"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.records.events import AgentIdentity
+from evopolicygym.transcript import AgentIdentity
 
 __all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "launch_for"]
 

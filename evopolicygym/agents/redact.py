@@ -50,7 +50,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.records.events import Message, ToolCall
+from evopolicygym.transcript import Message, ToolCall
 
 __all__ = [
     "CREDENTIAL_VARIABLES",

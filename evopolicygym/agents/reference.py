@@ -42,8 +42,8 @@ from typing import IO, Any, Literal
 import msgspec
 
 from evopolicygym.agents import edits
-from evopolicygym.records.events import Message, ToolCall
-from evopolicygym.run.selectors import format_selector
+from evopolicygym.protocol import format_selector
+from evopolicygym.transcript import Message, ToolCall
 
 __all__ = [
     "BudgetPlan",

@@ -97,7 +97,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from evopolicygym.records.events import Message, ToolCall, Usage
+from evopolicygym.transcript import Message, ToolCall, Usage
 
 __all__ = [
     "PARSERS",

@@ -16,7 +16,7 @@ import msgspec
 
 from evopolicygym.cli.errors import Cli, CliUsageError
 from evopolicygym.program import Program, ProgramError
-from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
+from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
 
 __all__ = ["session"]
 

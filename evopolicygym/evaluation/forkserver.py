@@ -61,10 +61,11 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
 
     import numpy.random  # noqa: F401  (lazy in NumPy 2; ~5 ms if each policy paid it)
 
+    from evopolicygym import namespaces
     from evopolicygym.evaluation import sandbox, worker
 
-    sandbox.die_with_parent(host_pid)
-    if os.geteuid() != 0 and not sandbox.containment_disabled() and sandbox.enter_user_namespace():
+    namespaces.die_with_parent(host_pid)
+    if os.geteuid() != 0 and not namespaces.containment_disabled() and namespaces.enter_user_namespace():
         # Our PID namespace belongs to the initial user namespace, where we hold no
         # capability, so we could never setns() back into it after making a policy's.
         # Serve from a PID namespace of our own instead; this process only waits.
@@ -78,7 +79,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             os.close(ready_fd)
             _, status = os.waitpid(pid, 0)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-        sandbox.die_with_parent(None)
+        namespaces.die_with_parent(None)
     # As our children see us (for their die-with-parent check), and as the Host sees us:
     # /proc belongs to the Host's PID namespace, so /proc/self names our pid there.
     server_pid = os.getpid()

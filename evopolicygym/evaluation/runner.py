@@ -59,7 +59,7 @@ def _recv(sock: socket.socket) -> Any:
 def main() -> None:
     from evopolicygym.evaluation.episode import EpisodeRunner
     from evopolicygym.evaluation.forkserver import ForkServerClient
-    from evopolicygym.evaluation.sandbox import die_with_parent
+    from evopolicygym.namespaces import die_with_parent
 
     die_with_parent(int(sys.argv[2]))
     # Ctrl-C reaches the whole foreground process group; the Host decides what it means

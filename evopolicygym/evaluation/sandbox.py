@@ -23,7 +23,6 @@ import os
 import platform
 import resource
 import shutil
-import signal
 import sys
 import tempfile
 from typing import Literal
@@ -31,17 +30,34 @@ from typing import Literal
 import msgspec
 
 from evopolicygym.evaluation.environment import PROGRAM_MOUNT, SCRATCH_MOUNT
+from evopolicygym.namespaces import (
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    check,
+    containment_disabled,
+    libc,
+    mount,
+    mount_fs,
+    unshare,
+)
 
 __all__ = [
     "Containment",
     "ResourceLimits",
     "apply_limits",
-    "containment_disabled",
-    "die_with_parent",
     "drop_privileges",
     "enter_episode_jail",
     "enter_pid_namespace",
-    "enter_user_namespace",
     "jail_uid",
     "leave_pid_namespace",
     "probe_containment",
@@ -50,23 +66,6 @@ __all__ = [
 ]
 
 Containment = Literal["namespaces", "process-group"]
-
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY = 0x1
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_NOEXEC = 0x8
-MS_REMOUNT = 0x20
-MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 0x40000
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
 
 class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-policy-process limits. ``memory_mb`` is address space beyond the pre-warmed interpreter."""
@@ -87,25 +86,6 @@ class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"cpu_seconds must be between 1 and 86400, got {self.cpu_seconds}")
 
 
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
-
-def _mount(source: str | None, target: str, flags: int) -> None:
-    _check(
-        _libc.mount(
-            source.encode() if source else None, target.encode(), None, ctypes.c_ulong(flags), None
-        ),
-        f"mount {target}",
-    )
-
-
 def enter_pid_namespace() -> None:
     """Make the next forked child PID 1 of a new PID namespace (the caller's own PID is unchanged)."""
     unshare(CLONE_NEWPID)
@@ -113,30 +93,7 @@ def enter_pid_namespace() -> None:
 
 def leave_pid_namespace(own_namespace_fd: int) -> None:
     """Point future children back at the caller's own PID namespace."""
-    _check(_libc.setns(own_namespace_fd, CLONE_NEWPID), "setns")  # os.setns is 3.12+
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def containment_disabled() -> bool:
-    return os.environ.get("EVOPOLICY_CONTAINMENT") == "process-group"
-
-
-def enter_user_namespace() -> bool:
-    """Without root: an unprivileged user namespace (mapping only our own uid and gid) gives
-    the capabilities the rest needs. Must run before any thread exists."""
-    uid, gid = os.geteuid(), os.getegid()
-    try:
-        unshare(CLONE_NEWUSER)
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    except OSError:
-        return False
-    return True
+    check(libc.setns(own_namespace_fd, CLONE_NEWPID), "setns")  # os.setns is 3.12+
 
 
 def probe_containment() -> Containment:
@@ -217,7 +174,7 @@ _KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_
 
 
 def _bind(source: str, target: str, *, readonly: bool, device: bool = False) -> None:
-    _mount(source, target, MS_BIND | MS_REC)
+    mount(source, target, MS_BIND | MS_REC)
     if readonly:
         current = os.statvfs(source).f_flag
         kept = 0
@@ -225,14 +182,7 @@ def _bind(source: str, target: str, *, readonly: bool, device: bool = False) -> 
             if current & bit:
                 kept |= flag
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV) | kept
-        _mount(None, target, flags)
-
-
-def _mount_fs(fstype: str, target: str, flags: int, data: str = "") -> None:
-    _check(
-        _libc.mount(fstype.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags), data.encode() or None),
-        f"mount {fstype} on {target}",
-    )
+        mount(None, target, flags)
 
 
 def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
@@ -245,8 +195,8 @@ def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
         raise OSError(f"pivot_root is not known on {platform.machine()}")
     # One empty network namespace (loopback down) for every policy: no network at all.
     unshare(CLONE_NEWNS | CLONE_NEWNET)
-    _mount(None, "/", MS_REC | MS_PRIVATE)
-    _mount_fs("tmpfs", root, MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+    mount(None, "/", MS_REC | MS_PRIVATE)
+    mount_fs("tmpfs", root, MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
 
     def inside(path: str) -> str:
         return root + path
@@ -278,13 +228,13 @@ def seal_fork_server(root: str, work_dir: str, readable: list[str]) -> None:
     if os.geteuid() != 0:
         # In a user namespace the kernel lets a policy mount its own /proc only where a
         # proc mount is already fully visible; this one shows only our own PID namespace.
-        _mount_fs("proc", inside("/proc"), MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        mount_fs("proc", inside("/proc"), MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(root)
     os.mkdir(".old")
-    _check(_libc.syscall(_PIVOT_ROOT, b".", b".old"), "pivot_root")
-    _check(_libc.umount2(b"/.old", _MNT_DETACH), "umount old root")
+    check(libc.syscall(_PIVOT_ROOT, b".", b".old"), "pivot_root")
+    check(libc.umount2(b"/.old", _MNT_DETACH), "umount old root")
     os.rmdir("/.old")
-    _mount(None, "/", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount(None, "/", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir("/")
 
 
@@ -296,10 +246,10 @@ def enter_episode_jail(program_dir: str, work_dir: str, scratch_mb: int, uid: in
     unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     _bind(program_dir, PROGRAM_MOUNT, readonly=True)
     owner = f",uid={uid},gid={uid}" if os.geteuid() == 0 else ""
-    _mount_fs("tmpfs", SCRATCH_MOUNT, MS_NOSUID | MS_NODEV, f"mode=0700,size={scratch_mb}m{owner}")
-    _mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount_fs("tmpfs", SCRATCH_MOUNT, MS_NOSUID | MS_NODEV, f"mode=0700,size={scratch_mb}m{owner}")
+    mount_fs("proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     # Hide every other Episode's program and scratch directory.
-    _check(_libc.umount2(work_dir.encode(), _MNT_DETACH), "umount work directory")
+    check(libc.umount2(work_dir.encode(), _MNT_DETACH), "umount work directory")
 
 
 def jail_uid(server_pid: int, serial: int) -> int:
@@ -320,22 +270,8 @@ def drop_privileges(uid: int) -> None:
     else:
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
         data = (ctypes.c_uint32 * 6)()
-        _check(_libc.capset(header, data), "capset")
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(expected_parent: int | None) -> None:
-    """Be killed when the parent dies (a SIGKILLed Host must not leave servers or policies).
-
-    ``expected_parent`` closes the race where the parent died before the prctl; PID 1 of
-    a namespace cannot see its parent's pid (getppid() is 0), so it passes None.
-    """
-    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-    if expected_parent is not None and os.getppid() != expected_parent:
-        os._exit(1)
+        check(libc.capset(header, data), "capset")
+    check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
 
 def _address_space_in_use() -> int:

@@ -30,10 +30,10 @@ from evopolicygym.evaluation.sandbox import (
     SCRATCH_MOUNT,
     ResourceLimits,
     apply_limits,
-    die_with_parent,
     drop_privileges,
     enter_episode_jail,
 )
+from evopolicygym.namespaces import die_with_parent
 from evopolicygym.policy import PolicyContext
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
 

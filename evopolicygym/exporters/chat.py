@@ -16,16 +16,12 @@ from typing import Any
 
 from datasets import Json, List, Value
 
-from evopolicygym.agents.chat import KICKOFF as _CHAT_KICKOFF
-from evopolicygym.agents.chat import TOOLS as CHAT_TOOLS
-from evopolicygym.records.events import AgentIdentity, Message
+from evopolicygym.transcript import BUILTIN_TOOLS, KICKOFF, AgentIdentity, Message
 
 __all__ = [
     "AGENT",
-    "KICKOFF",
     "MESSAGE",
     "MESSAGES",
-    "REFERENCE_TOOLS",
     "agent_value",
     "chat_message",
     "chat_messages",
@@ -56,51 +52,6 @@ AGENT = {
     "options": Json(),
 }
 
-# The opening user turn where a transcript has none (the reference agent starts acting at
-# once): chat templates expect a user turn after the system one. The chat agent's own.
-KICKOFF = _CHAT_KICKOFF
-
-
-def _schema(**properties: tuple[str, str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            name: {"type": kind, "description": text} for name, (kind, text) in properties.items()
-        },
-        "required": list(properties),
-    }
-
-
-def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
-
-
-# The tools the offline reference agent calls, as an OpenAI-style tools list.
-REFERENCE_TOOLS = [
-    _function(
-        "read_file",
-        "Read a text file of the workspace.",
-        _schema(path=("string", "path relative to the workspace")),
-    ),
-    _function(
-        "write_file",
-        "Write a text file of the workspace, replacing it.",
-        _schema(
-            path=("string", "path relative to the workspace"),
-            content=("string", "the whole new content"),
-        ),
-    ),
-    _function(
-        "bash",
-        "Run a shell command in the workspace (the session commands among them).",
-        _schema(command=("string", "the command line")),
-    ),
-]
-# The exact tool schemas of the built-in agents, by provider (others' are inferred).
-_KNOWN: dict[str, dict[str, dict[str, Any]]] = {
-    "reference": {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS},
-    "chat": {tool["function"]["name"]: tool for tool in CHAT_TOOLS},
-}
 _JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
 
 
@@ -152,13 +103,20 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
         for call in message["tool_calls"] or ():
             name = call["function"]["name"]
             arguments = call["function"]["arguments"] or {}
-            known = _KNOWN.get(agent.provider, {})
+            known = BUILTIN_TOOLS.get(agent.provider, {})
             if name in known:
                 seen.setdefault(name, known[name])
                 continue
             tool = seen.setdefault(
                 name,
-                _function(name, f"A tool of the {agent.provider} agent.", {"type": "object", "properties": {}}),
+                {
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "description": f"A tool of the {agent.provider} agent.",
+                        "parameters": {"type": "object", "properties": {}},
+                    },
+                },
             )
             properties = tool["function"]["parameters"]["properties"]
             for key, value in arguments.items():

@@ -32,7 +32,7 @@ from evopolicygym.exporters.chat import (
 )
 from evopolicygym.exporters.history import RunHistory, SubmissionHistory
 from evopolicygym.program import Program
-from evopolicygym.records.events import Message
+from evopolicygym.transcript import Message
 
 __all__ = ["DpoExporter", "decision_context", "edit_turn"]
 

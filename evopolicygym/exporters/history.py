@@ -26,13 +26,13 @@ from evopolicygym.records.events import (
     EventCodecError,
     FinalSubmissionSelected,
     FinishAccepted,
-    Message,
     RunCreated,
     RunFinished,
     SubmissionPublished,
     SubmissionRejected,
 )
 from evopolicygym.records.location import Store
+from evopolicygym.transcript import Message
 
 __all__ = [
     "FAILED_REASONS",

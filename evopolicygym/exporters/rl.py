@@ -22,12 +22,11 @@ import msgspec
 from datasets import Features, Json, List, Value
 
 from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.chat import KICKOFF, MESSAGES, plain
+from evopolicygym.exporters.chat import MESSAGES, plain
 from evopolicygym.exporters.history import RunHistory, read_history
 from evopolicygym.exporters.programs import PROGRAM_FILES, file_rows
 from evopolicygym.program import Program
-from evopolicygym.run.config import RunConfig
-from evopolicygym.run.task import task_files
+from evopolicygym.transcript import KICKOFF, task_files
 
 __all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
 
@@ -146,7 +145,7 @@ class RlExporter(Exporter):
         program = self.program(created.initial_program_digest)
         task_md = run.task_text
         if task_md is None:  # a Run whose Agent never started: the same text, made again
-            task_md = task_files(spec, msgspec.convert(created.config, RunConfig))[0]
+            task_md = task_files(spec, created.config)[0]
         prompt = [
             plain("system", task_md),
             plain("user", f"{KICKOFF}\n\nThe initial program:\n\n{render_program(program)}"),

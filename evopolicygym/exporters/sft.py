@@ -19,7 +19,7 @@ from datasets import Features, Json, Value
 from evopolicygym.exporters.base import Exporter, Row
 from evopolicygym.exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_for
 from evopolicygym.exporters.history import RunHistory
-from evopolicygym.records.events import Message
+from evopolicygym.transcript import Message
 
 __all__ = ["DistillExporter", "SftExporter"]
 

@@ -19,10 +19,11 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
+from evopolicygym.transcript import AgentIdentity, Message
+
 __all__ = [
     "EVENT_TYPES",
     "AgentExited",
-    "AgentIdentity",
     "AgentMessages",
     "AgentStarted",
     "ArtifactRef",
@@ -40,7 +41,6 @@ __all__ = [
     "FinalSubmissionSelected",
     "FinishAccepted",
     "FinishRejected",
-    "Message",
     "NewEvent",
     "PoolEntry",
     "RunCreated",
@@ -50,8 +50,6 @@ __all__ = [
     "SubmissionPublished",
     "SubmissionRejected",
     "TerminalReason",
-    "ToolCall",
-    "Usage",
     "ValidationFailed",
     "ValidationStarted",
     "decode_event",
@@ -80,15 +78,6 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------------- shared parts
 
 
-class AgentIdentity(msgspec.Struct, frozen=True, kw_only=True):
-    """Who the Agent was: provider (``reference``, ``codex``, ``chat``…), model and options."""
-
-    name: str
-    provider: str
-    model: str | None = None
-    options: dict[str, Any] = {}
-
-
 class PoolEntry(msgspec.Struct, frozen=True, kw_only=True):
     """One Episode of the Run-local pool. Host-private: the Agent knows only ``index``."""
 
@@ -97,31 +86,6 @@ class PoolEntry(msgspec.Struct, frozen=True, kw_only=True):
     seed: int
     policy_seed: int
     scenario: dict[str, Any] = {}
-
-
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    name: str
-    arguments: dict[str, Any] = {}
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-
-
-class Message(msgspec.Struct, frozen=True, kw_only=True):
-    """One normalized transcript message; maps one-to-one onto the chat format trainers use."""
-
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str = ""
-    reasoning: str | None = None
-    tool_calls: list[ToolCall] = []
-    tool_call_id: str | None = None
-    name: str | None = None
-    usage: Usage | None = None
-    at: int = 0
 
 
 class ArtifactRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from evopolicygym.protocol import SelectorError, format_selector, parse_selector
 from evopolicygym.records.events import (
     AgentExited,
-    AgentIdentity,
     AgentMessages,
     AgentStarted,
     ArtifactRef,
@@ -36,7 +36,6 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
-    Message,
     PoolEntry,
     RunCreated,
     RunFinished,
@@ -49,7 +48,7 @@ from evopolicygym.records.events import (
     ValidationStarted,
 )
 from evopolicygym.run.config import RunConfig
-from evopolicygym.run.selectors import SelectorError, format_selector, parse_selector
+from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = [
     "HOST_INTERRUPTED",

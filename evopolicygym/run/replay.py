@@ -27,6 +27,7 @@ import msgspec
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, PlannedEpisode
 from evopolicygym.program import ProgramError
+from evopolicygym.protocol import format_selector
 from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import (
@@ -70,7 +71,6 @@ from evopolicygym.run.decider import (
     terminal_reason,
 )
 from evopolicygym.run.pool import planned, planned_split
-from evopolicygym.run.selectors import format_selector
 
 __all__ = [
     "AgentEntry",

@@ -32,16 +32,15 @@ from evopolicygym.agents.redact import Redactor, is_credential_name
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
-from evopolicygym.evaluation.sandbox import containment_disabled
 from evopolicygym.hostdirs import remove_tree
+from evopolicygym.namespaces import containment_disabled
 from evopolicygym.program import Program, ProgramError
+from evopolicygym.protocol import CLI_ENV, SESSION_ENV, WORKSPACE_ENV
 from evopolicygym.records.events import (
-    AgentIdentity,
     ArtifactRef,
     EpisodeCompleted,
     EpisodeOutcome,
     Event,
-    Message,
     RunCreated,
     new_event,
 )
@@ -82,15 +81,15 @@ from evopolicygym.run.decider import (
 )
 from evopolicygym.run.liveness import RunBusy, host_alive, run_lock
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned, planned_split
-from evopolicygym.run.session import SESSION_ENV, WORKSPACE_ENV, SessionServer
+from evopolicygym.run.session import SessionServer
 from evopolicygym.run.skills import Skill, skill_of, write_skills
-from evopolicygym.run.task import task_files
 from evopolicygym.run.workspace import (
     build_feedback,
     feedback_dir_name,
     rebuild_workspace,
     sync_feedback,
 )
+from evopolicygym.transcript import AgentIdentity, Message, task_files
 
 __all__ = ["RunBusy", "RunError", "RunHost", "create_run", "host_alive", "load_run", "stream_id"]
 
@@ -509,7 +508,9 @@ class RunHost:
         skills = [
             skill_of(self.store.blobs.get_program(digest)) for digest in created.skill_program_digests
         ]
-        task_md, task_json = task_files(created.benchmark_spec, self._state.cfg, skills)
+        task_md, task_json = task_files(
+            created.benchmark_spec, self._state.cfg.to_dict(), [(s.name, s.description) for s in skills]
+        )
         try:
             rebuild_workspace(
                 self._workspace,
@@ -576,7 +577,7 @@ class RunHost:
             env = dict(launch.env)
             env[SESSION_ENV] = server.path
             env[WORKSPACE_ENV] = str(workspace)
-            env.setdefault("EVOPOLICY_CLI", msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
+            env.setdefault(CLI_ENV, msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
             with self._lock:
                 self._raw_held = b""
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.

@@ -62,7 +62,7 @@ def synth_run(i: int) -> Any:
     from a small set, so their blobs (and the one trace shape) are shared across Runs."""
     from runlogs import Planned, SynthRun, policy_source
 
-    from evopolicygym.records.events import AgentIdentity
+    from evopolicygym.transcript import AgentIdentity
 
     rng = random.Random(i)
     pool_size = 12

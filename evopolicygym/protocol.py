@@ -1,0 +1,250 @@
+"""The Agent-Host session protocol: what both sides of ``evopolicy session`` agree on.
+
+- The environment an Agent is started with: ``EVOPOLICY_SESSION`` (the socket),
+  ``EVOPOLICY_WORKSPACE`` and ``EVOPOLICY_CLI`` (how to call ``evopolicy``).
+- The Episode selector grammar of ``submit --episodes``: ``3`` (one index),
+  ``0:4`` (half-open range), ``0:2,4:8`` (comma-separated parts, strictly
+  increasing and non-overlapping).
+- The wire: one frame each way per connection, a 4-byte big-endian length and a
+  msgpack body; the request shapes; the reply shape (``{"ok": true, "result": …}``
+  or ``{"ok": false, "error": {"code", "message"}}``); and the client, ``request``.
+
+A leaf: it imports nothing of the Host, so an Agent (or the ``session`` CLI) that
+speaks the protocol pays only for msgspec. The server lives in ``run.session``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta, Struct
+
+from evopolicygym.program import MAX_FILES
+
+__all__ = [
+    "CLI_ENV",
+    "MAX_FRAME_BYTES",
+    "MAX_SELECTOR_CHARS",
+    "READ_TIMEOUT_S",
+    "SESSION_ENV",
+    "WORKSPACE_ENV",
+    "FinishRequest",
+    "FrameError",
+    "SelectorError",
+    "SessionUnavailable",
+    "SubmitRequest",
+    "decode_request",
+    "encode",
+    "error_reply",
+    "format_selector",
+    "parse_selector",
+    "recv_frame",
+    "request",
+    "send_frame",
+    "well_formed",
+]
+
+SESSION_ENV = "EVOPOLICY_SESSION"
+WORKSPACE_ENV = "EVOPOLICY_WORKSPACE"
+CLI_ENV = "EVOPOLICY_CLI"  # a JSON list: the command line that runs `evopolicy`
+
+# --------------------------------------------------------------------------- selectors
+
+_PART = re.compile(r"(\d{1,9})(?::(\d{1,9}))?", re.ASCII)  # ASCII digits only
+MAX_SELECTOR_CHARS = 1000
+
+
+class SelectorError(ValueError):
+    """A selector that does not follow the grammar; the message says where."""
+
+
+def parse_selector(text: str) -> list[int]:
+    """The pool indices ``text`` names, in increasing order. Pure: the Host checks the
+    indices against the pool and the limits."""
+    if len(text) > MAX_SELECTOR_CHARS:
+        raise SelectorError(f"selector is longer than {MAX_SELECTOR_CHARS} characters")
+    if not text.strip():
+        raise SelectorError("empty selector: use an index (3), a range (0:4) or ranges (0:2,4:8)")
+    indices: list[int] = []
+    for part in text.split(","):
+        match = _PART.fullmatch(part.strip())
+        if match is None:
+            raise SelectorError(
+                f"bad selector part {part.strip()!r}: use an index (3) or a half-open range (0:4)"
+            )
+        start = int(match.group(1))
+        stop = start + 1 if match.group(2) is None else int(match.group(2))
+        if stop <= start:
+            raise SelectorError(f"empty range {part.strip()!r}: the end must exceed the start")
+        if indices and start <= indices[-1]:
+            raise SelectorError(
+                f"selector parts must be strictly increasing and not overlap ({part.strip()!r})"
+            )
+        if stop - start > 1_000_000 or len(indices) + stop - start > 1_000_000:
+            raise SelectorError("selector names more than 1,000,000 Episodes")
+        indices.extend(range(start, stop))
+    return indices
+
+
+def format_selector(indices: Sequence[int]) -> str:
+    """The shortest selector naming ``indices`` (sorted, distinct; consecutive runs as ranges)."""
+    ordered = sorted(set(indices))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}:{ordered[j] + 1}")
+        i = j + 1
+    return ",".join(parts)
+
+
+# --------------------------------------------------------------------------- requests
+
+# A program may be 64 MiB; the rest is headroom for msgpack framing and the other fields.
+MAX_FRAME_BYTES = 80 * 1024 * 1024
+# A request can take minutes to handle, but only this long to arrive.
+READ_TIMEOUT_S = 30.0
+_HEADER = struct.Struct(">I")
+
+RequestId = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class SubmitRequest(Struct, tag="submit", tag_field="op", forbid_unknown_fields=True):
+    """Evaluate a program on the Episodes ``episodes`` names; ``problem`` instead of
+    ``files`` when the client could not capture the program (the Host records that too)."""
+
+    request_id: RequestId
+    episodes: Annotated[str, Meta(max_length=MAX_SELECTOR_CHARS)]
+    files: Annotated[dict[str, bytes], Meta(max_length=MAX_FILES)] | None
+    problem: str | None
+
+    def __post_init__(self) -> None:
+        # msgspec turns this into a ValidationError, so it reads like the other shape errors.
+        if (self.files is None) == (self.problem is None):
+            raise ValueError("exactly one of `files` and `problem` must be given")
+
+
+class FinishRequest(Struct, tag="finish", tag_field="op", forbid_unknown_fields=True):
+    """End the Agent's work, naming Submission ids as candidates, best first."""
+
+    request_id: RequestId
+    candidates: Annotated[list[int], Meta(max_length=1000)]
+
+
+_REQUEST = msgspec.msgpack.Decoder(SubmitRequest | FinishRequest)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def decode_request(body: bytes | bytearray) -> SubmitRequest | FinishRequest:
+    """A request body as its typed shape; ``msgspec.DecodeError`` (or ``ValidationError``)
+    says how it is malformed."""
+    return _REQUEST.decode(body)
+
+
+def encode(value: Any) -> bytes:
+    """A request or reply body."""
+    return _ENCODER.encode(value)
+
+
+def error_reply(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+def well_formed(reply: Any) -> bool:
+    """Whether ``reply`` has the reply shape (the client refuses anything else)."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+        return False
+    if reply["ok"]:
+        return "result" in reply
+    error = reply.get("error")
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("code"), str)
+        and isinstance(error.get("message"), str)
+    )
+
+
+# --------------------------------------------------------------------------- frames
+
+
+class FrameError(Exception):
+    """A frame that is truncated or longer than the limit."""
+
+
+class SessionUnavailable(Exception):
+    """The client could not get a reply: no socket, a refused or dropped connection, a bad reply."""
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("timed out")
+            sock.settimeout(remaining)
+        count = sock.recv_into(view[got:])
+        if count == 0:
+            raise FrameError(f"frame truncated after {got} of {n} bytes")
+        got += count
+    return buf  # not copied: a frame may be 80 MiB
+
+
+def recv_frame(sock: socket.socket, deadline: float | None) -> bytearray:
+    """One frame's body; ``deadline`` (monotonic seconds) bounds the wait, None waits."""
+    (length,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
+    if length > MAX_FRAME_BYTES:
+        # Refused unread: a declared length must not make us allocate or wait for it.
+        raise FrameError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    return _recv_exact(sock, length, deadline)
+
+
+def send_frame(sock: socket.socket, body: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(body)))
+    sock.sendall(body)
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def request(path: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+    """Send one request to the Session at ``path`` and return its reply.
+
+    ``timeout`` bounds the whole exchange; the default waits as long as the Host takes.
+    """
+    encoded = encode(body)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise SessionUnavailable(
+                f"cannot connect to the session at {path}: {exc.strerror or exc}"
+            ) from exc
+        # A failed send is not final: the Host may have refused early and left a reply.
+        with contextlib.suppress(OSError):
+            send_frame(sock, encoded)
+        try:
+            raw = recv_frame(sock, deadline)
+        except (FrameError, OSError) as exc:
+            raise SessionUnavailable(f"the session connection dropped: {exc}") from exc
+    try:
+        reply = msgspec.msgpack.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise SessionUnavailable(f"the session sent a malformed reply: {exc}") from exc
+    if not well_formed(reply):
+        raise SessionUnavailable("the session sent a malformed reply")
+    result: dict[str, Any] = reply
+    return result
