@@ -224,8 +224,8 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     recorded natively, once, with token usage."""
     from chatserver import ChatServer
 
-    from evopolicygym.exporters import export
     from evopolicygym.records.events import AgentMessages, RunFinished
+    from evopolicygym_exporters import export
 
     def tools(*calls: dict[str, Any]) -> dict[str, Any]:
         return {"content": None, "tool_calls": list(calls), "usage": {"prompt_tokens": 50, "completion_tokens": 7}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import os
@@ -17,8 +18,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from benchmarks import curated
-from benchmarks.gymnasium_adapter import GymnasiumBenchmark, make_gymnasium_benchmark
+import evopolicygym_classic as curated
 from evopolicygym.benchmark import (
     Benchmark,
     BenchmarkError,
@@ -27,33 +27,42 @@ from evopolicygym.benchmark import (
     Step,
     check_benchmark,
 )
+from evopolicygym.benchmark.gymnasium_adapter import GymnasiumBenchmark, make_gymnasium_benchmark
 from evopolicygym.policy import PolicyContext
 from evopolicygym.seeds import derive_seed
 from evopolicygym.values import decode_value, encode_value
+
+
+def _lunar_lander() -> GymnasiumBenchmark:
+    box2d = _family("box2d")
+    return box2d.lunar_lander()  # type: ignore[no-any-return]
+
 
 CURATED: dict[str, Callable[[], GymnasiumBenchmark]] = {
     "cartpole": curated.cartpole,
     "frozen-lake": curated.frozen_lake,
     "acrobot": curated.acrobot,
     "mountain-car-continuous": curated.mountain_car_continuous,
-    "lunar-lander": curated.lunar_lander,
+    "lunar-lander": _lunar_lander,
 }
 
 
-def _box2d_available() -> bool:
+def _family(name: str) -> Any:
+    """The family distribution ``evopolicygym_<name>``; a test needing one that is not
+    installed skips saying how to install it (fails when extras are required)."""
     try:
-        import Box2D  # noqa: F401
+        module = importlib.import_module(f"evopolicygym_{name}")
+        if name == "box2d":
+            import Box2D  # noqa: F401
     except ImportError:
-        return False
-    return True
+        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+            pytest.fail(f"the {name} family is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
+        pytest.skip(f"needs the {name} family: uv sync --extra {name}")
+    return module
 
 
 def build(benchmark_id: str) -> GymnasiumBenchmark:
-    """The curated Benchmark; lunar-lander skips without Box2D unless extras are required."""
-    if benchmark_id == "lunar-lander" and not _box2d_available():
-        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-            pytest.fail("Box2D is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
-        pytest.skip("lunar-lander needs the box2d extra")
+    """The curated Benchmark, from its family."""
     return CURATED[benchmark_id]()
 
 
@@ -115,7 +124,7 @@ def test_space_descriptions() -> None:
 def test_space_description_composites() -> None:
     from gymnasium import spaces
 
-    from benchmarks.gymnasium_adapter import describe_space
+    from evopolicygym.benchmark.gymnasium_adapter import describe_space
 
     space = spaces.Dict(
         {
@@ -236,7 +245,7 @@ def test_validate_box_never_clips() -> None:
 def test_validate_other_spaces() -> None:
     from gymnasium import spaces
 
-    from benchmarks.gymnasium_adapter import _make_validator, _sample
+    from evopolicygym.benchmark.gymnasium_adapter import _make_validator, _sample
 
     pendulum = make_gymnasium_benchmark("Pendulum-v1")
     assert pendulum.validate_action([2.0]).tolist() == [2.0]
@@ -498,6 +507,7 @@ def test_baseline_beats_random(benchmark_id: str) -> None:
 
 
 def test_lunar_lander_without_box2d(monkeypatch: pytest.MonkeyPatch) -> None:
+    box2d = _family("box2d")
     monkeypatch.setitem(sys.modules, "Box2D", None)  # makes ``import Box2D`` fail
     with pytest.raises(BenchmarkError, match="uv sync --extra box2d"):
-        curated.lunar_lander()
+        box2d.lunar_lander()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from toybench import CLOSED, CounterBenchmark
 
-from benchmarks.curated import cartpole
 from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, ResourceLimits
 from evopolicygym.program import Program, ProgramError
+from evopolicygym_classic import cartpole
 
 GOOD = """
 class Policy:

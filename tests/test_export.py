@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.cli.main import main
-from evopolicygym.exporters import EXPORTERS, ExportOptions, RunFilter, export
-from evopolicygym.exporters.programs import edit_kind
-from evopolicygym.exporters.writer import split_of
 from evopolicygym.program import Program
 from evopolicygym.records.events import AgentMessages, EpisodeCompleted, Event
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.transcript import KICKOFF, AgentIdentity
+from evopolicygym_exporters import EXPORTERS, ExportOptions, RunFilter, export
+from evopolicygym_exporters.programs import edit_kind
+from evopolicygym_exporters.writer import split_of
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -374,7 +374,7 @@ def test_a_new_export_is_never_read_from_a_stale_datasets_cache(tmp_path: Path) 
 def test_a_failed_export_leaves_the_previous_one_loadable(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evopolicygym.exporters.rl import RlExporter
+    from evopolicygym_exporters.rl import RlExporter
 
     write_run(store, standard_run("alpha"))
     out = tmp_path / "out"
@@ -539,7 +539,7 @@ def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
 
 
 def test_edit_kinds_and_diffs_of_odd_programs() -> None:
-    from evopolicygym.exporters.programs import program_diff
+    from evopolicygym_exporters.programs import program_diff
 
     def p(text: str, **more: str) -> Program:
         return Program.from_files({"policy.py": text, **more})

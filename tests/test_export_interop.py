@@ -26,10 +26,10 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from trl.data_utils import is_conversational, maybe_apply_chat_template, unpair_preference_dataset
 
-from evopolicygym.exporters import EXPORTERS, MANIFEST, ExportOptions, ExportReport, export
 from evopolicygym.records import open_store
 from evopolicygym.records.location import Store
 from evopolicygym.transcript import AgentIdentity
+from evopolicygym_exporters import EXPORTERS, MANIFEST, ExportOptions, ExportReport, export
 
 OPTIONS = ExportOptions(test_fraction=0.5)
 PER_TURN = ExportOptions(test_fraction=0.5, per_turn=True)

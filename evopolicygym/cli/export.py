@@ -14,10 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, store_option
-from evopolicygym.exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
-from evopolicygym.exporters.base import DEFAULT_SHARD_BYTES
 from evopolicygym.records.events import TerminalReason
 from evopolicygym.records.location import open_store
+from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
+from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES
 
 __all__ = ["export_command"]
 
@@ -190,8 +190,8 @@ def export_command(
             raise CliError(f"export failed: {exc}") from exc
     pushed = None
     if push_to_hub:
-        from evopolicygym.exporters.hub import HubError
-        from evopolicygym.exporters.hub import push_to_hub as push
+        from evopolicygym_exporters.hub import HubError
+        from evopolicygym_exporters.hub import push_to_hub as push
 
         try:
             pushed = push(Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from benchmarks.curated import cartpole
 from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
+from evopolicygym_classic import cartpole
 
 RULE = "1 if obs[2] + 0.5 * obs[3] > 0 else 0"
 POLICY = f"""

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evopolicygym.exporters import ExportOptions, export
 from evopolicygym.records.events import AgentMessages
 from evopolicygym.records.location import Store, open_store
+from evopolicygym_exporters import ExportOptions, export
 
 TESTS = Path(__file__).resolve().parent.parent  # tests/, where runlogs.py lives
 FORMAT = "sft"

@@ -26,13 +26,13 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.exporters.base import Exporter, ExportOptions
-from evopolicygym.exporters.card import render_card
-from evopolicygym.exporters.history import read_histories
-from evopolicygym.exporters.registry import EXPORTERS
-from evopolicygym.exporters.writer import ConfigWriter, split_of
 from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.location import Store
+from evopolicygym_exporters.base import Exporter, ExportOptions
+from evopolicygym_exporters.card import render_card
+from evopolicygym_exporters.history import read_histories
+from evopolicygym_exporters.registry import EXPORTERS
+from evopolicygym_exporters.writer import ConfigWriter, split_of
 
 __all__ = ["MANIFEST", "ExportError", "ExportReport", "export"]
 

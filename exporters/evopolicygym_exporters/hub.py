@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evopolicygym.exporters.pipeline import MANIFEST
+from evopolicygym_exporters.pipeline import MANIFEST
 
 __all__ = ["HubError", "push_to_hub"]
 

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 from datasets import Features, Json, List, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.history import RunHistory
 from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.traces import decode_trace
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.history import RunHistory
 
 __all__ = ["RolloutsExporter"]
 

@@ -1,8 +1,10 @@
-"""Curated Gymnasium Benchmarks with scoring floors, success thresholds and baselines.
+"""The classic control and toy-text tasks, curated: scoring floors, success thresholds and
+baseline programs.
 
-Each factory is an ``evopolicygym.benchmarks`` entry point. Failed Episodes
-(exception, timeout, invalid action, ...) score ``failure_return``, a floor
-at or below the worst return an Episode can reach, so failing never pays.
+Each factory is an ``evopolicygym.benchmarks`` entry point (this distribution's
+pyproject.toml names them). Failed Episodes (exception, timeout, invalid action, ...)
+score ``failure_return``, a floor at or below the worst return an Episode can reach, so
+failing never pays.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from benchmarks.gymnasium_adapter import GymnasiumBenchmark
-from evopolicygym.benchmark import BenchmarkError
+from evopolicygym.benchmark import GymnasiumBenchmark
 
 __all__ = [
     "BASELINES_DIR",
@@ -21,7 +22,6 @@ __all__ = [
     "acrobot",
     "cartpole",
     "frozen_lake",
-    "lunar_lander",
     "mountain_car_continuous",
 ]
 
@@ -107,19 +107,4 @@ def mountain_car_continuous() -> GymnasiumBenchmark:
         failure_return=-100.0,
         success_threshold=90.0,
         baseline=_baseline("mountain-car-continuous"),
-    )
-
-
-def lunar_lander() -> GymnasiumBenchmark:
-    try:
-        import Box2D  # noqa: F401
-    except ImportError as exc:
-        raise BenchmarkError("lunar-lander needs the box2d extra: uv sync --extra box2d") from exc
-    return GymnasiumBenchmark(
-        "LunarLander-v3",
-        benchmark_id="lunar-lander",
-        description="Land the lunar module softly on the pad with four discrete engine actions.",
-        failure_return=-500.0,
-        success_threshold=200.0,
-        baseline=_baseline("lunar-lander"),
     )

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 from datasets import Features, Json, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.chat import PRIVATE_OPTIONS
-from evopolicygym.exporters.history import RunHistory
 from evopolicygym.records.private import PrivateValues
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.chat import PRIVATE_OPTIONS
+from evopolicygym_exporters.history import RunHistory
 
 __all__ = ["PRIVATE_FIELDS", "EventsExporter", "public_payload"]
 

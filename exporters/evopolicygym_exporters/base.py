@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 from datasets import Features
 
-from evopolicygym.exporters.history import RunFilter, RunHistory
 from evopolicygym.program import Program
 from evopolicygym.records.location import Store
+from evopolicygym_exporters.history import RunFilter, RunHistory
 
 __all__ = ["DEFAULT_SHARD_BYTES", "ExportOptions", "Exporter", "Row"]
 

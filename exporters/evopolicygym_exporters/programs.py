@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from datasets import Features, List, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.history import RunHistory
 from evopolicygym.program import Program
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.history import RunHistory
 
 __all__ = ["PROGRAM_FILES", "ProgramsExporter", "edit_kind", "file_rows", "program_diff"]
 

@@ -21,12 +21,12 @@ from typing import Any, ClassVar
 import msgspec
 from datasets import Features, Json, List, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.chat import MESSAGES, plain
-from evopolicygym.exporters.history import RunHistory, read_history
-from evopolicygym.exporters.programs import PROGRAM_FILES, file_rows
 from evopolicygym.program import Program
 from evopolicygym.transcript import KICKOFF, task_files
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.chat import MESSAGES, plain
+from evopolicygym_exporters.history import RunHistory, read_history
+from evopolicygym_exporters.programs import PROGRAM_FILES, file_rows
 
 __all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
 

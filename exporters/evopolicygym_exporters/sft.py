@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 from datasets import Features, Json, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_for
-from evopolicygym.exporters.history import RunHistory
 from evopolicygym.transcript import Message
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_for
+from evopolicygym_exporters.history import RunHistory
 
 __all__ = ["DistillExporter", "SftExporter"]
 

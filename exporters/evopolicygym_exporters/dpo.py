@@ -20,8 +20,10 @@ from typing import Any, ClassVar
 
 from datasets import Features, Json, List, Value
 
-from evopolicygym.exporters.base import Exporter, Row
-from evopolicygym.exporters.chat import (
+from evopolicygym.program import Program
+from evopolicygym.transcript import Message
+from evopolicygym_exporters.base import Exporter, Row
+from evopolicygym_exporters.chat import (
     AGENT,
     MESSAGES,
     agent_value,
@@ -30,9 +32,7 @@ from evopolicygym.exporters.chat import (
     tool_call,
     tools_for,
 )
-from evopolicygym.exporters.history import RunHistory, SubmissionHistory
-from evopolicygym.program import Program
-from evopolicygym.transcript import Message
+from evopolicygym_exporters.history import RunHistory, SubmissionHistory
 
 __all__ = ["DpoExporter", "decision_context", "edit_turn"]
 

@@ -6,10 +6,10 @@ features and a dataset card, loadable with ``datasets.load_dataset("out/", "sft"
 
 from __future__ import annotations
 
-from evopolicygym.exporters.base import Exporter, ExportOptions
-from evopolicygym.exporters.history import RunFilter, RunHistory, read_histories
-from evopolicygym.exporters.pipeline import MANIFEST, ExportError, ExportReport, export
-from evopolicygym.exporters.registry import EXPORTERS
+from evopolicygym_exporters.base import Exporter, ExportOptions
+from evopolicygym_exporters.history import RunFilter, RunHistory, read_histories
+from evopolicygym_exporters.pipeline import MANIFEST, ExportError, ExportReport, export
+from evopolicygym_exporters.registry import EXPORTERS
 
 __all__ = [
     "EXPORTERS",

@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 from gymnasium import spaces
 
-from evopolicygym.benchmark import (
+from evopolicygym.benchmark.contract import (
     Artifact,
     BenchmarkError,
     BenchmarkSpec,
@@ -143,7 +143,6 @@ def _bounds(array: np.ndarray[Any, Any]) -> Any:
 # --- action validation -------------------------------------------------------------------------
 
 Validator = Callable[[Any], Any]
-_REAL_SCALARS = (int, float)
 
 
 def _short(value: Any) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from evopolicygym.exporters.writer import SPLITS
+from evopolicygym_exporters.writer import SPLITS
 
 __all__ = ["render_card"]
 

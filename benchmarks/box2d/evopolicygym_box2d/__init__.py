@@ -1,0 +1,32 @@
+"""The Box2D family: LunarLander, curated with a scoring floor, a success threshold and a
+baseline program.
+
+Its factories are ``evopolicygym.benchmarks`` entry points (this distribution's
+pyproject.toml names them); it installs the Box2D wheel it needs (``box2d`` 2.3.10,
+which builds without swig), as ``uv sync --extra box2d`` from the project root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evopolicygym.benchmark import BenchmarkError, GymnasiumBenchmark
+
+__all__ = ["BASELINES_DIR", "lunar_lander"]
+
+BASELINES_DIR = Path(__file__).resolve().parent / "baselines"
+
+
+def lunar_lander() -> GymnasiumBenchmark:
+    try:
+        import Box2D  # noqa: F401
+    except ImportError as exc:
+        raise BenchmarkError("lunar-lander needs the box2d extra: uv sync --extra box2d") from exc
+    return GymnasiumBenchmark(
+        "LunarLander-v3",
+        benchmark_id="lunar-lander",
+        description="Land the lunar module softly on the pad with four discrete engine actions.",
+        failure_return=-500.0,
+        success_threshold=200.0,
+        baseline=str(BASELINES_DIR / "lunar-lander"),
+    )
