@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from evopolicygym.agents.providers import PROVIDERS
-from evopolicygym.cli.errors import Cli, emit_json
+from evopolicygym.cli.errors import Cli
+from evopolicygym.cli.output import emit_json
 
 __all__ = ["agents"]
 

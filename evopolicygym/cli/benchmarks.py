@@ -11,7 +11,9 @@ from rich.pretty import Pretty
 from rich.table import Table
 
 from evopolicygym.benchmark import Benchmark, check_benchmark
-from evopolicygym.cli.errors import FAMILIES, emit_json, load, one_line, param_option
+from evopolicygym.cli.loading import FAMILIES, load
+from evopolicygym.cli.options import param_option
+from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.registry import baseline_dir, benchmark_names
 
 __all__ = ["benchmarks", "spec_view"]

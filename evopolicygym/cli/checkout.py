@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import click
 
-from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, printable
+from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.output import emit_json, printable
+from evopolicygym.cli.stores import open_existing, resolve, store_root
 from evopolicygym.program import ProgramError
 from evopolicygym.records.blobs import BlobError
-from evopolicygym.records.events import (
-    EvaluationStarted,
-    EventCodecError,
-    FinalSubmissionSelected,
-    RunCreated,
-)
+from evopolicygym.records.runs import program_of, summarize
 
 __all__ = ["checkout"]
 
-_WANTED = frozenset({"RunCreated", "EvaluationStarted", "FinalSubmissionSelected"})
-
-
-def _parse_submission(value: str) -> int | str:
-    if value in ("initial", "final"):
-        return value
+def _parse_submission(value: str) -> int | Literal["initial", "final"]:
+    if value == "initial":
+        return "initial"
+    if value == "final":
+        return "final"
     if value.isascii() and value.isdigit() and int(value) > 0:
         return int(value)
     raise CliUsageError(
@@ -50,46 +47,15 @@ def checkout(ctx: click.Context, run: str, submission: str, directory: Path, as_
     """Write the Program of SUBMISSION of RUN (its id, or run-<id>) into DIR, which must
     not exist or be empty. SUBMISSION is a submission id, 'initial' (the Run's initial
     Program) or 'final' (the Submission selected as final)."""
-    # Imported here: record.py registers this command at its end, so a module-level import
-    # would be circular whichever module is imported first.
-    from evopolicygym.cli.record import RUN_PREFIX, _open, _resolve_run
-
     wanted = _parse_submission(submission)
     _check_target(directory)
-    with _open(ctx) as store:
-        stream_id = _resolve_run(store, run)
-        run_id = stream_id[len(RUN_PREFIX) :]
-        initial: str | None = None
-        final: FinalSubmissionSelected | None = None
-        started: dict[int, str] = {}
-        for envelope in store.events.read_stream(stream_id, 0):
-            if envelope.type not in _WANTED:
-                continue  # transcripts and the rest: not needed, so not decoded
-            try:
-                event = envelope.event()
-            except EventCodecError:
-                continue  # 'record verify' reports it; it names no Program we could use
-            if isinstance(event, RunCreated):
-                run_id, initial = event.run_id, event.initial_program_digest
-            elif isinstance(event, EvaluationStarted):
-                started.setdefault(event.submission_id, event.program_digest)
-            elif isinstance(event, FinalSubmissionSelected):
-                final = event
-        label: int | str = wanted
-        if wanted == "initial":
-            if initial is None:
-                raise CliError(f"run {run_id} has no RunCreated event, so no initial program")
-            digest = initial
-        elif wanted == "final":
-            if final is None:
-                raise CliError(f"run {run_id} has no final submission (none selected yet)")
-            digest, label = final.program_digest, final.submission_id
-        else:
-            assert isinstance(wanted, int)
-            if wanted not in started:
-                known = f"it has 1 to {max(started)}" if started else "it has none yet"
-                raise CliError(f"run {run_id} has no submission {wanted} ({known})")
-            digest = started[wanted]
+    with open_existing(store_root(ctx)) as store:
+        summary = summarize(store.events, resolve(store, run))
+        run_id = summary.run_id
+        try:
+            digest, label = program_of(summary, wanted)
+        except LookupError as exc:
+            raise CliError(str(exc)) from None
         try:
             program = store.blobs.get_program(digest)
         except BlobError as exc:

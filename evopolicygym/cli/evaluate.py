@@ -13,7 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evopolicygym.benchmark import Benchmark
-from evopolicygym.cli.errors import CliError, emit_json, load, one_line, param_option, plan
+from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.loading import load, plan
+from evopolicygym.cli.options import param_option
+from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
 from evopolicygym.evaluation import evaluate as run_evaluation
 from evopolicygym.program import Program, ProgramError

@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evopolicygym.cli.errors import CliError, CliUsageError, emit_json, store_option
+from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.options import store_option
+from evopolicygym.cli.output import emit_json
 from evopolicygym.records.events import TerminalReason
 from evopolicygym.records.location import open_store
 from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export

@@ -35,14 +35,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import (
-    CliError,
-    CliUsageError,
-    emit_json,
-    one_line,
-    printable,
-    store_option,
-)
+from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.options import store_option
+from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.read_models import ReadModelsBusy, open_read_models, refresh

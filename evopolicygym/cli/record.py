@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,41 +19,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evopolicygym.cli.errors import Cli, CliError, emit_json, one_line, printable, store_option
-from evopolicygym.records.events import (
-    AgentExited,
-    AssessmentCompleted,
-    AssessmentFailed,
-    CandidateValidated,
-    Envelope,
-    EpisodeCompleted,
-    EvaluationFailed,
-    EvaluationStarted,
-    Event,
-    EventCodecError,
-    FinalSubmissionSelected,
-    RunCreated,
-    RunFinished,
-    RunInterrupted,
-    RunResumed,
-    SubmissionPublished,
-    SubmissionRejected,
-    ValidationFailed,
-    decode_event,
-)
-from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.cli.checkout import checkout
+from evopolicygym.cli.errors import Cli, CliError
+from evopolicygym.cli.options import store_option
+from evopolicygym.cli.output import emit_json, one_line, printable
+from evopolicygym.cli.replay import replay
+from evopolicygym.cli.stores import open_existing, resolve, store_root
+from evopolicygym.records.events import Envelope
+from evopolicygym.records.location import Store, open_store, resolve_store_path
+from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, RunSummary, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
-from evopolicygym.records.store import StoreError
+from evopolicygym.records.store import StoreError, StreamInfo
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.liveness import host_alive
 
-__all__ = ["RUN_PREFIX", "record", "run_summary"]
+__all__ = ["record", "run_summary"]
 
-RUN_PREFIX = "run-"
 POLL_INTERVAL_S = 0.2
 SUMMARY_CHARS = 120
-# Host-private payload fields: never in a summary (``events --json`` prints the raw log).
-_PRIVATE = frozenset({"pool", "seeds", "seed"})
 _RAW_JSON = msgspec.json.Decoder()
 _JSON_LINE = msgspec.json.Encoder()
 
@@ -70,64 +52,19 @@ def record(ctx: click.Context, store_dir: str | None) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _root(ctx: click.Context) -> Path:
-    root = ctx.find_object(Path)
-    return root if root is not None else resolve_store_path(None)
-
-
-def _open(ctx: click.Context) -> Store:
-    root = _root(ctx)
-    if not (root / "events.db").exists():
-        raise CliError(
-            f"no store at {root}: create one with 'evopolicy record --store {root} create' "
-            f"(or point --store or {STORE_ENV} at an existing store)"
-        )
-    try:
-        return open_store(root)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
-
-
-def _stream_exists(store: Store, stream_id: str) -> bool:
-    return any(info.stream_id == stream_id for info in store.events.streams(stream_id))
-
-
-def _resolve_run(store: Store, run: str) -> str:
-    """The stream of RUN, given as ``<id>`` or ``run-<id>``."""
-    candidates = [run] if run.startswith(RUN_PREFIX) else []
-    candidates.append(RUN_PREFIX + run)
-    for stream_id in candidates:
-        if _stream_exists(store, stream_id):
-            return stream_id
-    raise CliError(f"no run {run!r} in the store at {store.path} (see 'evopolicy record list')")
-
-
-def _iso(ns: int) -> str:
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
     moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _decode(envelope: Envelope) -> Event | None:
-    try:
-        return decode_event(envelope.type, envelope.schema_version, envelope.payload)
-    except EventCodecError:
-        return None
-
-
-def _first(events: Iterator[Envelope]) -> Envelope | None:
-    return next(events, None)
-
-
-def _status(store: Store, stream_id: str, last: Envelope | None) -> str:
-    if last is None:
-        return "empty"
-    if last.type == "RunFinished":
-        finished = _decode(last)
-        return finished.reason if isinstance(finished, RunFinished) else "finished"
-    if last.type == "RunInterrupted":
+def _status(store: Store, summary: RunSummary) -> str:
+    status = summary.status
+    # No Host holds a Run that says it is running: it died without a word (say, SIGKILL).
+    if status == "running" and not host_alive(store, summary.run_id):
         return "interrupted"
-    # No Host holds the Run: it died without recording anything (say, SIGKILL).
-    return "running" if host_alive(store, stream_id[len(RUN_PREFIX) :]) else "interrupted"
+    return status
 
 
 def _console() -> Console:
@@ -141,7 +78,7 @@ def _console() -> Console:
 @click.pass_context
 def create(ctx: click.Context) -> None:
     """Create the store directory and its event log; a no-op on an existing store."""
-    root = _root(ctx)
+    root = store_root(ctx)
     existed = (root / "events.db").exists()
     try:
         store = open_store(root, create=True)
@@ -158,25 +95,18 @@ def create(ctx: click.Context) -> None:
 # --------------------------------------------------------------------------- list
 
 
-def _run_row(store: Store, stream_id: str, version: int) -> dict[str, Any]:
-    first = _first(store.events.read_stream(stream_id, 0))
-    last = _first(store.events.read_stream(stream_id, max(version - 1, 0)))
-    created = _decode(first) if first is not None and first.type == "RunCreated" else None
-    finished = _decode(last) if last is not None and last.type == "RunFinished" else None
+def _run_row(store: Store, info: StreamInfo) -> dict[str, Any]:
+    summary = overview(store.events, info)
     return {
-        "run_id": created.run_id
-        if isinstance(created, RunCreated)
-        else stream_id[len(RUN_PREFIX) :],
-        "stream_id": stream_id,
-        "version": version,
-        "events": version,  # stream versions are contiguous from 1 ('record verify' checks it)
-        "created_at": _iso(first.recorded_at) if first is not None else None,
-        "benchmark": created.benchmark_id if isinstance(created, RunCreated) else None,
-        "agent": created.agent.name if isinstance(created, RunCreated) else None,
-        "status": _status(store, stream_id, last),
-        "assessment_score": (
-            finished.assessment_score if isinstance(finished, RunFinished) else None
-        ),
+        "run_id": summary.run_id,
+        "stream_id": summary.stream_id,
+        "version": info.version,
+        "events": summary.events,
+        "created_at": _iso(summary.created_at),
+        "benchmark": summary.benchmark_id,
+        "agent": summary.agent.name if summary.agent is not None else None,
+        "status": _status(store, summary),
+        "assessment_score": summary.terminal_assessment_score,
     }
 
 
@@ -185,13 +115,13 @@ def _run_row(store: Store, stream_id: str, version: int) -> dict[str, Any]:
 @click.pass_context
 def list_runs(ctx: click.Context, as_json: bool) -> None:
     """List the Runs (streams run-<id>) with their size, creation time, Benchmark and status."""
-    with _open(ctx) as store:
-        rows = [_run_row(store, i.stream_id, i.version) for i in store.events.streams(RUN_PREFIX)]
+    with open_existing(store_root(ctx)) as store:
+        rows = [_run_row(store, info) for info in store.events.streams(RUN_PREFIX)]
     if as_json:
         emit_json(rows)
         return
     if not rows:
-        click.echo(f"no runs in the store at {_root(ctx)}")
+        click.echo(f"no runs in the store at {store_root(ctx)}")
         return
     table = Table("run", "events", "created", "benchmark", "agent", "status")
     for row in rows:
@@ -212,129 +142,68 @@ def list_runs(ctx: click.Context, as_json: bool) -> None:
 def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
     """A Run's public summary, folded from its stream. Host-private data (the pool's seeds,
     derived seeds, validation and assessment seeds) is left out: the pool shows as its size."""
-    summary: dict[str, Any] = {
-        "run_id": stream_id[len(RUN_PREFIX) :],
-        "stream_id": stream_id,
-        "events": 0,
-        "created_at": None,
-        "status": "empty",
-        "benchmark": None,
-        "benchmark_spec": None,
-        "agent": None,
-        "config": None,
-        "pool_size": None,
-        "environment_digest": None,
-        "initial_program_digest": None,
-        "budget_used": 0,
-        "budget_left": None,
-        "submissions": [],
-        "rejected_submissions": 0,
-        "agent_attempts": 0,
-        "final_submission": None,
-        "validation_error": None,
-        "assessment": None,
-        "terminal": None,
-        "undecodable_events": [],
-    }
-    submissions: dict[int, dict[str, Any]] = {}
-
-    def submission(number: int) -> dict[str, Any]:
-        if number not in submissions:
-            submissions[number] = {
-                "submission_id": number,
-                "program_digest": None,
-                "parent_program_digest": None,
-                "status": "evaluating",
-                "score": None,
-                "failures": None,
-                "episodes": 0,
-                "validation_score": None,
-                "error": None,
+    summary = summarize(store.events, stream_id)
+    assessment: dict[str, Any] | None = None
+    if summary.assessment_submission_id is not None:
+        assessment = {
+            "submission_id": summary.assessment_submission_id,
+            "score": summary.assessment_score,
+            "failures": summary.assessment_failures,
+            "episodes": summary.assessment_episodes,
+        }
+    elif summary.assessment_error is not None:
+        assessment = {"error": one_line(summary.assessment_error)}
+    return {
+        "run_id": summary.run_id,
+        "stream_id": summary.stream_id,
+        "events": summary.events,
+        "created_at": _iso(summary.created_at),
+        "status": _status(store, summary),
+        "benchmark": summary.benchmark_id,
+        "benchmark_spec": summary.benchmark_spec,
+        "agent": msgspec.to_builtins(summary.agent) if summary.agent is not None else None,
+        "config": summary.public_config(),
+        "pool_size": summary.pool_size,
+        "environment_digest": summary.environment_digest,
+        "initial_program_digest": summary.initial_program_digest,
+        "budget_used": summary.budget_used,
+        "budget_left": summary.budget_left,
+        "submissions": [
+            {
+                "submission_id": s.submission_id,
+                "program_digest": s.program_digest,
+                "parent_program_digest": s.parent_program_digest,
+                "status": s.status,
+                "score": s.score,
+                "failures": s.failures,
+                "episodes": s.episodes,
+                "validation_score": s.validation_score,
+                "error": one_line(s.error) if s.error is not None else None,
             }
-        return submissions[number]
-
-    last: Envelope | None = None
-    for envelope in store.events.read_stream(stream_id, 0):
-        last = envelope
-        summary["events"] = envelope.stream_version
-        if summary["created_at"] is None:
-            summary["created_at"] = _iso(envelope.recorded_at)
-        if envelope.type == "AgentMessages":
-            continue  # transcripts: not part of the summary, and the bulk of a long Run
-        event = _decode(envelope)
-        if event is None:
-            summary["undecodable_events"].append(envelope.position)
-            continue
-        match event:
-            case RunCreated():
-                summary.update(
-                    run_id=event.run_id,
-                    benchmark=event.benchmark_id,
-                    benchmark_spec=event.benchmark_spec,
-                    agent=msgspec.to_builtins(event.agent),
-                    config=_public(event.config),
-                    pool_size=len(event.pool),
-                    environment_digest=event.environment_digest,
-                    initial_program_digest=event.initial_program_digest,
-                )
-            case AgentExited():
-                summary["agent_attempts"] = max(summary["agent_attempts"], event.attempt)
-            case SubmissionRejected():
-                summary["rejected_submissions"] += 1
-            case EvaluationStarted():
-                entry = submission(event.submission_id)
-                entry["program_digest"] = event.program_digest
-                entry["parent_program_digest"] = event.parent_program_digest
-                summary["budget_used"] = event.budget_used
-            case EpisodeCompleted():
-                submission(event.submission_id)["episodes"] += 1
-            case SubmissionPublished():
-                entry = submission(event.submission_id)
-                entry.update(
-                    program_digest=event.program_digest,
-                    status="published",
-                    score=event.score,
-                    failures=event.failures,
-                )
-                summary["budget_used"] = event.budget_used
-                summary["budget_left"] = event.budget_left
-            case EvaluationFailed():
-                entry = submission(event.submission_id)
-                entry.update(status="failed", error=one_line(event.error))
-            case CandidateValidated():
-                submission(event.submission_id)["validation_score"] = event.score
-            case ValidationFailed():
-                summary["validation_error"] = one_line(event.error)
-            case FinalSubmissionSelected():
-                summary["final_submission"] = {
-                    "submission_id": event.submission_id,
-                    "program_digest": event.program_digest,
-                    "score": event.score,
-                    "reason": event.reason,
-                }
-            case AssessmentCompleted():
-                summary["assessment"] = {
-                    "submission_id": event.submission_id,
-                    "score": event.score,
-                    "failures": event.failures,
-                    "episodes": len(event.episodes),
-                }
-            case AssessmentFailed():
-                summary["assessment"] = {"error": one_line(event.error)}
-            case RunFinished():
-                summary["terminal"] = {
-                    "reason": event.reason,
-                    "final_submission_id": event.final_submission_id,
-                    "validation_score": event.validation_score,
-                    "assessment_score": event.assessment_score,
-                }
-            case RunInterrupted() | RunResumed():
-                pass
-            case _:
-                pass
-    summary["status"] = _status(store, stream_id, last)
-    summary["submissions"] = [submissions[k] for k in sorted(submissions)]
-    return summary
+            for s in (summary.submissions[k] for k in sorted(summary.submissions))
+        ],
+        "rejected_submissions": summary.rejected_submissions,
+        "agent_attempts": summary.agent_attempts,
+        "final_submission": None
+        if summary.final_program_digest is None
+        else {
+            "submission_id": summary.final_submission_id,
+            "program_digest": summary.final_program_digest,
+            "score": summary.final_score,
+            "reason": summary.final_reason,
+        },
+        "validation_error": one_line(summary.validation_error) if summary.validation_error else None,
+        "assessment": assessment,
+        "terminal": None
+        if summary.terminal_reason is None
+        else {
+            "reason": summary.terminal_reason,
+            "final_submission_id": summary.final_submission_id,
+            "validation_score": summary.terminal_validation_score,
+            "assessment_score": summary.terminal_assessment_score,
+        },
+        "undecodable_events": summary.undecodable,
+    }
 
 
 def _fmt(value: Any) -> str:
@@ -416,8 +285,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def show(ctx: click.Context, run: str, as_json: bool) -> None:
     """Summarise RUN (its id, or run-<id>): config, Benchmark, Agent, submissions and scores,
     and how it ended. Host-private data (the pool's seeds, derived seeds) is never shown."""
-    with _open(ctx) as store:
-        summary = run_summary(store, _resolve_run(store, run))
+    with open_existing(store_root(ctx)) as store:
+        summary = run_summary(store, resolve(store, run))
     if as_json:
         emit_json(summary)
     else:
@@ -432,15 +301,6 @@ def _digest(value: str | None) -> str:
     if value is None:
         return "-"
     return value[:19] + "…" if value.startswith("sha256:") and len(value) > 19 else value
-
-
-def _public(value: Any) -> Any:
-    """``value`` without Host-private keys at any depth (a Run's config holds its seed)."""
-    if isinstance(value, dict):
-        return {k: _public(v) for k, v in value.items() if k not in _PRIVATE}
-    if isinstance(value, list):
-        return [_public(v) for v in value]
-    return value
 
 
 def _short(value: Any) -> str:
@@ -470,7 +330,7 @@ def payload_summary(envelope: Envelope) -> str:
     if isinstance(data.get("pool"), list):
         parts.append(f"pool={len(data['pool'])}")
     for key in sorted(data):
-        if key in _PRIVATE or data[key] is None:
+        if key in PRIVATE_KEYS or data[key] is None:
             continue
         if envelope.type == "AgentMessages" and key == "messages":
             parts.append(f"messages={len(data[key])}")
@@ -541,8 +401,8 @@ def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_versi
     With --follow, keep polling for new events until a RunFinished event is
     printed or Ctrl-C. --json prints the full envelopes, payload included.
     """
-    with _open(ctx) as store:
-        stream_id = _resolve_run(store, run)
+    with open_existing(store_root(ctx)) as store:
+        stream_id = resolve(store, run)
         last = from_version
         try:
             while True:
@@ -585,8 +445,8 @@ def verify(ctx: click.Context, run: str | None, as_json: bool) -> None:
     With RUN, only that Run's problems are reported (and any break of the global
     chain, which is walked in full). Exit status 1 when anything is wrong.
     """
-    with _open(ctx) as store:
-        stream_id = _resolve_run(store, run) if run is not None else None
+    with open_existing(store_root(ctx)) as store:
+        stream_id = resolve(store, run) if run is not None else None
         report = verify_store(store, stream_id)
     if as_json:
         emit_json(report.to_dict())
@@ -636,10 +496,5 @@ def schema(check: bool, output: Path | None) -> None:
         raise CliError(f"cannot write schemas to {directory}: {exc}") from exc
     click.echo(f"wrote {len(render_schemas())} schemas to {directory} ({len(changed)} changed)")
 
-from evopolicygym.cli.checkout import checkout as _checkout  # noqa: E402
-
-record.add_command(_checkout)
-
-from evopolicygym.cli.replay import replay as _replay  # noqa: E402
-
-record.add_command(_replay)
+record.add_command(checkout)
+record.add_command(replay)

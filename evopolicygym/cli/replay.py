@@ -9,8 +9,10 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evopolicygym.cli.errors import CliError, emit_json, printable, store_option
-from evopolicygym.records.location import resolve_store_path
+from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.options import store_option
+from evopolicygym.cli.output import emit_json, printable
+from evopolicygym.cli.stores import open_existing, resolve, store_root
 from evopolicygym.run.replay import (
     AgentEntry,
     AssessmentEntry,
@@ -208,15 +210,9 @@ def replay(
     re-run on its recorded Episodes and compared exactly. Exit status 1 when the Run does
     not verify or a score does not reproduce. Host-private seeds are never printed.
     """
-    # Imported here: record.py registers this command at its end, so a module-level import
-    # would be circular whichever module is imported first.
-    from evopolicygym.cli.record import _open, _resolve_run
-
-    if store_dir is not None:
-        ctx.obj = resolve_store_path(store_dir)  # found first by _open's find_object
     mismatches: list[Mismatch] | None = None
-    with _open(ctx) as store:
-        stream_id = _resolve_run(store, run)
+    with open_existing(store_root(ctx, store_dir)) as store:
+        stream_id = resolve(store, run)
         result = replay_run(store, stream_id)
         if reevaluating:
             try:

@@ -29,7 +29,7 @@ from evopolicygym.benchmark import (
     InvalidAction,
     Step,
 )
-from evopolicygym.evaluation import protocol
+from evopolicygym.evaluation import frames
 from evopolicygym.evaluation.config import EvaluationConfig, EvaluationError, PlannedEpisode
 from evopolicygym.evaluation.forkserver import ForkServerClient, ForkServerError
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
@@ -37,8 +37,8 @@ from evopolicygym.values import PolicyValueError, decode_value, encode_value
 __all__ = ["EpisodeRunner"]
 
 _EXIT_GRACE_S = 2.0
-_HEADER_SIZE = protocol.HEADER.size
-_HEADER_UNPACK = protocol.HEADER.unpack_from
+_HEADER_SIZE = frames.HEADER.size
+_HEADER_UNPACK = frames.HEADER.unpack_from
 _SLICE_S = 0.05  # deadline and output checks happen at least this often while waiting
 _DRAIN_EVERY = 64  # steps between non-blocking reads of the policy's output
 _FAILURE_CHARS = 4000
@@ -62,7 +62,7 @@ class _Channel:
 
     def __init__(self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float) -> None:
         self.sock = sock
-        self.reader = protocol.FrameReader(sock)
+        self.reader = frames.FrameReader(sock)
         self.output_fd = output_fd
         self.tail = bytearray()
         self.tail_bytes = tail_bytes
@@ -151,16 +151,16 @@ class _Channel:
                         raise EOFError
                 except BlockingIOError:
                     self._wait(select.POLLIN)
-        except protocol.FrameTooLarge as exc:
+        except frames.FrameTooLarge as exc:
             raise _PolicyFailure(
-                "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {protocol.MAX_PAYLOAD}-byte limit"
+                "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {frames.MAX_PAYLOAD}-byte limit"
             ) from None
         finally:
             self.used_s += time.monotonic() - self.started
 
     def send_close(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.send(protocol.pack(protocol.CLOSE), socket.MSG_DONTWAIT)
+            self.sock.send(frames.pack(frames.CLOSE), socket.MSG_DONTWAIT)
 
 
 def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
@@ -233,7 +233,7 @@ class EpisodeRunner:
                 "policy_seed": policy_seed,
             }
         )
-        return protocol.pack(protocol.START, payload)
+        return frames.pack(frames.START, payload)
 
     def _launch(self) -> _Worker:
         """Ask the fork server for a policy process; it gets contained while we do other work."""
@@ -325,18 +325,18 @@ class EpisodeRunner:
             first_observation = observation
             max_steps = self.benchmark.spec.max_episode_steps
             validate = self.benchmark.validate_action
-            obs_frame = protocol.OBSERVATION
+            obs_frame = frames.OBSERVATION
             try:
-                self._expect(channel, b"", protocol.CONTAINED, pid, contained=False)
-                self._expect(channel, self._start_frame(policy_seed), protocol.READY, pid)
+                self._expect(channel, b"", frames.CONTAINED, pid, contained=False)
+                self._expect(channel, self._start_frame(policy_seed), frames.READY, pid)
                 if self.prespawn:
                     self._spare = self._launch()
                 while True:
                     try:
-                        frame = protocol.pack(obs_frame, encode_value(observation))
+                        frame = frames.pack(obs_frame, encode_value(observation))
                     except PolicyValueError as exc:
                         raise EvaluationError(f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}") from exc
-                    payload = self._expect(channel, frame, protocol.ACTION, pid)
+                    payload = self._expect(channel, frame, frames.ACTION, pid)
                     try:
                         raw_action = decode_value(payload)
                     except PolicyValueError as exc:
@@ -416,7 +416,7 @@ class EpisodeRunner:
             return payload
         if not contained:
             raise EvaluationError("the policy worker sent an unexpected first frame")
-        if got == protocol.FAIL:
+        if got == frames.FAIL:
             # Written by the worker, but policy code can forge it: trust nothing in it.
             try:
                 reported, message = msgspec.msgpack.decode(payload, type=tuple[str, str])

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import msgspec
 import numpy as np
 
-from evopolicygym.evaluation import protocol
+from evopolicygym.evaluation import frames
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 from evopolicygym.evaluation.sandbox import (
     PROGRAM_MOUNT,
@@ -51,14 +51,14 @@ def prepare_fork_server() -> None:
 
 _TRACEBACK_CHARS = 4000
 _EPISODE_FD = 3
-_OUT_OF_MEMORY = protocol.pack(
-    protocol.FAIL, msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"])
+_OUT_OF_MEMORY = frames.pack(
+    frames.FAIL, msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"])
 )
 
 
 def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
     with contextlib.suppress(OSError):
-        sock.sendall(protocol.pack(protocol.FAIL, msgspec.msgpack.encode([status, message[-_TRACEBACK_CHARS:]])))
+        sock.sendall(frames.pack(frames.FAIL, msgspec.msgpack.encode([status, message[-_TRACEBACK_CHARS:]])))
     os._exit(0)
 
 
@@ -86,7 +86,7 @@ def child_main(request: dict[str, Any], episode_fd: int, output_fd: int, keep_op
         os._exit(70)
     sock = socket.socket(fileno=_EPISODE_FD)
     try:
-        sock.sendall(protocol.pack(protocol.CONTAINED))
+        sock.sendall(frames.pack(frames.CONTAINED))
         _serve(sock, request)
     except MemoryError:
         with contextlib.suppress(OSError):
@@ -138,9 +138,9 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
 
 
 def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
-    reader = protocol.FrameReader(sock)
+    reader = frames.FrameReader(sock)
     first = reader.read_blocking()
-    if first is None or first[0] != protocol.START:
+    if first is None or first[0] != frames.START:
         os._exit(0)  # the Host went away before starting us
     start = decode_value(first[1], arrays=False)
     seed = int(start["policy_seed"])
@@ -177,11 +177,11 @@ def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
     act = getattr(policy, "act", None)
     if not callable(act):
         _fail(sock, "protocol_error", "make_policy(context) returned an object without act(observation)")
-    sock.sendall(protocol.pack(protocol.READY))
-    pack = protocol.pack
+    sock.sendall(frames.pack(frames.READY))
+    pack = frames.pack
     while True:
         frame = reader.read_blocking()
-        if frame is None or frame[0] == protocol.CLOSE:
+        if frame is None or frame[0] == frames.CLOSE:
             return
         observation = decode_value(frame[1], writable=False)
         try:
@@ -195,4 +195,4 @@ def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
         except PolicyValueError as exc:
             status = "resource_limit" if "exceeds" in str(exc) else "protocol_error"
             _fail(sock, status, f"act() returned a value that cannot cross the boundary: {exc}")
-        sock.sendall(pack(protocol.ACTION, payload))
+        sock.sendall(pack(frames.ACTION, payload))

@@ -30,7 +30,6 @@ holds it, then raises ``ReadModelsBusy``. ``refresh`` caps DuckDB's memory at
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -64,7 +63,9 @@ from evopolicygym.records.projections import (
     catch_up,
     insert_arrow,
 )
+from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_stream_id
 from evopolicygym.records.store import StoreError
+from evopolicygym.transcript import AgentIdentity
 
 __all__ = [
     "EPISODES",
@@ -290,7 +291,8 @@ def _apply_events(connection: Connection, batch: Batch) -> None:
         data,
         "position, stream_id, stream_version, event_id, type, schema_version, "
         "make_timestamp(recorded_at // 1000), "
-        "CASE WHEN starts_with(stream_id, 'run-') THEN substr(stream_id, 5) END, "
+        f"CASE WHEN starts_with(stream_id, '{RUN_PREFIX}') "
+        f"THEN substr(stream_id, {len(RUN_PREFIX) + 1}) END, "
         # A payload that is not JSON (a corrupt event) is kept as a JSON string.
         "CASE WHEN json_valid(payload) THEN payload::JSON ELSE to_json(payload) END",
     )
@@ -350,74 +352,71 @@ _RUN_TYPES = frozenset(
 )
 
 
-def _new_run(run_id: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(RUNS_TABLE.names)
-    row.update(
-        run_id=run_id,
-        score_direction="maximize",
-        status="running",
-        submissions=0,
-        published=0,
-        failed=0,
-        rejected=0,
-        budget_used=0,
+def _run_summary(row: dict[str, Any]) -> RunSummary:
+    """The summary a ``runs`` row holds (times in microseconds), to fold later events into."""
+
+    def ns(us: int | None) -> int | None:
+        return None if us is None else us * 1000
+
+    status = row["status"]
+    agent = None
+    if row["agent_name"] is not None:
+        agent = AgentIdentity(
+            name=row["agent_name"], provider=row["agent_provider"] or "", model=row["agent_model"]
+        )
+    return RunSummary(
+        run_id=row["run_id"],
+        stream_id=run_stream_id(row["run_id"]),
+        created_at=ns(row["created_at"]),
+        updated_at=ns(row["updated_at"]),
+        benchmark_id=row["benchmark_id"],
+        score_direction=row["score_direction"] or "maximize",
+        agent=agent,
+        started=row["submissions"] or 0,
+        published=row["published"] or 0,
+        failed=row["failed"] or 0,
+        rejected_submissions=row["rejected"] or 0,
+        budget_used=row["budget_used"] or 0,
+        best_score=row["best_score"],
+        best_submission_id=row["best_submission_id"],
+        final_submission_id=row["final_submission_id"],
+        final_score=row["validation_score"],
+        assessment_score=row["assessment_score"],
+        finished_at=ns(row["finished_at"]),
+        terminal_reason=None if status in ("running", "interrupted") else status,
+        interrupted=status == "interrupted",
     )
-    return row
 
 
-def _better(score: float, best: float | None, direction: str) -> bool:
-    if math.isnan(score):
-        return False
-    if best is None:
-        return True
-    return score < best if direction == "minimize" else score > best
+def _run_row(summary: RunSummary) -> dict[str, Any]:
+    """The ``runs`` row of a summary: public facts only, never the pool, seeds or config."""
 
+    def us(ns: int | None) -> int | None:
+        return None if ns is None else ns // 1000
 
-def _fold_run(row: dict[str, Any], event: Event, at: int) -> None:
-    # Only public facts: never RunCreated.pool, .seeds or .config.
-    match event:
-        case RunCreated():
-            direction = event.benchmark_spec.get("score_direction") or "maximize"
-            row.update(
-                benchmark_id=event.benchmark_id,
-                score_direction=str(direction),
-                agent_name=event.agent.name,
-                agent_provider=event.agent.provider,
-                agent_model=event.agent.model,
-                created_at=at,
-            )
-        case EvaluationStarted():
-            row["submissions"] += 1
-            row["budget_used"] = max(row["budget_used"] or 0, event.budget_used)
-        case SubmissionPublished():
-            row["published"] += 1
-            row["budget_used"] = max(row["budget_used"] or 0, event.budget_used)
-            if _better(event.score, row["best_score"], row["score_direction"]):
-                row["best_score"] = event.score
-                row["best_submission_id"] = event.submission_id
-        case EvaluationFailed():
-            row["failed"] += 1
-        case SubmissionRejected():
-            row["rejected"] += 1
-        case FinalSubmissionSelected():
-            row["final_submission_id"] = event.submission_id
-            row["validation_score"] = event.score
-        case AssessmentCompleted():
-            row["assessment_score"] = event.score
-        case RunInterrupted():
-            if row["status"] == "running":
-                row["status"] = "interrupted"
-        case RunResumed():
-            if row["status"] == "interrupted":
-                row["status"] = "running"
-        case RunFinished():
-            row["status"] = event.reason
-            row["finished_at"] = at
-            for name in ("final_submission_id", "validation_score", "assessment_score"):
-                value = getattr(event, name)
-                if value is not None:
-                    row[name] = value
-    row["updated_at"] = at
+    agent = summary.agent
+    return {
+        "run_id": summary.run_id,
+        "benchmark_id": summary.benchmark_id,
+        "score_direction": summary.score_direction,
+        "agent_name": agent.name if agent is not None else None,
+        "agent_provider": agent.provider if agent is not None else None,
+        "agent_model": agent.model if agent is not None else None,
+        "created_at": us(summary.created_at),
+        "status": summary.terminal_reason or ("interrupted" if summary.interrupted else "running"),
+        "submissions": summary.started,
+        "published": summary.published,
+        "failed": summary.failed,
+        "rejected": summary.rejected_submissions,
+        "budget_used": summary.budget_used,
+        "best_score": summary.best_score,
+        "best_submission_id": summary.best_submission_id,
+        "final_submission_id": summary.final_submission_id,
+        "validation_score": summary.final_score,
+        "assessment_score": summary.assessment_score,
+        "finished_at": us(summary.finished_at),
+        "updated_at": us(summary.updated_at),
+    }
 
 
 def _upsert(
@@ -444,12 +443,26 @@ def _upsert(
 
 
 def _apply_runs(connection: Connection, batch: Batch) -> None:
+    """Fold the batch's Run events into their Runs' summaries (``RunSummary.apply``, the
+    fold every reader of a Run uses) and store each touched Run's row."""
     todo = [
-        ((run_id,), i, event)
+        (run_id, i, event)
         for i, event in batch.events(_RUN_TYPES)
         if (run_id := batch.run_ids[i]) is not None
     ]
-    _upsert(RUNS_TABLE, connection, batch, todo, lambda key: _new_run(key[0]), _fold_run)
+    if not todo:
+        return
+    keys = list(dict.fromkeys((run_id,) for run_id, _, _ in todo))
+    existing = RUNS_TABLE.load(connection, batch, keys)
+    summaries = {key[0]: _run_summary(row) for key, row in existing.items()}
+    for run_id, i, event in todo:
+        summary = summaries.get(run_id)
+        if summary is None:
+            summary = summaries[run_id] = RunSummary(run_id=run_id, stream_id=run_stream_id(run_id))
+        summary.apply(event, at=batch.recorded_at[i])
+    rows = {(run_id,): _run_row(summary) for run_id, summary in summaries.items()}
+    RUNS_TABLE.write(connection, batch, rows, existing)
+
 
 RUNS = Projection(
     name="runs",

@@ -1,22 +1,88 @@
 """The Run read API: what happened in a Run, folded once from its stream.
 
-- Stream ids: one stream per Run, ``run-<id>`` (``run_stream_id``, ``run_id_of``).
-- ``better(a, b, direction)``: whether score ``a`` beats ``b`` in a Benchmark's direction,
-  the one comparison every reader uses.
+- Stream ids: one stream per Run, ``run-<id>`` (``run_stream_id``, ``run_id_of``), and
+  ``resolve_run`` for a Run named by a user as ``<id>`` or ``run-<id>``.
+- ``better(a, b, direction)``: whether score ``a`` beats ``b`` in a Benchmark's
+  direction; the one comparison every reader uses.
+- ``RunSummary``: the public facts of a Run (who, what, budget, each Submission, the
+  best published one, the final program, Validation and Assessment scores, how it
+  ended), folded event by event by ``RunSummary.apply``. ``summarize`` folds a whole
+  stream; ``overview`` only its first and last events (enough for a listing);
+  the read models fold the same ``apply`` over the log's pages, and exporters and
+  replay build on it. ``program_of`` looks up a Run's initial, final or N-th Program.
+
+Reading never writes, and a summary holds no Host-private value: ``config`` keeps the
+config as recorded (its seed included, which ``public_config`` leaves out), and
+Validation and Assessment are kept as scores only, never their Episodes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentMessages,
+    AgentStarted,
+    AssessmentCompleted,
+    AssessmentFailed,
+    CandidateValidated,
+    Envelope,
+    EpisodeCompleted,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    EventCodecError,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    FinishRejected,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationFailed,
+)
+from evopolicygym.records.store import EventStore, StreamInfo
+from evopolicygym.transcript import AgentIdentity
 
 __all__ = [
+    "FAILED_REASONS",
+    "PRIVATE_KEYS",
     "RUN_PREFIX",
+    "RunSummary",
+    "SubmissionSummary",
+    "UnknownRun",
     "better",
+    "overview",
+    "program_of",
+    "public",
+    "resolve_run",
     "run_id_of",
     "run_stream_id",
+    "summarize",
 ]
 
 RUN_PREFIX = "run-"
+
+# Terminal reasons that mean the Run did not produce a measured final program.
+FAILED_REASONS = frozenset(
+    {"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed", "interrupted"}
+)
+# Host-private keys of recorded values (RunCreated.pool and .seeds, the Run config's seed):
+# never shown by a reader.
+PRIVATE_KEYS = frozenset({"pool", "seeds", "seed"})
+
+
+class UnknownRun(LookupError):
+    """No Run of that id in the store."""
+
+
+# --------------------------------------------------------------------------- ids and scores
 
 
 def run_stream_id(run_id: str) -> str:
@@ -38,3 +104,351 @@ def better(a: float | None, b: float | None, direction: str) -> bool:
     if b is None or math.isnan(b):
         return True
     return a < b if direction == "minimize" else a > b
+
+
+def public(value: Any) -> Any:
+    """``value`` without Host-private keys at any depth (a Run's config holds its seed)."""
+    if isinstance(value, dict):
+        return {k: public(v) for k, v in value.items() if k not in PRIVATE_KEYS}
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- the summary
+
+SubmissionStatus = Literal["evaluating", "published", "failed"]
+
+
+@dataclass
+class SubmissionSummary:
+    """One Submission as its events tell it. Times are ns since the epoch, as recorded."""
+
+    submission_id: int
+    program_digest: str | None = None
+    parent_program_digest: str | None = None
+    indices: list[int] = field(default_factory=list)
+    budget_reserved: int | None = None
+    budget_used: int | None = None  # the Run's, after this Submission's reservation
+    started_at: int | None = None
+    status: SubmissionStatus = "evaluating"
+    score: float | None = None
+    failures: int | None = None
+    published_at: int | None = None
+    episodes: int = 0  # EpisodeCompleted so far
+    error: str | None = None
+    budget_consumed: int | None = None
+    validation_score: float | None = None
+    validation_failures: int | None = None
+    assessment_score: float | None = None
+    updated_at: int | None = None
+
+
+@dataclass
+class RunSummary:
+    """A Run's public facts, folded by ``apply`` one event at a time.
+
+    Counters (``started``, ``published``, ``failed``) and the best published Submission
+    are kept apart from ``submissions``, so a summary that starts from a read-model row
+    (which keeps no per-Submission detail) folds later events the same way.
+    """
+
+    run_id: str
+    stream_id: str
+    events: int = 0  # the stream version folded so far
+    created_at: int | None = None
+    updated_at: int | None = None
+    benchmark_id: str | None = None
+    benchmark_spec: dict[str, Any] | None = None
+    score_direction: str = "maximize"
+    agent: AgentIdentity | None = None
+    config: dict[str, Any] | None = None  # as recorded: Host-private seed included
+    pool_size: int | None = None
+    environment_digest: str | None = None
+    initial_program_digest: str | None = None
+    skill_program_digests: list[str] = field(default_factory=list)
+    budget_used: int = 0
+    budget_left: int | None = None  # as the last publication says, else from the config
+    submissions: dict[int, SubmissionSummary] = field(default_factory=dict)
+    started: int = 0  # evaluations started
+    published: int = 0
+    failed: int = 0
+    rejected_submissions: int = 0  # submit requests refused before evaluation
+    rejected_finishes: int = 0
+    agent_attempts: int = 0
+    agent_exits: int = 0
+    finish_candidates: list[int] | None = None
+    best_submission_id: int | None = None  # the best published Submission (see _rank)
+    best_score: float | None = None
+    final_submission_id: int | None = None
+    final_program_digest: str | None = None
+    final_score: float | None = None  # the selected Submission's Validation score
+    final_reason: str | None = None
+    validation_error: str | None = None
+    assessment_submission_id: int | None = None
+    assessment_score: float | None = None
+    assessment_failures: int | None = None
+    assessment_episodes: int | None = None
+    assessment_error: str | None = None
+    terminal_reason: str | None = None
+    terminal_validation_score: float | None = None
+    terminal_assessment_score: float | None = None
+    finished_at: int | None = None
+    interrupted: bool = False  # RunInterrupted not (yet) followed by RunResumed
+    undecodable: list[int] = field(default_factory=list)  # positions of payloads that do not decode
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def created(self) -> bool:
+        return self.benchmark_id is not None
+
+    @property
+    def finished(self) -> bool:
+        return self.terminal_reason is not None
+
+    @property
+    def episode_budget(self) -> int | None:
+        budget = (self.config or {}).get("episode_budget")
+        return budget if isinstance(budget, int) and not isinstance(budget, bool) else None
+
+    @property
+    def validation_enabled(self) -> bool:
+        validation = (self.config or {}).get("validation")
+        return not isinstance(validation, dict) or validation.get("enabled", True) is not False
+
+    @property
+    def status(self) -> str:
+        """``empty``, ``running``, ``interrupted`` or the terminal reason. A Run whose Host
+        died without a word reads ``running`` here: only the Host's lock tells (see
+        ``run.liveness``)."""
+        if self.terminal_reason is not None:
+            return self.terminal_reason
+        if self.events == 0:
+            return "empty"
+        return "interrupted" if self.interrupted else "running"
+
+    @property
+    def rejections(self) -> int:
+        return self.rejected_submissions + self.rejected_finishes
+
+    @property
+    def first_published(self) -> SubmissionSummary | None:
+        return next((s for s in self.submissions.values() if s.status == "published"), None)
+
+    @property
+    def success(self) -> bool:
+        """A final program was selected and measured, and the Run ended without a fault."""
+        return (
+            self.terminal_reason is not None
+            and self.terminal_reason not in FAILED_REASONS
+            and self.final_submission_id is not None
+            and self.terminal_assessment_score is not None
+        )
+
+    def public_config(self) -> dict[str, Any] | None:
+        return None if self.config is None else public(self.config)
+
+    def submission(self, submission_id: int) -> SubmissionSummary:
+        found = self.submissions.get(submission_id)
+        if found is None:
+            found = self.submissions[submission_id] = SubmissionSummary(submission_id)
+        return found
+
+    # ------------------------------------------------------------------ the fold
+
+    def apply(self, event: Event, *, version: int | None = None, at: int | None = None) -> None:
+        """Fold ``event`` (recorded at ``at`` ns, stream version ``version``)."""
+        if version is not None:
+            self.events = max(self.events, version)
+        if at is not None:
+            if self.created_at is None:
+                self.created_at = at
+            self.updated_at = at
+        match event:
+            case RunCreated():
+                self.run_id = event.run_id
+                self.benchmark_id = event.benchmark_id
+                self.benchmark_spec = event.benchmark_spec
+                self.score_direction = str(event.benchmark_spec.get("score_direction") or "maximize")
+                self.agent = event.agent
+                self.config = event.config
+                self.pool_size = len(event.pool)
+                self.environment_digest = event.environment_digest
+                self.initial_program_digest = event.initial_program_digest
+                self.skill_program_digests = list(event.skill_program_digests)
+                self._reserved()
+                if at is not None:
+                    self.created_at = at
+            case AgentStarted():
+                self.agent_attempts = max(self.agent_attempts, event.attempt)
+            case AgentExited():
+                self.agent_attempts = max(self.agent_attempts, event.attempt)
+                self.agent_exits += 1
+            case SubmissionRejected():
+                self.rejected_submissions += 1
+            case FinishRejected():
+                self.rejected_finishes += 1
+            case EvaluationStarted():
+                self.started += 1
+                self.budget_used = max(self.budget_used, event.budget_used)
+                self._reserved()
+                entry = self.submission(event.submission_id)
+                entry.program_digest = event.program_digest
+                entry.parent_program_digest = event.parent_program_digest
+                entry.indices = list(event.indices)
+                entry.budget_reserved = event.budget_reserved
+                entry.budget_used = event.budget_used
+                entry.started_at = at
+                entry.status = "evaluating"
+                entry.updated_at = at
+            case EpisodeCompleted():
+                entry = self.submission(event.submission_id)
+                entry.episodes += 1
+            case SubmissionPublished():
+                self.published += 1
+                self.budget_used = max(self.budget_used, event.budget_used)
+                self.budget_left = event.budget_left
+                entry = self.submission(event.submission_id)
+                entry.program_digest = event.program_digest
+                entry.status = "published"
+                entry.score = event.score
+                entry.failures = event.failures
+                entry.published_at = at
+                entry.updated_at = at
+                self._rank(event.submission_id, event.score)
+            case EvaluationFailed():
+                self.failed += 1
+                entry = self.submission(event.submission_id)
+                entry.status = "failed"
+                entry.error = event.error
+                entry.budget_consumed = event.budget_consumed
+                entry.updated_at = at
+            case FinishAccepted():
+                self.finish_candidates = list(event.candidates)
+            case CandidateValidated():
+                entry = self.submission(event.submission_id)
+                entry.validation_score = event.score
+                entry.validation_failures = event.failures
+                entry.updated_at = at
+            case ValidationFailed():
+                self.validation_error = event.error
+            case FinalSubmissionSelected():
+                self.final_submission_id = event.submission_id
+                self.final_program_digest = event.program_digest
+                self.final_score = event.score
+                self.final_reason = event.reason
+            case AssessmentCompleted():
+                self.assessment_submission_id = event.submission_id
+                self.assessment_score = event.score
+                self.assessment_failures = event.failures
+                self.assessment_episodes = len(event.episodes)
+                entry = self.submission(event.submission_id)
+                entry.assessment_score = event.score
+                entry.updated_at = at
+            case AssessmentFailed():
+                self.assessment_error = event.error
+            case RunInterrupted():
+                self.interrupted = True
+            case RunResumed():
+                self.interrupted = False
+            case RunFinished():
+                self.terminal_reason = event.reason
+                self.terminal_validation_score = event.validation_score
+                self.terminal_assessment_score = event.assessment_score
+                self.finished_at = at
+                self.interrupted = False
+                if event.final_submission_id is not None:
+                    self.final_submission_id = event.final_submission_id
+                if event.validation_score is not None and self.final_score is None:
+                    self.final_score = event.validation_score
+                if event.assessment_score is not None and self.assessment_score is None:
+                    self.assessment_score = event.assessment_score
+            case _:
+                pass  # AgentMessages, ValidationStarted, AssessmentStarted: nothing public to fold
+
+    def _reserved(self) -> None:
+        budget = self.episode_budget
+        if budget is not None:
+            self.budget_left = budget - self.budget_used
+
+    def _rank(self, submission_id: int, score: float) -> None:
+        """Keep the best published Submission: the better score in the Benchmark's
+        direction, the earlier of equals."""
+        if better(score, self.best_score, self.score_direction):
+            self.best_submission_id, self.best_score = submission_id, score
+
+    def fold(self, envelopes: Iterable[Envelope]) -> RunSummary:
+        """Fold ``envelopes`` of this Run's stream; a payload that does not decode is noted
+        in ``undecodable`` (``record verify`` says why). Transcript chunks are not decoded:
+        nothing of them is in a summary, and they are the bulk of a long Run."""
+        for envelope in envelopes:
+            self.events = max(self.events, envelope.stream_version)
+            if envelope.type == AgentMessages.type_name():
+                if self.created_at is None:
+                    self.created_at = envelope.recorded_at
+                self.updated_at = envelope.recorded_at
+                continue
+            try:
+                event = envelope.event()
+            except EventCodecError:
+                self.undecodable.append(envelope.position)
+                continue
+            self.apply(event, version=envelope.stream_version, at=envelope.recorded_at)
+        return self
+
+
+# --------------------------------------------------------------------------- reading a store
+
+
+def resolve_run(events: EventStore, run: str) -> str:
+    """The stream of the Run named ``<id>`` or ``run-<id>``; ``UnknownRun`` if there is none."""
+    candidates = [run] if run.startswith(RUN_PREFIX) else []
+    candidates.append(run_stream_id(run))
+    for stream_id in candidates:
+        if any(info.stream_id == stream_id for info in events.streams(stream_id)):
+            return stream_id
+    raise UnknownRun(f"no run {run!r} in the store")
+
+
+def _new(stream_id: str) -> RunSummary:
+    return RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
+
+
+def summarize(events: EventStore, stream_id: str) -> RunSummary:
+    """The summary of the Run stream ``stream_id`` (see ``resolve_run``), read in full."""
+    return _new(stream_id).fold(events.read_stream(stream_id, 0))
+
+
+def overview(events: EventStore, info: StreamInfo) -> RunSummary:
+    """A summary from the stream's first and last events only: who, what, when, how it
+    ended. Cheap whatever the Run's length, which a listing of many Runs needs."""
+    summary = _new(info.stream_id)
+    first = next(iter(events.read_stream(info.stream_id, 0)), None)
+    envelopes = [first] if first is not None else []
+    if info.version > 1:
+        last = next(iter(events.read_stream(info.stream_id, info.version - 1)), None)
+        if last is not None and last.type in (RunFinished.type_name(), RunInterrupted.type_name()):
+            envelopes.append(last)
+    summary.fold(envelopes)
+    summary.events = info.version  # stream versions are contiguous from 1 ('record verify' checks it)
+    return summary
+
+
+def program_of(summary: RunSummary, which: int | Literal["initial", "final"]) -> tuple[str, int | str]:
+    """The Program digest of ``which`` (a Submission id, ``initial`` or ``final``) and its
+    label (``initial`` or the Submission id); LookupError says why there is none."""
+    if which == "initial":
+        if summary.initial_program_digest is None:
+            raise LookupError(f"run {summary.run_id} has no RunCreated event, so no initial program")
+        return summary.initial_program_digest, "initial"
+    if which == "final":
+        if summary.final_submission_id is None or summary.final_program_digest is None:
+            raise LookupError(f"run {summary.run_id} has no final submission (none selected yet)")
+        return summary.final_program_digest, summary.final_submission_id
+    entry = summary.submissions.get(which)
+    if entry is None or entry.started_at is None or entry.program_digest is None:
+        started = [k for k, s in summary.submissions.items() if s.started_at is not None]
+        known = f"it has 1 to {max(started)}" if started else "it has none yet"
+        raise LookupError(f"run {summary.run_id} has no submission {which} ({known})")
+    return entry.program_digest, which

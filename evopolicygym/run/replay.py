@@ -60,6 +60,7 @@ from evopolicygym.records.events import (
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
+from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_id_of, run_stream_id
 from evopolicygym.records.verify import BlobChecker, referenced_blobs
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.config import RunConfig, RunConfigError
@@ -67,7 +68,6 @@ from evopolicygym.run.decider import (
     InvalidTransition,
     RunState,
     evolve,
-    rank_candidates,
     terminal_reason,
 )
 from evopolicygym.run.pool import planned, planned_split
@@ -94,7 +94,6 @@ __all__ = [
     "replay_run",
 ]
 
-STREAM_PREFIX = "run-"
 Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 _RAW_JSON = msgspec.json.Decoder()
 
@@ -280,8 +279,8 @@ def _exact(value: Any) -> str:
 # --------------------------------------------------------------------------- reading
 
 
-def _stream_id(run_id: str) -> str:
-    return run_id if run_id.startswith(STREAM_PREFIX) else STREAM_PREFIX + run_id
+def _stream_id(run: str) -> str:
+    return run if run.startswith(RUN_PREFIX) else run_stream_id(run)
 
 
 def _decoded(envelope: Envelope) -> tuple[Event | None, str | None]:
@@ -378,13 +377,13 @@ class _Builder:
     def __init__(self, store: Store, stream_id: str) -> None:
         self.private = PrivateValues()
         self.checker = _Checker(store, self.private)
-        self.replay = Replay(run_id=stream_id[len(STREAM_PREFIX) :], stream_id=stream_id)
+        self.replay = Replay(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
+        self.summary = RunSummary(run_id=self.replay.run_id, stream_id=stream_id)
         self.state = RunState()
         self.fold_trusted = True  # False once an event was refused: later checks would cascade
         self.submissions: dict[int, SubmissionEntry] = {}
         self.indices: dict[int, list[int]] = {}
         self.episodes: dict[int, list[int]] = {}
-        self.best: tuple[int, float, int] | None = None
         self.last_type: str | None = None
 
     def problem(
@@ -421,6 +420,7 @@ class _Builder:
             self.fold_trusted = False
             return
         self._consistency(envelope, event)
+        self.summary.apply(event, version=envelope.stream_version, at=envelope.recorded_at)
         try:
             self.state = evolve(self.state, event)
         except (InvalidTransition, RunConfigError) as exc:
@@ -468,21 +468,14 @@ class _Builder:
         entry: TimelineEntry | None = None
         match event:
             case RunCreated():
-                budget = event.config.get("episode_budget")
-                replay.benchmark_id = event.benchmark_id
-                replay.score_direction = str(
-                    event.benchmark_spec.get("score_direction", "maximize")
-                )
-                replay.episode_budget = budget if isinstance(budget, int) else None
                 entry = CreatedEntry(
                     version=version,
                     benchmark_id=event.benchmark_id,
                     agent=event.agent.name,
-                    episode_budget=replay.episode_budget,
+                    episode_budget=self.summary.episode_budget,
                     pool_size=len(event.pool),
                 )
             case AgentStarted():
-                replay.agent_attempts = max(replay.agent_attempts, event.attempt)
                 entry = AgentEntry(version=version, event="started", attempt=event.attempt)
             case AgentExited():
                 entry = AgentEntry(
@@ -494,7 +487,6 @@ class _Builder:
                     reason=text(event.reason),
                 )
             case SubmissionRejected():
-                replay.rejections += 1
                 entry = RejectionEntry(
                     version=version,
                     request="submit",
@@ -503,7 +495,6 @@ class _Builder:
                     selector=text(event.selector) if event.selector is not None else None,
                 )
             case FinishRejected():
-                replay.rejections += 1
                 entry = RejectionEntry(
                     version=version,
                     request="finish",
@@ -512,7 +503,6 @@ class _Builder:
                     candidates=list(event.candidates),
                 )
             case EvaluationStarted():
-                replay.budget_used = event.budget_used
                 self.indices[event.submission_id] = list(event.indices)
                 entry = self.submissions[event.submission_id] = SubmissionEntry(
                     version=version,
@@ -525,14 +515,14 @@ class _Builder:
             case EpisodeCompleted():
                 self.episodes.setdefault(event.submission_id, []).append(event.index)
             case SubmissionPublished():
-                replay.budget_used = event.budget_used
                 found = self.submissions.get(event.submission_id)
                 if found is not None:
                     found.status = "published"
                     found.score = event.score
                     found.failures = event.failures
                     found.completed_version = version
-                    found.best_so_far = self._better(event)
+                    # The summary has folded this event: is it the best published now?
+                    found.best_so_far = self.summary.best_submission_id == event.submission_id
             case EvaluationFailed():
                 found = self.submissions.get(event.submission_id)
                 if found is not None:
@@ -560,7 +550,6 @@ class _Builder:
             case ValidationFailed():
                 entry = ValidationEntry(version=version, event="failed", error=text(event.error))
             case FinalSubmissionSelected():
-                replay.final_submission_id = event.submission_id
                 entry = SelectionEntry(
                     version=version,
                     submission_id=event.submission_id,
@@ -576,7 +565,6 @@ class _Builder:
                     episodes=event.episodes,
                 )
             case AssessmentCompleted():
-                replay.assessment_score = event.score
                 entry = AssessmentEntry(
                     version=version,
                     event="completed",
@@ -592,11 +580,6 @@ class _Builder:
             case RunResumed():
                 entry = HostEntry(version=version, event="resumed", attempt=event.attempt)
             case RunFinished():
-                replay.terminal_reason = event.reason
-                if event.final_submission_id is not None:
-                    replay.final_submission_id = event.final_submission_id
-                if event.assessment_score is not None:
-                    replay.assessment_score = event.assessment_score
                 entry = FinishedEntry(
                     version=version,
                     reason=event.reason,
@@ -609,28 +592,23 @@ class _Builder:
         if entry is not None:
             replay.timeline.append(entry)
 
-    def _better(self, event: SubmissionPublished) -> bool:
-        """Whether ``event`` beats every earlier published Submission: the decider's ranking
-        (score in the Benchmark's direction, then fewer failures; a tie keeps the earlier)."""
-        this = (event.submission_id, event.score, event.failures)
-        if self.best is None:
-            self.best = this
-            return True
-        first = rank_candidates([self.best, this], self.replay.score_direction)[0]
-        if first == event.submission_id and first != self.best[0]:
-            self.best = this
-            return True
-        return False
-
     def finish(self) -> Replay:
-        replay = self.replay
-        entries = self.submissions.values()
-        replay.submissions = len(self.submissions)
-        replay.published = sum(1 for s in entries if s.status == "published")
-        replay.failed = sum(1 for s in entries if s.status == "failed")
-        replay.best_submission_id = self.best[0] if self.best is not None else None
+        replay, summary = self.replay, self.summary
+        replay.terminal_reason = summary.terminal_reason
+        replay.benchmark_id = summary.benchmark_id
+        replay.score_direction = summary.score_direction
+        replay.episode_budget = summary.episode_budget
+        replay.budget_used = summary.budget_used
         if replay.episode_budget is not None:
             replay.budget_left = replay.episode_budget - replay.budget_used
+        replay.submissions = summary.started
+        replay.published = summary.published
+        replay.failed = summary.failed
+        replay.rejections = summary.rejections
+        replay.agent_attempts = summary.agent_attempts
+        replay.best_submission_id = summary.best_submission_id
+        replay.final_submission_id = summary.final_submission_id
+        replay.assessment_score = summary.assessment_score
         if replay.events == 0:
             replay.status = "empty"
         elif self.last_type == "RunFinished":
@@ -754,7 +732,7 @@ def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
             case _:
                 pass
     if created is None:
-        raise ReplayError(f"run {stream_id[len(STREAM_PREFIX) :]!r} has no readable RunCreated")
+        raise ReplayError(f"run {run_id_of(stream_id)!r} has no readable RunCreated")
     return created, jobs
 
 

@@ -2,10 +2,10 @@
 
 ``read_histories`` walks the Run streams and yields a ``RunHistory`` per
 finished Run that passes the filters, so an export holds one Run in memory
-however many the store has. A history keeps the events an exporter reads
-(transcripts by Agent attempt, Submissions with their Episodes, the outcome),
-and where in the transcript each Submission was asked for: the context a
-preference pair's prompt ends at.
+however many the store has. What happened in the Run is its ``RunSummary`` (the Run
+read API's one fold); a history adds what only exporters read: transcripts by Agent
+attempt, each Submission's Episodes, and where in the transcript each Submission was
+asked for (the context a preference pair's prompt ends at).
 """
 
 from __future__ import annotations
@@ -18,24 +18,17 @@ from typing import Any
 from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,
-    AssessmentCompleted,
-    CandidateValidated,
     EpisodeCompleted,
-    EvaluationFailed,
     EvaluationStarted,
     EventCodecError,
-    FinalSubmissionSelected,
-    FinishAccepted,
     RunCreated,
     RunFinished,
-    SubmissionPublished,
-    SubmissionRejected,
 )
 from evopolicygym.records.location import Store
+from evopolicygym.records.runs import RUN_PREFIX, RunSummary, SubmissionSummary, better, run_id_of
 from evopolicygym.transcript import Message
 
 __all__ = [
-    "FAILED_REASONS",
     "RunFilter",
     "RunHistory",
     "SubmissionHistory",
@@ -43,68 +36,90 @@ __all__ = [
     "read_history",
 ]
 
-# Terminal reasons that mean the Run did not produce a measured final program.
-FAILED_REASONS = frozenset(
-    {"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed", "interrupted"}
-)
-
 
 @dataclass
 class SubmissionHistory:
-    submission_id: int
-    program_digest: str
-    parent_program_digest: str | None
-    indices: list[int]
-    budget_used: int
-    started_at: int  # ns since the epoch, as recorded
+    """A Submission as the Run read API summarizes it, with what only exporters need: its
+    Episodes, the Agent attempt that asked for it and where in that attempt's transcript."""
+
+    summary: SubmissionSummary
     attempt: int  # the Agent attempt that asked for it (0: none recorded)
     transcript_mark: int  # messages of that attempt recorded before it was asked for
     episodes: list[EpisodeCompleted] = field(default_factory=list)
-    published: SubmissionPublished | None = None
-    failed: EvaluationFailed | None = None
-    validation: CandidateValidated | None = None
+
+    @property
+    def submission_id(self) -> int:
+        return self.summary.submission_id
+
+    @property
+    def program_digest(self) -> str:
+        assert self.summary.program_digest is not None  # set by its EvaluationStarted
+        return self.summary.program_digest
+
+    @property
+    def parent_program_digest(self) -> str | None:
+        return self.summary.parent_program_digest
+
+    @property
+    def indices(self) -> list[int]:
+        return self.summary.indices
+
+    @property
+    def budget_used(self) -> int:
+        return self.summary.budget_used or 0
+
+    @property
+    def started_at(self) -> int:
+        return self.summary.started_at or 0
+
+    @property
+    def published(self) -> bool:
+        return self.summary.status == "published"
 
     @property
     def score(self) -> float | None:
-        return None if self.published is None else self.published.score
+        return self.summary.score if self.published else None
 
 
 @dataclass
 class RunHistory:
-    run_id: str
-    stream_id: str
+    """One finished Run: its summary, the events exporters quote (RunCreated, RunFinished),
+    its transcripts by Agent attempt and its Submissions with their Episodes."""
+
+    summary: RunSummary
     created: RunCreated
-    created_at: int
     finished: RunFinished
-    finished_at: int
     last_position: int
     transcripts: dict[int, list[Message]] = field(default_factory=dict)
     submissions: list[SubmissionHistory] = field(default_factory=list)
-    rejections: int = 0
-    finish: FinishAccepted | None = None
-    final: FinalSubmissionSelected | None = None
-    assessment: AssessmentCompleted | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def stream_id(self) -> str:
+        return self.summary.stream_id
+
+    @property
+    def created_at(self) -> int:
+        return self.summary.created_at or 0
 
     @property
     def direction(self) -> str:
-        return str(self.created.benchmark_spec.get("score_direction", "maximize"))
+        return self.summary.score_direction
 
-    def better(self, a: float, b: float) -> bool:
+    def better(self, a: float | None, b: float | None) -> bool:
         """Whether score ``a`` beats ``b`` in the Benchmark's direction."""
-        return a > b if self.direction == "maximize" else a < b
+        return better(a, b, self.direction)
 
     @property
     def published(self) -> list[SubmissionHistory]:
-        return [s for s in self.submissions if s.published is not None]
+        return [s for s in self.submissions if s.published]
 
     @property
     def best_train_score(self) -> float | None:
-        best: float | None = None
-        for s in self.published:
-            assert s.score is not None
-            if best is None or self.better(s.score, best):
-                best = s.score
-        return best
+        return self.summary.best_score
 
     @property
     def final_score(self) -> float | None:
@@ -113,12 +128,7 @@ class RunHistory:
 
     @property
     def success(self) -> bool:
-        """A final program was selected and measured, and the Run ended without a fault."""
-        return (
-            self.finished.reason not in FAILED_REASONS
-            and self.finished.final_submission_id is not None
-            and self.finished.assessment_score is not None
-        )
+        return self.summary.success
 
     @property
     def task_text(self) -> str | None:
@@ -181,7 +191,7 @@ def read_histories(
     is not finished yet. A stream that cannot be read (an event of a type or version this
     code does not know) is reported to ``on_skip(stream, reason)`` and left out.
     """
-    for info in store.events.streams("run-"):
+    for info in store.events.streams(RUN_PREFIX):
         try:
             history = _read(store, info.stream_id, run_filter, until)
         except EventCodecError as exc:
@@ -210,17 +220,19 @@ def _read(
     assert isinstance(created, RunCreated)
     if not run_filter.admits_created(created, first.recorded_at):
         return None
+    summary = RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
+    summary.apply(created, version=first.stream_version, at=first.recorded_at)
     transcripts: dict[int, list[Message]] = {}
-    submissions: dict[int, SubmissionHistory] = {}
-    run: dict[str, Any] = {"rejections": 0}
+    extras: dict[int, SubmissionHistory] = {}
     attempt = 0
-    finished: tuple[RunFinished, int] | None = None
+    finished: RunFinished | None = None
     last = first.position
     for envelope in envelopes:
         if until is not None and envelope.position > until:
             break
         last = envelope.position
         event = envelope.event()
+        summary.apply(event, version=envelope.stream_version, at=envelope.recorded_at)
         match event:
             case AgentStarted():
                 attempt = event.attempt
@@ -228,46 +240,23 @@ def _read(
             case AgentMessages():
                 transcripts.setdefault(event.attempt, []).extend(event.messages)
             case EvaluationStarted():
-                submissions[event.submission_id] = SubmissionHistory(
-                    submission_id=event.submission_id,
-                    program_digest=event.program_digest,
-                    parent_program_digest=event.parent_program_digest,
-                    indices=list(event.indices),
-                    budget_used=event.budget_used,
-                    started_at=envelope.recorded_at,
+                extras[event.submission_id] = SubmissionHistory(
+                    summary=summary.submission(event.submission_id),
                     attempt=attempt,
                     transcript_mark=len(transcripts.get(attempt, ())),
                 )
-            # Events of a Submission never started are ignored, as the workspace does.
-            case EpisodeCompleted() if event.submission_id in submissions:
-                submissions[event.submission_id].episodes.append(event)
-            case SubmissionPublished() if event.submission_id in submissions:
-                submissions[event.submission_id].published = event
-            case EvaluationFailed() if event.submission_id in submissions:
-                submissions[event.submission_id].failed = event
-            case CandidateValidated() if event.submission_id in submissions:
-                submissions[event.submission_id].validation = event
-            case SubmissionRejected():
-                run["rejections"] += 1
-            case FinishAccepted():
-                run["finish"] = event
-            case FinalSubmissionSelected():
-                run["final"] = event
-            case AssessmentCompleted():
-                run["assessment"] = event
+            # Episodes of a Submission never started are ignored, as the workspace does.
+            case EpisodeCompleted() if event.submission_id in extras:
+                extras[event.submission_id].episodes.append(event)
             case RunFinished():
-                finished = (event, envelope.recorded_at)
+                finished = event
     if finished is None:  # still running or interrupted: nothing final to export yet
         return None
     return RunHistory(
-        run_id=created.run_id,
-        stream_id=stream_id,
+        summary=summary,
         created=created,
-        created_at=first.recorded_at,
-        finished=finished[0],
-        finished_at=finished[1],
+        finished=finished,
         last_position=last,
         transcripts=transcripts,
-        submissions=[submissions[k] for k in sorted(submissions)],
-        **run,
+        submissions=[extras[k] for k in sorted(extras)],
     )

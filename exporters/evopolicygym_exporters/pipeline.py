@@ -28,6 +28,7 @@ import msgspec
 
 from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.location import Store
+from evopolicygym.records.runs import RUN_PREFIX
 from evopolicygym_exporters.base import Exporter, ExportOptions
 from evopolicygym_exporters.card import render_card
 from evopolicygym_exporters.history import read_histories
@@ -204,7 +205,7 @@ def _build(
             batch_rows=exporter.batch_rows,
         )
     if on_start is not None:
-        on_start(len(store.events.streams("run-")))
+        on_start(len(store.events.streams(RUN_PREFIX)))
     runs = 0
 
     def skip(run_id: str, reason: str) -> None:

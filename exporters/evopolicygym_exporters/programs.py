@@ -177,12 +177,12 @@ class ProgramsExporter(Exporter):
         for submission in run.submissions:
             program = self.program(submission.program_digest)
             score = submission.score
-            new_best = score is not None and (best is None or run.better(score, best))
+            new_best = run.better(score, best)
             if new_best:
                 best = score
             failures = (
-                submission.published.failures
-                if submission.published is not None
+                submission.summary.failures
+                if submission.published
                 else sum(e.status != "ok" for e in submission.episodes)
             )
             row = {
@@ -196,7 +196,7 @@ class ProgramsExporter(Exporter):
                 "diff": program_diff(previous, program),
                 "edit_kind": edit_kind(previous, program),
                 "indices": submission.indices,
-                "status": "published" if submission.published is not None else "failed",
+                "status": "published" if submission.published else "failed",
                 "score": score,
                 "failures": failures,
                 "budget_used": submission.budget_used,

@@ -126,7 +126,7 @@ class RlExporter(Exporter):
             assert submission.score is not None
             if submission.program_digest == initial:
                 task.baseline.append(submission.score)
-            if task.best is None or run.better(submission.score, task.best):
+            if run.better(submission.score, task.best):
                 task.best = submission.score
         return iter(())
 

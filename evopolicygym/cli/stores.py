@@ -1,0 +1,50 @@
+"""Opening a store from the command line: which directory, that it exists, which Run.
+
+``record`` and its subcommands (``checkout``, ``replay``) share these, so a missing
+store or an unknown Run reads the same everywhere and names the command that helps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evopolicygym.cli.errors import CliError
+from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.records.runs import UnknownRun, resolve_run
+from evopolicygym.records.store import StoreError
+
+__all__ = ["open_existing", "resolve", "store_root"]
+
+
+def store_root(ctx: click.Context, option: str | None = None) -> Path:
+    """The store directory: ``option`` (a command's own ``--store``), else the one the
+    ``record`` group was given, else ``$EVOPOLICY_STORE`` or ``./evopolicy-store``."""
+    if option is not None:
+        return resolve_store_path(option)
+    root = ctx.find_object(Path)
+    return root if root is not None else resolve_store_path(None)
+
+
+def open_existing(root: Path) -> Store:
+    """The store at ``root``, which must exist (reading never creates one)."""
+    if not (root / "events.db").exists():
+        raise CliError(
+            f"no store at {root}: create one with 'evopolicy record --store {root} create' "
+            f"(or point --store or {STORE_ENV} at an existing store)"
+        )
+    try:
+        return open_store(root)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def resolve(store: Store, run: str) -> str:
+    """The stream of RUN, given as ``<id>`` or ``run-<id>``."""
+    try:
+        return resolve_run(store.events, run)
+    except UnknownRun:
+        raise CliError(
+            f"no run {run!r} in the store at {store.path} (see 'evopolicy record list')"
+        ) from None
