@@ -24,18 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evopolicygym.agents import edits
-from evopolicygym.agents.reference import (
-    BudgetPlan,
-    Outcome,
-    Rejected,
-    Task,
-    Transcript,
-    better,
-    evolve,
-    plan_budget,
-    run_agent,
-    temp_probe,
-)
+from evopolicygym.agents.reference import run_agent
+from evopolicygym.agents.reference_budget import BudgetPlan, Task, plan_budget
+from evopolicygym.agents.reference_search import Outcome, better, evolve, temp_probe
+from evopolicygym.agents.session_client import Rejected
+from evopolicygym.agents.transcript_writer import TranscriptWriter
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, Evaluator, plan_episodes
 from evopolicygym.policy import PolicyContext
@@ -524,7 +517,7 @@ def test_agent_without_a_session_writes_a_transcript_and_exits_cleanly(
 
 def test_transcript_puts_reasoning_on_the_next_tool_call():
     out = io.BytesIO()
-    transcript = Transcript(out)
+    transcript = TranscriptWriter(out)
     transcript.say("why")
     assert transcript.tool("bash", {"command": "true"}, lambda: "[exit code 0]") == "[exit code 0]"
     transcript.say("done")

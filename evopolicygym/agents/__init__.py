@@ -6,6 +6,12 @@
 transcript messages; ``redact`` replaces secrets before anything is recorded;
 ``process`` supervises the running Agent and ``jail`` contains it; ``chat`` is
 the built-in OpenAI-compatible harness and ``reference`` the offline agent.
+
+The two built-in agents share ``session_client`` (``evopolicy session submit`` and
+``finish`` through ``$EVOPOLICY_CLI``) and ``transcript_writer`` (their stdout
+transcript). ``chat`` keeps its model API in ``chat_client`` and its tools in
+``chat_tools``; ``reference`` keeps its search in ``reference_search``, its budget
+plan in ``reference_budget`` and its program edits in ``edits``.
 """
 
 from __future__ import annotations

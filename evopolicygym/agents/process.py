@@ -2,14 +2,13 @@
 
 stdout is read line by line as it arrives and parsed into transcript messages by
 the provider's stream parser (``agents.streams``: a CLI's JSON events, or by
-default lines that are JSON of ``records.events.Message``); every byte joins the
+default lines that are JSON of ``transcript.Message``); every byte joins the
 raw stream that is kept as a blob. stderr goes to a file, kept too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -21,19 +20,20 @@ from collections.abc import Callable
 import msgspec
 
 from evopolicygym.agents.streams import PARSERS, StreamParser
+from evopolicygym.namespaces import die_with_parent
 from evopolicygym.transcript import Message
 
 __all__ = ["AgentProcess", "ExitStatus"]
 
-_PR_SET_PDEATHSIG = 1
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # of stdout and of stderr each; the rest is dropped
 MAX_LINE_BYTES = 1024 * 1024  # a longer stdout line is kept in the raw stream only
 
 
-def _die_with_parent() -> None:
-    # A SIGKILLed Host must not leave its Agent working on a Run nobody records.
+def _die_with_parent(host: int) -> None:
+    # A SIGKILLed Host must not leave its Agent working on a Run nobody records; an Agent
+    # that cannot arrange it still starts.
     with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        die_with_parent(host)
 
 
 class ExitStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +60,7 @@ class AgentProcess:
         self._stdout = bytearray()
         self._stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in outputs()
         self.started = time.monotonic()
+        host = os.getpid()
         self.process = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -68,7 +69,7 @@ class AgentProcess:
             stdout=subprocess.PIPE,
             stderr=self._stderr_file,
             start_new_session=True,  # its own process group: stopped as a whole
-            preexec_fn=_die_with_parent,
+            preexec_fn=lambda: _die_with_parent(host),
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -2,7 +2,7 @@
 
 The Host reads an Agent's stdout line by line (a line is at most 1 MiB; longer ones never
 reach a parser) and keeps every byte in the raw stream blob. A ``StreamParser`` turns those
-lines into ``records.events.Message`` s: ``feed(line)`` returns the messages the line
+lines into ``transcript.Message`` s: ``feed(line)`` returns the messages the line
 completes, ``close()`` at EOF returns whatever is still pending. Nothing a parser is fed
 makes it raise. What yields no message is counted in ``unknown`` by kind (a line's event
 type, ``"malformed"`` for a line that is not a JSON object, ``"parser-error"`` should a
