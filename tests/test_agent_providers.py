@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity, launch_for
 from evopolicygym.cli.main import main
 from evopolicygym.records.events import RunCreated
 from evopolicygym.records.location import open_store
+from evopolicygym.run import RunHost, create_run, load_run
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
-from evopolicygym.run.service import RunHost, create_run, load_run
 from evopolicygym.run.skills import SkillError, load_skill
 
 pytestmark = pytest.mark.timeout(240)
@@ -180,7 +181,7 @@ def test_a_run_gives_its_skills_read_only_and_records_them(tmp_path: Path) -> No
     with open_store(tmp_path / "store", create=True) as store:
         identity = agent_identity("command", command=f"{sys.executable} {script}")
         run_id = create_run(store, "cartpole", config, identity, skills=[skill])
-        RunHost(store, run_id).drive()
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
         _, events = load_run(store, run_id)
         created = events[0]
         assert isinstance(created, RunCreated)
@@ -248,7 +249,7 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
             identity = agent_identity("chat", base_url=server.url, model="tiny", api_key_env="LOCAL_KEY")
             with open_store(tmp_path / "store", create=True) as store:
                 run_id = create_run(store, "cartpole", config, identity)
-                RunHost(store, run_id).drive()
+                RunHost(store, run_id, launcher=ProviderLauncher()).drive()
                 _, events = load_run(store, run_id)
                 report = export(store, ["sft"], tmp_path / "out")
         finally:
@@ -307,7 +308,7 @@ def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monk
     )
     with open_store(tmp_path / "store", create=True) as store:
         run_id = create_run(store, "cartpole", config, agent_identity("codex", model="gpt-test"))
-        RunHost(store, run_id).drive()
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
         _, events = load_run(store, run_id)
     started = next(e for e in events if isinstance(e, AgentStarted))
     assert started.command[0] == "codex" and started.command[started.command.index("--model") + 1] == "gpt-test"
@@ -368,7 +369,7 @@ def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: p
     with open_store(root, create=True) as store:
         identity = agent_identity("command", command=f"{sys.executable} {script}", env=("MY_SERVICE_API_KEY",))
         run_id = create_run(store, "cartpole", config, identity)
-        RunHost(store, run_id).drive()
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
         _, events = load_run(store, run_id)
         messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
         assert any("my key is [REDACTED]" in m.content for m in messages)  # the message was kept
@@ -387,7 +388,7 @@ def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: p
 
 
 def test_raw_chunks_never_cut_a_line_or_a_key_block() -> None:
-    from evopolicygym.run.service import _whole_lines
+    from evopolicygym.run.supervisor import _whole_lines
 
     assert _whole_lines(b"one\ntwo\nthr", final=False) == (b"one\ntwo\n", b"thr")
     block = b"a\n-----BEGIN RSA PRIVATE KEY-----\nAAAA\n"

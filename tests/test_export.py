@@ -501,9 +501,10 @@ def test_changing_only_numbers_is_parametric(numbers: list[float]) -> None:
 
 @pytest.fixture(scope="module")
 def real_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from evopolicygym.agents.launcher import ProviderLauncher
     from evopolicygym.agents.providers import agent_identity
+    from evopolicygym.run import RunHost, create_run
     from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
-    from evopolicygym.run.service import RunHost, create_run
 
     root = tmp_path_factory.mktemp("real") / "store"
     with open_store(root, create=True) as store:
@@ -513,7 +514,7 @@ def real_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
             assessment=AssessmentConfig(episodes=4),
         )
         run_id = create_run(store, "cartpole", config, agent_identity("reference"))
-        RunHost(store, run_id).drive()
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
         yield store
 
 

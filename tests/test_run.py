@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import AgentError, agent_identity
 from evopolicygym.cli.main import main
 from evopolicygym.program import Program
@@ -37,11 +38,14 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.runs import run_stream_id
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+from evopolicygym.run.create import create_run
 from evopolicygym.run.decider import Submit, decide
+from evopolicygym.run.host import RunHost
+from evopolicygym.run.ledger import event_id, load_run
 from evopolicygym.run.liveness import RunBusy, run_lock
-from evopolicygym.run.service import RunHost, _event_id, create_run, load_run, stream_id
 from evopolicygym.run.workspace import build_feedback
 
 pytestmark = pytest.mark.timeout(240)
@@ -82,7 +86,7 @@ def agent_script(tmp_path: Path, body: str, name: str = "agent.py") -> str:
 
 
 def drive(store: Store, run_id: str, workspace: Path | None = None) -> tuple[Any, list[Event]]:
-    RunHost(store, run_id, workspace=workspace).drive()
+    RunHost(store, run_id, launcher=ProviderLauncher(), workspace=workspace).drive()
     return load_run(store, run_id)
 
 
@@ -285,7 +289,7 @@ def test_a_missing_agent_command_is_refused_before_the_run() -> None:
 def test_only_one_host_carries_a_run(store: Store, tmp_path: Path) -> None:
     run_id = new_run(store, agent_script(tmp_path, "pass\n"))
     with run_lock(store, run_id), pytest.raises(RunBusy):
-        RunHost(store, run_id).drive()
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
 
 
 def test_resume_reruns_a_reserved_evaluation_once_and_restarts_the_agent(
@@ -308,13 +312,13 @@ def test_resume_reruns_a_reserved_evaluation_once_and_restarts_the_agent(
     state, events = load_run(store, run_id)
     program = Program.from_files({"policy.py": "def make_policy(c):\n    return P()\nclass P:\n    def act(self, o):\n        return 0\n"})
     store.blobs.put_program(program)
-    stream = stream_id(run_id)
+    stream = run_stream_id(run_id)
     started = AgentStarted(attempt=1, command=["gone"], pid=None)
-    store.events.append(stream, [new_event(started, _event_id(run_id, 2))], 1)
+    store.events.append(stream, [new_event(started, event_id(run_id, 2))], 1)
     state, _ = load_run(store, run_id)
     decision = decide(state, Submit(request_id="r1", selector="0:4", program_digest=program.digest))
     assert isinstance(decision, list)
-    store.events.append(stream, [new_event(decision[0], _event_id(run_id, 3))], 2)
+    store.events.append(stream, [new_event(decision[0], event_id(run_id, 3))], 2)
 
     state, events = drive(store, run_id)
     assert state.finished == "finished"
@@ -343,7 +347,7 @@ def test_run_and_replay_from_the_command_line(tmp_path: Path) -> None:
     assert outcome["budget_used"] == 2 and outcome["assessment_score"] is not None
     assert "seed" not in result.stdout
     with open_store(store) as opened:
-        created = next(iter(opened.events.read_stream(stream_id(outcome["run_id"])))).event()
+        created = next(iter(opened.events.read_stream(run_stream_id(outcome["run_id"])))).event()
         assert isinstance(created, RunCreated) and created.agent.provider == "command"
 
 

@@ -25,8 +25,8 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import open_store
 from evopolicygym.records.store import StoreError
 from evopolicygym.records.verify import verify_store
+from evopolicygym.run.ledger import load_run
 from evopolicygym.run.liveness import host_alive
-from evopolicygym.run.service import load_run
 
 # Submits two Episodes at a time on fresh indices until the budget is spent, then finishes
 # with its best two. A restarted attempt reads where it stands from the feedback files.

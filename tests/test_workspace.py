@@ -43,7 +43,6 @@ from evopolicygym.run.workspace import (
     AGENT_FAULT_MESSAGE,
     build_feedback,
     feedback_dir_name,
-    prepare_workspace,
     rebuild_workspace,
     sync_feedback,
 )
@@ -514,9 +513,11 @@ def test_sync_does_not_follow_planted_symlinks(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the layout
 
 
-def test_prepare_lays_out_and_keeps_an_existing_program(tmp_path: Path, programs: Programs) -> None:
+def test_rebuild_lays_out_and_keeps_an_existing_program(
+    tmp_path: Path, programs: Programs, store: Store
+) -> None:
     workspace = tmp_path / "ws"
-    prepare_workspace(workspace, programs.second, TASK_MD, TASK_JSON)
+    rebuild_workspace(workspace, [], store.blobs, 500, programs.second, TASK_MD, TASK_JSON)
     assert sorted(p.name for p in workspace.iterdir()) == [
         "TASK.md",
         "analysis",
@@ -531,10 +532,10 @@ def test_prepare_lays_out_and_keeps_an_existing_program(tmp_path: Path, programs
     assert list((workspace / "feedback").iterdir()) == []
     assert stat.S_IMODE((workspace / "feedback").stat().st_mode) == 0o555
 
-    # The Agent's unsubmitted edits and notes survive a second prepare (a resume).
+    # The Agent's unsubmitted edits and notes survive a second rebuild (a resume).
     (workspace / "program" / "policy.py").write_text("# edited\n")
     (workspace / "analysis" / "notes.md").write_text("try a PID\n")
-    prepare_workspace(workspace, programs.initial, "# New task\n", b"{}")
+    rebuild_workspace(workspace, [], store.blobs, 500, programs.initial, "# New task\n", b"{}")
     assert (workspace / "program" / "policy.py").read_text() == "# edited\n"
     assert (workspace / "analysis" / "notes.md").read_text() == "try a PID\n"
     assert (workspace / "TASK.md").read_text() == "# New task\n"

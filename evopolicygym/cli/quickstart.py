@@ -9,18 +9,25 @@ from __future__ import annotations
 import click
 
 from evopolicygym.agents.providers import agent_identity
-from evopolicygym.cli.errors import CliError, one_line, store_option
+from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.options import store_option
+from evopolicygym.cli.output import one_line
 from evopolicygym.cli.run import carry
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 from evopolicygym.records.location import open_store
 from evopolicygym.records.store import StoreError
 from evopolicygym.registry import baseline_dir, load_benchmark
-from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
-from evopolicygym.run.decider import RunState
+from evopolicygym.run import (
+    AssessmentConfig,
+    RunConfig,
+    RunError,
+    RunState,
+    ValidationConfig,
+    create_run,
+    replay_run,
+)
 from evopolicygym.run.pool import planned_split
-from evopolicygym.run.replay import replay_run
-from evopolicygym.run.service import RunError, create_run
 
 __all__ = ["quickstart"]
 

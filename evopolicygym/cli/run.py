@@ -15,8 +15,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
-from evopolicygym.cli.errors import CliError, emit_json, one_line, param_option, store_option
+from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.options import param_option, store_option
+from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentExited,
@@ -33,14 +36,22 @@ from evopolicygym.records.events import (
     SubmissionRejected,
 )
 from evopolicygym.records.location import open_store
+from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
 from evopolicygym.records.store import StoreError
-from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError, ValidationConfig
-from evopolicygym.run.decider import RunState, Submission
-from evopolicygym.run.liveness import RunBusy
-from evopolicygym.run.service import RunError, RunHost, create_run
+from evopolicygym.run import (
+    AssessmentConfig,
+    RunBusy,
+    RunConfig,
+    RunConfigError,
+    RunError,
+    RunHost,
+    RunState,
+    ValidationConfig,
+    create_run,
+)
 from evopolicygym.run.skills import SkillError, load_skill
 
-__all__ = ["carry", "resume", "run", "summary"]
+__all__ = ["carry", "resume", "run"]
 
 _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
 
@@ -208,8 +219,7 @@ def resume(run_id: str, workspace_dir: str | None, store_dir: str | None, as_jso
     """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
     run again on the same Episodes, the Agent is restarted on a workspace rebuilt from the
     log, and Validation and Assessment pick up where they stopped."""
-    if run_id.startswith("run-"):
-        run_id = run_id[len("run-") :]
+    run_id = run_id_of(run_id) or run_id  # given as <id> or run-<id>
     carry(store_dir, run_id, workspace_dir, as_json=as_json)
 
 
@@ -218,10 +228,11 @@ def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_j
     console = Console(stderr=True)
     try:
         with open_store(store_dir) as store, _signals_interrupt():
-            view = RunView(console, run_id)
+            view = RunView(console, summarize(store.events, run_stream_id(run_id)))
             host = RunHost(
                 store,
                 run_id,
+                launcher=ProviderLauncher(),
                 workspace=Path(workspace_dir) if workspace_dir else None,
                 on_change=view.update,
             )
@@ -233,9 +244,9 @@ def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_j
                 sys.exit(130)
             except (RunError, RunBusy) as exc:
                 raise CliError(one_line(str(exc))) from exc
+            outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
-    outcome = summary(state, host.events)
     if as_json:
         emit_json(outcome)
     else:
@@ -259,37 +270,22 @@ def _signals_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def best_published(state: RunState) -> Submission | None:
-    """The published Submission with the best train score (the earliest of equals)."""
-    best = None
-    for s in state.submissions:
-        if s.status != "published" or s.score is None:
-            continue
-        if best is None or best.score is None or (
-            s.score > best.score if state.score_direction == "maximize" else s.score < best.score
-        ):
-            best = s
-    return best
-
-
-def summary(state: RunState, events: list[Event]) -> dict[str, Any]:
+def _outcome(summary: RunSummary) -> dict[str, Any]:
     """The public outcome of a Run (no Host-private seeds)."""
-    published = [s for s in state.submissions if s.status == "published"]
-    best = best_published(state)
-    initial = published[0] if published else None
+    first = summary.first_published
     return {
-        "run_id": state.run_id,
-        "status": state.finished or ("interrupted" if state.interrupted else "running"),
-        "budget_used": state.budget_used,
-        "episode_budget": state.cfg.episode_budget if state.created else None,
-        "submissions": len(state.submissions),
-        "rejections": sum(isinstance(e, SubmissionRejected | FinishRejected) for e in events),
-        "first_score": initial.score if initial else None,
-        "best_train_score": best.score if best else None,
-        "best_train_submission": best.id if best else None,
-        "final_submission": state.selected,
-        "validation_score": state.selected_score if state.created and state.cfg.validation.enabled else None,
-        "assessment_score": state.assessment_score,
+        "run_id": summary.run_id,
+        "status": summary.status,
+        "budget_used": summary.budget_used,
+        "episode_budget": summary.episode_budget,
+        "submissions": summary.started,
+        "rejections": summary.rejections,
+        "first_score": first.score if first is not None else None,
+        "best_train_score": summary.best_score,
+        "best_train_submission": summary.best_submission_id,
+        "final_submission": summary.final_submission_id,
+        "validation_score": summary.final_score if summary.validation_enabled else None,
+        "assessment_score": summary.assessment_score,
     }
 
 
@@ -304,9 +300,10 @@ def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
 class RunView:
     """A live view on a terminal; one line per notable event otherwise."""
 
-    def __init__(self, console: Console, run_id: str) -> None:
+    def __init__(self, console: Console, summary: RunSummary) -> None:
         self.console = console
-        self.run_id = run_id
+        self.run_id = summary.run_id
+        self._summary = summary  # what happened so far, as the Run read API folds it
         self._live: Live | None = None
         self._state: RunState | None = None
 
@@ -323,22 +320,23 @@ class RunView:
     def update(self, state: RunState, events: list[Event]) -> None:
         self._state = state
         for event in events:
-            line = self._describe(state, event)
+            self._summary.apply(event)
+            line = self._describe(event)
             if line and self._live is None:
                 self.console.print(line, highlight=False)
         if self._live is not None:
             self._live.update(self._render())
 
-    def _describe(self, state: RunState, event: Event) -> str | None:
+    def _describe(self, event: Event) -> str | None:
         match event:
             case AgentStarted():
                 return f"agent started (attempt {event.attempt})"
             case SubmissionPublished():
-                best = best_published(state)
-                assert best is not None and best.score is not None  # this one is published
+                best = self._summary.best_score
                 return (
                     f"submission {event.submission_id}: score {event.score:g}, failures {event.failures}, "
-                    f"best {best.score:g}, budget {event.budget_used}/{event.budget_used + event.budget_left}"
+                    f"best {'-' if best is None else f'{best:g}'}, "
+                    f"budget {event.budget_used}/{event.budget_used + event.budget_left}"
                 )
             case SubmissionRejected():
                 return f"submit rejected: {event.code}: {event.message}"
@@ -370,7 +368,7 @@ class RunView:
         filled = int(30 * state.budget_used / budget)
         table.add_row("budget", f"[{'#' * filled}{'.' * (30 - filled)}] {state.budget_used}/{budget}")
         table.add_row("submissions", str(len(state.submissions)))
-        best = best_published(state)
-        table.add_row("best train score", "-" if best is None or best.score is None else f"{best.score:g}")
+        best = self._summary.best_score
+        table.add_row("best train score", "-" if best is None else f"{best:g}")
         table.add_row("phase", state.finished or ("agent" if state.authority_open else "validation / assessment"))
         return table

@@ -1,4 +1,5 @@
-"""The Run use case: config, pool, decider, session gateway, workspace, selection, service.
+"""The Run use case: config, pool, decider, creation, the Host (ledger, phases, Agent
+supervisor, session gateway, workspace publication) and the launcher interface.
 
 Re-exported lazily: the Agent-facing `evopolicy session` client imports
 ``evopolicygym.run.session`` and must not pay for the evaluation engine.
@@ -7,7 +8,35 @@ Re-exported lazily: the Agent-facing `evopolicy session` client imports
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy exports are, for type checkers
+    from evopolicygym.run.config import (
+        AssessmentConfig,
+        RunConfig,
+        RunConfigError,
+        ValidationConfig,
+    )
+    from evopolicygym.run.create import create_run
+    from evopolicygym.run.decider import (
+        REJECTION_CODES,
+        InvalidTransition,
+        Rejection,
+        RunState,
+        Submission,
+        decide,
+        evolve,
+        fold,
+        next_step,
+    )
+    from evopolicygym.run.host import RunHost
+    from evopolicygym.run.launcher import Launcher
+    from evopolicygym.run.ledger import RunError, load_run
+    from evopolicygym.run.liveness import RunBusy, host_alive
+    from evopolicygym.run.pool import derive_run_seeds, plan_pool
+    from evopolicygym.run.replay import reevaluate, replay_run
+    from evopolicygym.run.session import SessionServer
+    from evopolicygym.run.workspace import build_feedback
 
 _EXPORTS = {
     "AssessmentConfig": "evopolicygym.run.config",
@@ -18,6 +47,7 @@ _EXPORTS = {
     "InvalidTransition": "evopolicygym.run.decider",
     "Rejection": "evopolicygym.run.decider",
     "RunState": "evopolicygym.run.decider",
+    "Submission": "evopolicygym.run.decider",
     "decide": "evopolicygym.run.decider",
     "evolve": "evopolicygym.run.decider",
     "fold": "evopolicygym.run.decider",
@@ -28,15 +58,43 @@ _EXPORTS = {
     "plan_pool": "evopolicygym.run.pool",
     "reevaluate": "evopolicygym.run.replay",
     "replay_run": "evopolicygym.run.replay",
-    "RunError": "evopolicygym.run.service",
-    "RunHost": "evopolicygym.run.service",
-    "create_run": "evopolicygym.run.service",
-    "load_run": "evopolicygym.run.service",
+    "RunError": "evopolicygym.run.ledger",
+    "RunHost": "evopolicygym.run.host",
+    "create_run": "evopolicygym.run.create",
+    "load_run": "evopolicygym.run.ledger",
+    "Launcher": "evopolicygym.run.launcher",
     "SessionServer": "evopolicygym.run.session",
     "build_feedback": "evopolicygym.run.workspace",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "REJECTION_CODES",
+    "AssessmentConfig",
+    "InvalidTransition",
+    "Launcher",
+    "Rejection",
+    "RunBusy",
+    "RunConfig",
+    "RunConfigError",
+    "RunError",
+    "RunHost",
+    "RunState",
+    "SessionServer",
+    "Submission",
+    "ValidationConfig",
+    "build_feedback",
+    "create_run",
+    "decide",
+    "derive_run_seeds",
+    "evolve",
+    "fold",
+    "host_alive",
+    "load_run",
+    "next_step",
+    "plan_pool",
+    "reevaluate",
+    "replay_run",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -50,7 +50,6 @@ __all__ = [
     "TASK_MD",
     "build_feedback",
     "feedback_dir_name",
-    "prepare_workspace",
     "rebuild_workspace",
     "sync_feedback",
 ]
@@ -384,15 +383,6 @@ def _prepare(workspace: Path, program: Program, task_md: str, task_json: bytes) 
     (workspace / ANALYSIS_DIR).mkdir(exist_ok=True)
     _write_atomic(workspace / TASK_MD, task_md.encode("utf-8"), 0o644)
     _write_atomic(workspace / TASK_JSON, bytes(task_json), 0o644)
-
-
-def prepare_workspace(workspace: Path, program: Program, task_md: str, task_json: bytes) -> None:
-    """Lay out a workspace: ``program/`` from ``program`` unless it exists (a resumed Run
-    keeps the Agent's unsubmitted edits), ``analysis/``, the task files, and an empty
-    read-only ``feedback/``."""
-    workspace = Path(workspace)
-    _prepare(workspace, program, task_md, task_json)
-    sync_feedback(workspace, {})
 
 
 def rebuild_workspace(

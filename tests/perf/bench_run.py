@@ -21,15 +21,17 @@ import textwrap
 import time
 from pathlib import Path
 
+from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
 from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
 from evopolicygym.records.events import EvaluationStarted, SubmissionPublished
 from evopolicygym.records.location import open_store
+from evopolicygym.records.runs import run_stream_id
 from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.run import RunHost, create_run
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned
-from evopolicygym.run.service import RunHost, create_run, stream_id
 
 AGENT = textwrap.dedent(
     """
@@ -76,9 +78,9 @@ def main() -> None:
             identity = agent_identity("command", command=f"{sys.executable} {agent} {n}")
             run_id = create_run(store, "cartpole", config, identity)
             started = time.perf_counter()
-            RunHost(store, run_id).drive()
+            RunHost(store, run_id, launcher=ProviderLauncher()).drive()
             total = time.perf_counter() - started
-            envelopes = list(store.events.read_stream(stream_id(run_id)))
+            envelopes = list(store.events.read_stream(run_stream_id(run_id)))
             seen: dict[int, int] = {}
             host_side = []
             for envelope in envelopes:

@@ -1,0 +1,110 @@
+"""The Run's stream as its Host keeps it: the folded state, and every change as decide → append → evolve.
+
+Appends name the expected stream version and derive each event's id from the Run and
+its stream version, so a retried append is a no-op. One RLock orders every change:
+the drive loop, the Session's thread and the transcript flushes all apply through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+
+from evopolicygym.records.events import Event, RunCreated, new_event
+from evopolicygym.records.location import Store
+from evopolicygym.records.runs import run_stream_id
+from evopolicygym.run.decider import Command, Rejection, RunState, decide, fold
+
+__all__ = ["Ledger", "OnChange", "RunError", "event_id", "load_run", "one_line"]
+
+OnChange = Callable[[RunState, list[Event]], None]
+
+
+class RunError(Exception):
+    """A Run that cannot be created or carried on; the message says why."""
+
+
+def event_id(run_id: str, version: int) -> str:
+    # The n-th event of a Run always has the same id: re-appending it after a lost
+    # acknowledgement is recognised as the same event.
+    return hashlib.sha256(f"evopolicygym:run-event:{run_id}:{version}".encode()).hexdigest()[:32]
+
+
+def load_run(store: Store, run_id: str) -> tuple[RunState, list[Event]]:
+    """Fold the Run's stream: its state and its typed events."""
+    events = [envelope.event() for envelope in store.events.read_stream(run_stream_id(run_id))]
+    if not events:
+        raise RunError(f"no run {run_id!r} in the store at {store.path}")
+    return fold(events), events
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as the one line an event records."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:2000]
+
+
+class Ledger:
+    """One Run's stream, folded: ``apply`` a command to record what it yields."""
+
+    def __init__(self, store: Store, run_id: str, *, on_change: OnChange | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stream = run_stream_id(run_id)
+        self.lock = threading.RLock()
+        self._on_change = on_change
+        self._state = RunState()
+        self._events: list[Event] = []
+
+    @property
+    def state(self) -> RunState:
+        return self._state
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The Run's events as folded so far (not a copy: read, never change)."""
+        return self._events
+
+    @property
+    def created(self) -> RunCreated:
+        first = self._events[0]
+        assert isinstance(first, RunCreated)
+        return first
+
+    def load(self) -> RunState:
+        """Fold the stream as the log has it now."""
+        self._state, self._events = load_run(self.store, self.run_id)
+        return self._state
+
+    def apply(self, command: Command) -> list[Event] | Rejection:
+        """Decide ``command``; append what it yields (a rejection's event too); evolve."""
+        with self.lock:
+            decision = decide(self._state, command)
+            if isinstance(decision, Rejection):
+                if decision.event is not None:
+                    self._append([decision.event])
+                return decision
+            self._append(decision)
+            return decision
+
+    def must(self, command: Command) -> list[Event]:
+        """``apply`` a Host command, which the rules refuse only when the Host is wrong."""
+        decision = self.apply(command)
+        if isinstance(decision, Rejection):
+            raise RunError(f"internal: {type(command).__name__} refused: {decision.message}")
+        return decision
+
+    def _append(self, events: list[Event]) -> None:
+        version = self._state.version
+        batch = [new_event(event, event_id(self.run_id, version + i + 1)) for i, event in enumerate(events)]
+        # Contention waits inside SQLite (its busy timeout); a version conflict means another
+        # Host, which the run lock rules out, so it is an error, not something to retry.
+        self.store.events.append(self.stream, batch, version)
+        state = fold(events, self._state)
+        self._state = state
+        self._events.extend(events)
+        if self._on_change is not None:
+            with contextlib.suppress(Exception):  # a view must never stop a Run
+                self._on_change(state, events)

@@ -1,0 +1,229 @@
+"""The Run's evaluations: Submissions on their pool Episodes, Validation, Assessment.
+
+Each runs the Program on the Evaluator and records the outcome (its traces and
+artifacts stored as blobs first); a fault of the Host or the Environment is
+recorded as a failure of that phase, never a crash of the Host.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+from evopolicygym.benchmark import Benchmark, EpisodeRecord
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.records.events import ArtifactRef, EpisodeCompleted, EpisodeOutcome
+from evopolicygym.records.traces import encode_trace, plain_hook
+from evopolicygym.registry import load_benchmark
+from evopolicygym.run.decider import (
+    Assess,
+    CompleteAssessment,
+    CompleteEvaluation,
+    Evaluate,
+    FailAssessment,
+    FailEvaluation,
+    FailValidation,
+    RecordCandidate,
+    Select,
+    StartAssessment,
+    StartValidation,
+    Validate,
+)
+from evopolicygym.run.ledger import Ledger, RunError, one_line
+from evopolicygym.run.pool import planned, planned_split
+from evopolicygym.run.publisher import Publisher
+
+__all__ = ["MAX_TRACE_STEPS", "Phases", "recorded_benchmark"]
+
+log = logging.getLogger(__name__)
+
+MAX_TRACE_STEPS = 10_000  # per recorded Episode
+
+
+def recorded_benchmark(ledger: Ledger) -> Benchmark:
+    """The Run's Benchmark, refused if it is not the one the Run was created on."""
+    created, config = ledger.created, ledger.state.cfg
+    try:
+        benchmark = load_benchmark(created.benchmark_id, config.benchmark_params or None)
+    except Exception as exc:
+        raise RunError(f"cannot load benchmark {created.benchmark_id!r} for run {ledger.run_id}: {exc}") from exc
+    if benchmark.spec.environment_digest != created.environment_digest:
+        raise RunError(
+            f"benchmark {created.benchmark_id} has changed since run {ledger.run_id} was created "
+            f"(environment digest {benchmark.spec.environment_digest}, recorded {created.environment_digest})"
+        )
+    return benchmark
+
+
+class Phases:
+    """Carries out the Run's Evaluate, Validate and Assess steps."""
+
+    def __init__(self, ledger: Ledger, benchmark: Benchmark, evaluator: Evaluator, publisher: Publisher) -> None:
+        self._ledger = ledger
+        self._benchmark = benchmark
+        self._evaluator = evaluator
+        self._publisher = publisher
+
+    def _eval_config(self, split: str, count: int) -> EvaluationConfig:
+        config = self._ledger.state.cfg
+        recorded = config.record_trajectories == "all" or (
+            config.record_trajectories == "train" and split == config.train_split
+        )
+        # Whole Episodes for offline RL (bounded: a trace is held in memory until stored).
+        trace = min(self._benchmark.spec.max_episode_steps, MAX_TRACE_STEPS) if recorded else 0
+        return EvaluationConfig(
+            split=split,
+            episodes=count,
+            jobs=config.jobs,
+            episode_timeout=config.episode_timeout,
+            trace_steps=trace,
+        )
+
+    # ------------------------------------------------------------------ Submissions
+
+    def evaluate_submission(self, step: Evaluate) -> dict[str, bytes]:
+        """Evaluate the pending Submission, record the outcome, publish; the feedback files."""
+        state = self._ledger.state
+        indices = list(step.indices)
+        try:
+            program = self._ledger.store.blobs.get_program(step.program_digest)
+            result = self._evaluator.evaluate(
+                program,
+                self._benchmark,
+                self._eval_config(state.cfg.train_split, len(indices)),
+                episodes=planned(list(state.pool), indices),
+            )
+            outcome = self._completed(step.submission_id, indices, result)
+        except Exception as exc:  # any fault but the policy's own is the Host's: recorded, never a crash
+            log.warning("evaluation of Submission %s failed", step.submission_id, exc_info=True)
+            self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
+            return self._publisher.publish()
+        self._ledger.must(outcome)
+        return self._publisher.publish()
+
+    def _completed(self, submission_id: int, indices: list[int], result: EvaluationResult) -> CompleteEvaluation:
+        """The command recording ``result``, its traces and artifacts stored first as blobs."""
+        blobs = self._ledger.store.blobs
+        episodes = [
+            EpisodeCompleted(
+                submission_id=submission_id,
+                index=index,
+                status=summary.status,
+                total_reward=summary.total_reward,
+                steps=summary.steps,
+                failure=summary.failure,
+                duration_s=summary.duration_s,
+                output_tail=record.stderr_tail,
+                trace_blob=self._trace_blob(record),
+            )
+            for index, summary, record in zip(indices, result.episodes, result.records, strict=True)
+        ]
+        artifacts = [
+            ArtifactRef(
+                name=a.name,
+                media_type=a.media_type,
+                retention=a.retention,
+                blob=blobs.put(a.data),
+                size=len(a.data),
+            )
+            for a in result.feedback.artifacts
+        ]
+        return CompleteEvaluation(
+            submission_id=submission_id,
+            episodes=episodes,
+            score=float(result.feedback.score),
+            failures=result.failures,
+            content=_jsonable(result.feedback.content),
+            artifacts=artifacts,
+        )
+
+    def _trace_blob(self, record: EpisodeRecord) -> str | None:
+        if not record.trace:
+            return None
+        try:
+            data = encode_trace(record.initial_observation, record.trace)
+        except (TypeError, ValueError, msgspec.EncodeError):
+            return None
+        return self._ledger.store.blobs.put(data)
+
+    # ------------------------------------------------------------------ held out
+
+    def _held_out(self, program_digest: str, split: str, seed: int, count: int) -> EvaluationResult:
+        program = self._ledger.store.blobs.get_program(program_digest)
+        return self._evaluator.evaluate(
+            program,
+            self._benchmark,
+            self._eval_config(split, count),
+            episodes=planned_split(self._benchmark, split, seed, count),
+        )
+
+    def validate(self, step: Validate) -> None:
+        ledger = self._ledger
+        validation = ledger.state.cfg.validation
+        if not validation.enabled:
+            ledger.must(Select())
+            return
+        if ledger.state.validation_candidates is None:
+            ledger.must(StartValidation())
+        done = {r.submission_id for r in ledger.state.validated}
+        for candidate in ledger.state.validation_candidates or ():
+            if candidate in done:
+                continue
+            submission = ledger.state.submission(candidate)
+            assert submission is not None
+            try:
+                result = self._held_out(
+                    submission.program_digest, validation.split, ledger.state.seeds["validation"],
+                    validation.episodes_per_candidate,
+                )
+            except Exception as exc:
+                log.warning("validation of Submission %s failed", candidate, exc_info=True)
+                ledger.must(FailValidation(error=one_line(exc)))
+                return
+            ledger.must(
+                RecordCandidate(
+                    submission_id=candidate,
+                    score=float(result.feedback.score),
+                    failures=result.failures,
+                    episodes=_outcomes(result),
+                )
+            )
+
+    def assess(self, step: Assess) -> None:
+        ledger = self._ledger
+        if not ledger.state.assessment_started:
+            ledger.must(StartAssessment())
+        assessment = ledger.state.cfg.assessment
+        submission = ledger.state.submission(step.submission_id)
+        assert submission is not None
+        try:
+            result = self._held_out(
+                submission.program_digest, assessment.split, ledger.state.seeds["assessment"], assessment.episodes
+            )
+        except Exception as exc:
+            log.warning("assessment failed", exc_info=True)
+            ledger.must(FailAssessment(error=one_line(exc)))
+            return
+        ledger.must(
+            CompleteAssessment(
+                score=float(result.feedback.score),
+                failures=result.failures,
+                episodes=_outcomes(result),
+                content=_jsonable(result.feedback.content),
+            )
+        )
+
+
+def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
+    return [
+        EpisodeOutcome(index=e.index, status=e.status, total_reward=e.total_reward, steps=e.steps, failure=e.failure)
+        for e in result.episodes
+    ]
+
+
+def _jsonable(content: dict[str, Any]) -> dict[str, Any]:
+    """Feedback content as plain JSON values (a Benchmark may hand back numpy scalars)."""
+    data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(content, enc_hook=plain_hook))
+    return data

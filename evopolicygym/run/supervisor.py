@@ -1,0 +1,178 @@
+"""The Agent supervisor: one attempt of the Agent, from start to its recorded exit.
+
+The Agent is started through the ``Launcher`` the Host was given, with its Session
+served meanwhile; it is stopped on timeout or once its authority has closed. Its
+messages are redacted as they arrive and flushed to the log in chunks, each with
+the raw stream read since the previous one (whole lines only, so redaction never
+sees a secret cut in two); its stdout and stderr are kept as blobs with its exit.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import msgspec
+
+from evopolicygym.protocol import CLI_ENV, SESSION_ENV, WORKSPACE_ENV
+from evopolicygym.run.decider import AgentExit, RecordMessages, StartAgent
+from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
+from evopolicygym.run.ledger import Ledger, RunError, one_line
+from evopolicygym.run.publisher import Publisher
+from evopolicygym.run.session import Handler, SessionServer
+from evopolicygym.transcript import Message
+
+__all__ = ["FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
+
+FLUSH_EVERY_S = 2.0  # transcript chunks reach the log at least this often
+FLUSH_MESSAGES = 64
+STOP_GRACE_S = 30.0  # how long an Agent may linger after its session closed
+
+
+class AgentSupervisor:
+    """Runs the Agent's attempts of one Run; the transcript goes through ``flush``."""
+
+    def __init__(self, ledger: Ledger, publisher: Publisher, launcher: Launcher) -> None:
+        self._ledger = ledger
+        self._publisher = publisher
+        self._launcher = launcher
+        self._redactor: Redaction | None = None
+        self._pending_messages: list[Message] = []
+        self._agent: RunningAgent | None = None
+        self._raw_offset = 0  # of the running Agent's stdout, recorded with the last chunk
+        self._raw_held = b""  # read but not yet recorded: an unfinished line or secret block
+        self._agent_done = False
+        self._last_flush = 0.0
+
+    @property
+    def redactor(self) -> Redaction:
+        """The current attempt's redactor: what the Agent sends is recorded through it."""
+        if self._redactor is None:
+            raise RunError("internal: no Agent has been started")
+        return self._redactor
+
+    def run(self, serve: Handler) -> None:
+        """One attempt: start the Agent with its Session served by ``serve``, supervise it,
+        record its exit."""
+        ledger = self._ledger
+        created = ledger.created
+        workspace, task_md = self._publisher.prepare()
+        try:
+            launch = self._launcher.launch(created.agent, task_md)
+        except ValueError as exc:  # say, the command is gone from PATH since the Run began
+            ledger.must(StartAgent(command=[], pid=None))
+            ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+            return
+        self._redactor = redactor = self._launcher.redactor(created.agent)
+        with SessionServer(serve) as server:
+            env = dict(launch.env)
+            env[SESSION_ENV] = server.path
+            env[WORKSPACE_ENV] = str(workspace)
+            env.setdefault(CLI_ENV, msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
+            with ledger.lock:
+                self._raw_held = b""
+                # The task opens every attempt's transcript; nothing is flushed before StartAgent.
+                self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
+                try:
+                    agent = self._launcher.start(
+                        list(launch.argv),
+                        stream=launch.stream,
+                        cwd=str(workspace),
+                        env=env,
+                        hide=[str(ledger.store.path.resolve())],  # the Agent must never reach the log
+                        on_message=self._queue_message,
+                    )
+                except OSError as exc:
+                    self._pending_messages = []
+                    ledger.must(StartAgent(command=redactor.value(launch.argv), pid=None))
+                    ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+                    return
+                ledger.must(StartAgent(command=redactor.value(launch.argv), pid=agent.pid))
+                self._agent, self._raw_offset = agent, 0
+                self._last_flush = time.monotonic()
+            reason = self._supervise(agent)
+            agent.reap()  # its leftovers die with it; its stdout is read to the end
+        with ledger.lock:
+            self._agent_done = True
+        self.flush(force=True)
+        with ledger.lock:
+            self._agent, self._agent_done = None, False
+        stdout, stderr = agent.outputs()
+        status = agent.status(reason)
+        ledger.must(
+            AgentExit(
+                exit_code=status.exit_code,
+                signal=status.signal,
+                reason=status.reason,
+                stdout_blob=ledger.store.blobs.put(redactor.bytes(stdout)),
+                stderr_blob=ledger.store.blobs.put(redactor.bytes(stderr)),
+            )
+        )
+
+    def _supervise(self, agent: RunningAgent) -> str:
+        """Wait for the Agent; stop it on timeout or once its session has closed."""
+        config = self._ledger.state.cfg
+        deadline = agent.started + config.agent_timeout
+        closed_at: float | None = None
+        try:
+            while True:
+                if agent.wait(0.25) is not None:
+                    return "exited"
+                self.flush()
+                now = time.monotonic()
+                if now >= deadline:
+                    agent.stop()
+                    return "timeout"
+                if not self._ledger.state.authority_open:
+                    closed_at = closed_at or now
+                    if now - closed_at >= STOP_GRACE_S:
+                        agent.stop()
+                        return "stopped"
+        except BaseException:
+            agent.stop(grace=1.0)
+            raise
+
+    def _queue_message(self, message: Message) -> None:
+        redacted = self.redactor.message(message)  # before anything of it is recorded
+        with self._ledger.lock:
+            self._pending_messages.append(redacted)
+
+    def flush(self, force: bool = False) -> None:
+        """Record the messages received so far (when due, or ``force``) with their raw stream."""
+        ledger = self._ledger
+        with ledger.lock:
+            if not self._pending_messages:
+                return
+            due = (
+                force
+                or len(self._pending_messages) >= FLUSH_MESSAGES
+                or time.monotonic() - self._last_flush >= FLUSH_EVERY_S
+            )
+            if not due:
+                return
+            messages, self._pending_messages = self._pending_messages, []
+            self._last_flush = time.monotonic()
+            raw_blob = None
+            if self._agent is not None:  # the raw stream since the last chunk, kept with it
+                fresh = self._agent.stdout_since(self._raw_offset)
+                self._raw_offset += len(fresh)
+                raw, self._raw_held = _whole_lines(self._raw_held + fresh, final=self._agent_done)
+                raw_blob = ledger.store.blobs.put(self.redactor.bytes(raw)) if raw else None
+            ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob))
+
+
+_PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
+
+def _whole_lines(data: bytes, *, final: bool) -> tuple[bytes, bytes]:
+    """(what may be recorded now, what to hold): whole lines only, and nothing from an
+    unclosed private-key block on, so redaction never sees a secret cut in two."""
+    if final:
+        return data, b""
+    cut = data.rfind(b"\n") + 1
+    begins = list(_PEM_BEGIN.finditer(data, 0, cut))
+    if begins and not _PEM_END.search(data, begins[-1].end(), cut):
+        cut = data.rfind(b"\n", 0, begins[-1].start()) + 1
+    return data[:cut], data[cut:]

@@ -1,0 +1,225 @@
+"""The import rules of DESIGN §3, checked over every module of every distribution.
+
+Each module belongs to a unit: a kernel module or package (``evopolicygym.<unit>``),
+the exporters distribution, a benchmark family, or a family's baseline programs. A
+unit may import only the units its row of ``ALLOWED`` names. Every import statement
+counts, function-local and ``TYPE_CHECKING`` ones too, so a layering break cannot
+hide inside a function body.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = "evopolicygym"
+EXPORTERS = "evopolicygym_exporters"
+BASELINES = "baselines"  # a family's baseline programs: submitted code, the Policy ABI only
+ANY = "*"
+
+# Leaves shared by layers that must not import each other (standard library only).
+_LEAVES = {"hostdirs", "namespaces"}
+_VALUES = {"policy", "values", "program", "seeds", "protocol", "transcript"}
+
+ALLOWED: dict[str, set[str]] = {
+    "policy": set(),
+    "seeds": set(),
+    "hostdirs": set(),
+    "namespaces": set(),
+    # The value leaves: the Policy ABI and each other where needed, never a layer above.
+    "values": _VALUES,
+    "program": _VALUES,
+    "protocol": _VALUES,
+    "transcript": _VALUES,
+    # The authoring interface a family imports: values, seeds and the Policy ABI.
+    "benchmark": {"values", "seeds", "policy"},
+    # Entry-point discovery of Benchmarks.
+    "registry": {"benchmark"},
+    "evaluation": {"benchmark", "values", "program", "policy", "seeds", *_LEAVES},
+    "records": {"values", "program", "transcript"},
+    "agents": {"protocol", "transcript", "program", *_LEAVES},
+    "run": {
+        "evaluation",
+        "records",
+        "protocol",
+        "transcript",
+        "benchmark",
+        "program",
+        "registry",
+        "seeds",
+        *_LEAVES,
+    },
+    "experiments": {"run", "records"},
+    "analysis": {"records", "transcript"},
+    "report": {"records", "transcript"},
+    "cli": {ANY},
+    KERNEL: {ANY},  # the package's own __init__: lazy re-exports by name
+    EXPORTERS: {"records", "transcript", "program", "evaluation"},
+    BASELINES: {"policy"},
+}
+FAMILY_ALLOWED = {"benchmark"}
+
+
+def family_units() -> list[str]:
+    return sorted(p.name for p in (ROOT / "benchmarks").glob("*/evopolicygym_*") if p.is_dir())
+
+
+def is_family(unit: str) -> bool:
+    return unit.startswith("evopolicygym_") and unit != EXPORTERS
+
+
+def allowed(unit: str) -> set[str]:
+    return FAMILY_ALLOWED if is_family(unit) else ALLOWED[unit]
+
+
+# --------------------------------------------------------------------------- modules
+
+
+def source_roots() -> dict[str, Path]:
+    """Top-level import name -> its directory, for every distribution of the workspace."""
+    roots = {KERNEL: ROOT / KERNEL, EXPORTERS: ROOT / "exporters" / EXPORTERS}
+    for name in family_units():
+        roots[name] = next((ROOT / "benchmarks").glob(f"*/{name}"))
+    return roots
+
+
+def module_name(path: Path, top: str, root: Path) -> str:
+    parts = [top, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(module: str) -> str | None:
+    """The unit a module belongs to; None for anything outside the project."""
+    parts = module.split(".")
+    top = parts[0]
+    if top == KERNEL:
+        return parts[1] if len(parts) > 1 else KERNEL
+    if top == EXPORTERS:
+        return EXPORTERS
+    if top.startswith("evopolicygym_"):
+        return top
+    return None
+
+
+def _exists(module: str) -> bool:
+    parts = module.split(".")
+    root = source_roots().get(parts[0])
+    if root is None:
+        return False
+    path = root.joinpath(*parts[1:])
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import in ``tree``; ``from X import y`` names ``X.y`` when
+    that is a module of the project, else ``X``."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield node.lineno, sub if _exists(sub) else target
+
+
+def violations(source: str, module: str, unit: str, is_package: bool = False) -> list[str]:
+    """The imports of ``source`` (the module ``module`` of ``unit``) its row forbids."""
+    found = []
+    rules = allowed(unit)
+    for line, target in imported(ast.parse(source), module, is_package):
+        other = unit_of(target)
+        if other is None or other == unit or ANY in rules or other in rules:
+            continue
+        found.append(f"{module}:{line} ({unit}) imports {target} ({other})")
+    return found
+
+
+def project_modules() -> Iterator[tuple[Path, str, str, bool]]:
+    """(path, module, unit, is_package) for every module of the project."""
+    for top, root in source_roots().items():
+        for path in sorted(root.rglob("*.py")):
+            module = module_name(path, top, root)
+            unit = unit_of(module)
+            assert unit is not None
+            if BASELINES in path.relative_to(root).parts:
+                unit = BASELINES
+            yield path, module, unit, path.name == "__init__.py"
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def test_every_import_follows_the_rules() -> None:
+    problems: list[str] = []
+    for path, module, unit, is_package in project_modules():
+        problems += violations(path.read_text(encoding="utf-8"), module, unit, is_package)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_unit_has_a_row() -> None:
+    """A new package or leaf must be given its place in the table (and in DESIGN §3)."""
+    units = {unit for _, _, unit, _ in project_modules()}
+    missing = {u for u in units if not is_family(u) and u not in ALLOWED}
+    assert not missing, f"units without a row in ALLOWED: {sorted(missing)}"
+    assert family_units(), "no benchmark family found under benchmarks/"
+
+
+def test_the_classic_family_and_the_exporters_are_units() -> None:
+    units = {unit for _, _, unit, _ in project_modules()}
+    assert {"evopolicygym_classic", EXPORTERS, "agents", "run", "records", BASELINES} <= units
+
+
+# --------------------------------------------------------------------------- the check can fail
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "unit"),
+    [
+        # agents never import run, not even inside a function
+        ("def f():\n    from evopolicygym.run import RunHost\n", "evopolicygym.agents.x", "agents"),
+        ("import evopolicygym.records.events\n", "evopolicygym.agents.x", "agents"),
+        # records never import run
+        ("from evopolicygym.run.decider import fold\n", "evopolicygym.records.x", "records"),
+        # a relative import is resolved to its unit
+        ("from ..run import decider\n", "evopolicygym.records.x", "records"),
+        # exporters read records, never agents or run
+        ("from evopolicygym.agents.chat import run_agent\n", "evopolicygym_exporters.x", EXPORTERS),
+        # a family imports the authoring interface only
+        ("from evopolicygym.values import encode_value\n", "evopolicygym_box2d.x", "evopolicygym_box2d"),
+        ("from evopolicygym_exporters import export\n", "evopolicygym_classic.x", "evopolicygym_classic"),
+        # baseline programs are submitted code: the Policy ABI only
+        ("import evopolicygym.benchmark\n", "policy", BASELINES),
+        # the kernel never imports a concrete exporter or family, but through entry points
+        ("from evopolicygym_classic import cartpole\n", "evopolicygym.run.x", "run"),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from evopolicygym.cli import main\n",
+         "evopolicygym.run.x", "run"),
+    ],
+)
+def test_a_forbidden_import_is_found(source: str, module: str, unit: str) -> None:
+    assert violations(source, module, unit), source
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "unit"),
+    [
+        ("from evopolicygym.protocol import parse_selector\n", "evopolicygym.agents.x", "agents"),
+        ("from evopolicygym import transcript\n", "evopolicygym.records.x", "records"),
+        ("from evopolicygym.benchmark import GymnasiumBenchmark\n", "evopolicygym_classic.x", "evopolicygym_classic"),
+        ("from . import sibling\nimport numpy\n", "evopolicygym.run.x", "run"),
+        ("from evopolicygym.run import RunHost\n", "evopolicygym.cli.x", "cli"),
+    ],
+)
+def test_an_allowed_import_passes(source: str, module: str, unit: str) -> None:
+    assert violations(source, module, unit) == []
