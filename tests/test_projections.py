@@ -466,21 +466,6 @@ def test_projections_at_different_checkpoints_share_pages(store: Store, tmp_path
         assert snapshot(db) == fresh_build(store, tmp_path, "whole")
 
 
-def test_catch_up_over_plain_read_all(two_runs: Store, tmp_path: Path) -> None:
-    """A backend without ``read_all_rows`` is read through the contract's ``read_all``."""
-
-    class ContractOnly:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-
-        def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Any]:
-            return self.inner.read_all(from_position, limit)
-
-    with duckdb.connect(str(tmp_path / "contract.duckdb")) as db:
-        assert catch_up(ContractOnly(two_runs.events), db, PROJECTIONS, batch=4) == 27
-        assert snapshot(db) == fresh_build(two_runs, tmp_path, "rows")
-
-
 def big_messages(count: int, size: int) -> list[Event]:
     return [
         AgentMessages(attempt=1, chunk=k, messages=[Message(role="tool", content="x" * size)])

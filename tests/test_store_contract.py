@@ -68,12 +68,14 @@ from evopolicygym.records.location import open_store
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import (
     ANY_VERSION,
+    FORMAT_VERSION,
     DuplicateEventError,
     EventStore,
     ExpectedVersionError,
     StoreError,
     StreamInfo,
 )
+from evopolicygym.records.tables import EventRecord, LogModel
 from evopolicygym.records.verify import verify_store
 from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage
 
@@ -309,6 +311,39 @@ def test_read_all_default_limit_is_1000(event_store: EventStore) -> None:
     event_store.append("s", batch("d", 1_200), 0)
     assert [e.position for e in event_store.read_all()] == list(range(1, 1_001))
     assert [e.position for e in event_store.read_all(1_000)] == list(range(1_001, 1_201))
+
+
+def test_row_readers_page_like_read_all(event_store: EventStore) -> None:
+    """``read_all_rows`` is ``read_all`` as tuples in envelope field order; ``read_event_rows``
+    is the six columns a fold decodes; both page by position like ``read_all``."""
+    for i in range(5):
+        event_store.append(f"s{i % 3}", batch(f"r{i}", 5), ANY_VERSION)
+    event_store.append("other", [new_event(RunResumed(attempt=2), "resumed")], 0)
+    for start in (0, 1, 10, 25, 26, 100):
+        for limit in (1, 7, 26, 1000):
+            envelopes = event_store.read_all(start, limit)
+            assert event_store.read_all_rows(start, limit) == [e.as_row() for e in envelopes]
+            assert event_store.read_event_rows(start, limit) == [
+                (e.position, e.stream_id, e.stream_version, e.type, e.schema_version, e.payload)
+                for e in envelopes
+            ]
+    rows = event_store.read_all_rows()
+    assert [Envelope.from_row(row) for row in rows] == event_store.read_all()
+    assert all(isinstance(row, tuple) and isinstance(row[7], bytes) for row in rows)
+    assert [row[0] for row in event_store.read_event_rows()] == list(range(1, 27))
+
+
+def test_row_readers_default_limits(event_store: EventStore) -> None:
+    event_store.append("s", batch("d", 10_050), 0)
+    assert len(event_store.read_all_rows()) == 1_000
+    assert len(event_store.read_event_rows()) == 10_000
+    assert event_store.read_event_rows(10_000)[0][0] == 10_001
+
+
+def test_a_sound_store_has_no_integrity_problems(event_store: EventStore) -> None:
+    assert event_store.integrity_problems() == []
+    event_store.append("s", batch("i", 50), 0)
+    assert event_store.integrity_problems() == []
 
 
 def test_interleaved_streams_keep_versions_and_one_global_order(event_store: EventStore) -> None:
@@ -651,6 +686,112 @@ def sqlite_path(store: EventStore) -> Path:
     if not isinstance(store, SQLiteEventStore):
         pytest.skip("SQLite backend only")
     return store.path
+
+
+# sqlite_master of a store as log format 1 made it (before the tables were SQLModel models).
+FORMAT_1_SCHEMA = [
+    (
+        "table",
+        "events",
+        "CREATE TABLE events (\n\tposition INTEGER NOT NULL, \n\tstream_id VARCHAR NOT NULL, "
+        "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, \n\ttype VARCHAR NOT NULL, "
+        "\n\tschema_version INTEGER NOT NULL, \n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT NULL, "
+        "\n\tpayload_hash VARCHAR(64) NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, "
+        "\n\thash VARCHAR(64) NOT NULL, \n\tPRIMARY KEY (position), "
+        "\n\tCONSTRAINT stream_version_unique UNIQUE (stream_id, stream_version), "
+        "\n\tUNIQUE (event_id)\n)",
+    ),
+    (
+        "trigger",
+        "events_no_delete",
+        "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+    ),
+    (
+        "trigger",
+        "events_no_update",
+        "CREATE TRIGGER events_no_update BEFORE UPDATE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
+    ),
+    # No index for the position: INTEGER PRIMARY KEY makes it the rowid.
+    ("index", "sqlite_autoindex_events_1", None),  # (stream_id, stream_version)
+    ("index", "sqlite_autoindex_events_2", None),  # event_id
+    ("index", "sqlite_autoindex_store_meta_1", None),
+    (
+        "table",
+        "store_meta",
+        'CREATE TABLE store_meta (\n\t"key" VARCHAR NOT NULL, \n\tvalue VARCHAR NOT NULL, '
+        '\n\tPRIMARY KEY ("key")\n)',
+    ),
+]
+
+
+def sqlite_schema(path: Path) -> list[tuple[str, str, str | None]]:
+    raw = sqlite3.connect(path)
+    try:
+        return raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    finally:
+        raw.close()
+
+
+def test_the_events_table_is_the_envelope() -> None:
+    """The hot paths read and write rows in envelope field order: the table's column order."""
+    assert list(EventRecord.__table__.columns.keys()) == list(Envelope.__struct_fields__)
+    assert sorted(LogModel.metadata.tables) == ["events", "store_meta"]
+
+
+def test_sqlite_creates_log_format_1_from_the_models(tmp_path: Path) -> None:
+    """The file a new store gets is the one format 1 always had: changing the models (a
+    column, a type, a constraint) must come with a new FORMAT_VERSION and an upgrade."""
+    assert FORMAT_VERSION == 1
+    path = tmp_path / "events.db"
+    SQLiteEventStore(path, create=True).close()
+    assert sqlite_schema(path) == FORMAT_1_SCHEMA
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("SELECT * FROM store_meta").fetchall() == [("format_version", "1")]
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        raw.close()
+
+
+def test_a_store_made_by_format_1_ddl_opens_and_verifies(tmp_path: Path) -> None:
+    """A store whose file was made by the old code (its DDL as written then) is read, appended
+    to and verified as it is, through ``open_store`` and its Store as well as the bare log."""
+    root = tmp_path / "store"
+    root.mkdir()
+    path = root / "events.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA journal_mode = WAL")
+    for _, _, sql in FORMAT_1_SCHEMA:
+        if sql is not None:
+            raw.execute(sql)
+    raw.execute("INSERT INTO store_meta (key, value) VALUES ('format_version', '1')")
+    raw.close()
+    with SQLiteEventStore(path) as old:
+        assert old.append("run-old", batch("old", 5), 0) == [1, 2, 3, 4, 5]
+    assert sqlite_schema(path) == FORMAT_1_SCHEMA
+    with open_store(root, create=True) as store:  # creating over it changes nothing
+        assert store.events.append("run-old", batch("more", 3), 5) == [6, 7, 8]
+        assert store.events.append("run-old", batch("old", 5), 0) == [1, 2, 3, 4, 5]
+        assert_chain(read_everything(store.events))
+        assert verify_store(store).problems == []
+        assert verify_store(store.events).problems == []
+        assert list(iter_events(store)) == list(iter_events(store.events))
+        assert [position for position, *_ in iter_events(store)] == list(range(1, 9))
+    assert sqlite_schema(path) == FORMAT_1_SCHEMA
+
+
+def test_sqlite_refuses_another_log_format(tmp_path: Path) -> None:
+    path = tmp_path / "events.db"
+    SQLiteEventStore(path, create=True).close()
+    for found, message in ((FORMAT_VERSION + 1, "reads up to"), (FORMAT_VERSION - 1, "upgrade")):
+        raw = sqlite3.connect(path)
+        raw.execute("INSERT OR REPLACE INTO store_meta VALUES ('format_version', ?)", (str(found),))
+        raw.commit()
+        raw.close()
+        with pytest.raises(StoreError, match=message):
+            SQLiteEventStore(path)
 
 
 def test_sqlite_refuses_update_and_delete(event_store: EventStore) -> None:

@@ -3,7 +3,8 @@
 The directory comes from ``--store DIR``, else ``EVOPOLICY_STORE``, else
 ``./evopolicy-store``. Creating a store is explicit (``create=True``) and safe
 when two processes do it at once; opening a missing store is an error that
-says how to create one.
+says how to create one. ``open_store`` is the one place that picks the log's
+backend; everything else types against the ``EventStore`` contract.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import os
 from pathlib import Path
 
 from evopolicygym.records.blobs import BlobStore
-from evopolicygym.records.sqlite import SQLiteEventStore
-from evopolicygym.records.store import StoreError
+from evopolicygym.records.store import EventStore, StoreError
 
-__all__ = ["DEFAULT_STORE", "STORE_ENV", "Store", "open_store", "resolve_store_path"]
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "Store", "event_log", "open_store", "resolve_store_path"]
 
 DEFAULT_STORE = "evopolicy-store"
 STORE_ENV = "EVOPOLICY_STORE"
@@ -31,7 +31,7 @@ def resolve_store_path(option: str | os.PathLike[str] | None = None) -> Path:
 class Store:
     """One store directory: the event log, the blobs, and the read-model database path."""
 
-    def __init__(self, path: Path, events: SQLiteEventStore, blobs: BlobStore) -> None:
+    def __init__(self, path: Path, events: EventStore, blobs: BlobStore) -> None:
         self.path = path
         self.events = events
         self.blobs = blobs
@@ -50,6 +50,12 @@ class Store:
         self.close()
 
 
+def event_log(store: Store | EventStore) -> EventStore:
+    """The event log of ``store``: a ``Store``'s ``events``, or the ``EventStore`` itself
+    (for readers such as the folds that take either)."""
+    return store.events if isinstance(store, Store) else store
+
+
 def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = False) -> Store:
     """Open the store at ``path`` (resolved as above); with ``create``, make it if missing."""
     root = resolve_store_path(path)
@@ -63,5 +69,8 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
         root.mkdir(parents=True, exist_ok=True)
     elif not root.is_dir():
         raise StoreError(f"{root} is not a directory")
+    # Imported here: naming a Store (a type) does not import a backend and SQLAlchemy.
+    from evopolicygym.records.sqlite import SQLiteEventStore
+
     events = SQLiteEventStore(database, create=create)
     return Store(root, events, BlobStore(root / "blobs"))

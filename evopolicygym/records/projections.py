@@ -40,7 +40,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 import msgspec
@@ -48,19 +48,20 @@ import pyarrow as pa
 
 from evopolicygym.records.events import EVENT_TYPES, Envelope, Event, EventCodecError, decode_event
 from evopolicygym.records.fold import page_reader
+from evopolicygym.records.location import Store
+from evopolicygym.records.runs import run_id_of
+from evopolicygym.records.store import EventStore, Row
 
 __all__ = [
     "CHECKPOINTS",
     "DATA_ERRORS",
     "DEFAULT_BATCH",
     "PAGE_BYTES",
-    "RUN_PREFIX",
     "Batch",
     "Projection",
     "catch_up",
     "checkpoints",
     "insert_arrow",
-    "run_id_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,6 @@ CHECKPOINTS = "projection_checkpoints"
 DEFAULT_BATCH = 10_000
 PAGE_BYTES = 32 * 1024 * 1024  # payload bytes per page (a page always holds one event)
 _FIRST_READ = 100  # events in the first read of a catch-up, before any size is known
-RUN_PREFIX = "run-"
 
 # What a projection raises on a value it cannot store (an integer out of range, a string
 # DuckDB refuses): a bad event, not a broken runner. ValueError covers pyarrow's
@@ -87,16 +87,6 @@ DATA_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 Connection = duckdb.DuckDBPyConnection
-Row = tuple[Any, ...]
-
-
-class _Log(Protocol):
-    def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]: ...
-
-
-def run_id_of(stream_id: str) -> str | None:
-    """The Run id of a ``run-<id>`` stream; None for any other stream."""
-    return stream_id[len(RUN_PREFIX) :] if stream_id.startswith(RUN_PREFIX) else None
 
 
 # --------------------------------------------------------------------------- a page of the log
@@ -415,7 +405,7 @@ def _start(
 
 
 def catch_up(
-    store: Any,
+    store: Store | EventStore,
     connection: Connection,
     projections: Sequence[Projection],
     batch: int = DEFAULT_BATCH,
@@ -424,10 +414,10 @@ def catch_up(
 ) -> int:
     """Apply the log to ``projections`` from their checkpoints; return the position reached.
 
-    ``store`` is a ``Store`` or an ``EventStore`` (``read_all_rows`` is used when
-    the backend has it, else ``read_all``). Each page (at most ``batch`` events
-    and, past its first event, ``max_bytes`` of payload) is one DuckDB
-    transaction covering every projection's rows and checkpoint."""
+    ``store`` is a ``Store`` or an ``EventStore`` (read with ``read_all_rows``).
+    Each page (at most ``batch`` events and, past its first event, ``max_bytes``
+    of payload) is one DuckDB transaction covering every projection's rows and
+    checkpoint."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     if max_bytes < 1:

@@ -1,10 +1,11 @@
 """The embedded event store: one SQLite file in WAL mode, durable and append-only.
 
-Schema and connections go through SQLAlchemy; the hot paths (a batch insert, a
-page of reads) use the driver cursor underneath, which is where SQLite's speed
-is. Every write runs in ``BEGIN IMMEDIATE`` (one writer at a time, across
-processes, waiting up to the busy timeout), commits with ``synchronous=FULL``,
-and triggers refuse UPDATE and DELETE on the log.
+The tables are ``records.tables``' models, created from their metadata; what the
+models cannot say is added here: triggers refusing UPDATE and DELETE on the log,
+WAL and ``synchronous=FULL``. Connections go through SQLAlchemy; the hot paths
+(a batch insert, a page of reads) use the driver cursor underneath, which is
+where SQLite's speed is. Every write runs in ``BEGIN IMMEDIATE`` (one writer at
+a time, across processes, waiting up to the busy timeout).
 """
 
 from __future__ import annotations
@@ -14,61 +15,33 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    UniqueConstraint,
-    create_engine,
-    event,
-)
+from sqlalchemy import create_engine, event
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
+    FORMAT_VERSION,
     DuplicateEventError,
     ExpectedVersionError,
+    Row,
     StoreError,
     StreamInfo,
 )
 
-__all__ = ["FORMAT_VERSION", "SQLiteEventStore"]
+__all__ = ["SQLiteEventStore"]
 
-FORMAT_VERSION = 1
 BUSY_TIMEOUT_MS = 30_000
-
-metadata = MetaData()
-events_table = Table(
-    "events",
-    metadata,
-    # INTEGER PRIMARY KEY: the position is SQLite's rowid, not a second index.
-    Column("position", Integer, primary_key=True, autoincrement=False),
-    Column("stream_id", String, nullable=False),
-    Column("stream_version", Integer, nullable=False),
-    Column("event_id", String, nullable=False, unique=True),
-    Column("type", String, nullable=False),
-    Column("schema_version", Integer, nullable=False),
-    Column("recorded_at", BigInteger, nullable=False),
-    Column("payload", LargeBinary, nullable=False),
-    Column("payload_hash", String(64), nullable=False),
-    Column("prev_hash", String(64), nullable=False),
-    Column("hash", String(64), nullable=False),
-    UniqueConstraint("stream_id", "stream_version", name="stream_version_unique"),
-)
-meta_table = Table("store_meta", metadata, Column("key", String, primary_key=True), Column("value", String, nullable=False))
 
 _APPEND_ONLY = (
     "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
@@ -76,7 +49,8 @@ _APPEND_ONLY = (
     "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
 )
-_COLUMNS = "position, stream_id, stream_version, event_id, type, schema_version, recorded_at, payload, payload_hash, prev_hash, hash"
+# The events table's columns are the envelope's fields, in order (tables.EventRecord).
+_COLUMNS = ", ".join(Envelope.__struct_fields__)
 
 
 def _looks_like_sqlite(path: Path) -> bool:
@@ -99,6 +73,55 @@ def _prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
+def _create(path: Path) -> None:
+    """A new, complete log at ``path`` (unless another process made one meanwhile): built
+    aside and linked into place, so no reader ever opens a log without its tables."""
+    # Imported here: only creating a store needs the models (and SQLModel, pydantic).
+    from evopolicygym.records.tables import LogModel
+
+    dialect = sqlite_dialect()
+    ddl: list[CreateTable | CreateIndex] = []
+    for table in LogModel.metadata.sorted_tables:
+        ddl.append(CreateTable(table, if_not_exists=True))
+        ddl.extend(CreateIndex(index, if_not_exists=True) for index in table.indexes)
+    statements = [str(item.compile(dialect=dialect)) for item in ddl]
+    aside = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new")
+    try:
+        connection = sqlite3.connect(aside, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")  # a property of the file, set once
+            connection.execute("PRAGMA synchronous = FULL")
+            connection.execute("BEGIN IMMEDIATE")
+            for statement in (*statements, *_APPEND_ONLY):
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO store_meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
+            )
+            connection.execute("COMMIT")
+        finally:
+            connection.close()  # checkpoints the WAL into the file and removes it
+        try:
+            os.link(aside, path)  # fails if a log appeared meanwhile: that one stands
+        except FileExistsError:
+            if path.stat().st_size == 0:  # an empty file is no log
+                os.replace(aside, path)
+        except OSError:  # a filesystem without hard links: a rename, checked first
+            if not path.exists() or path.stat().st_size == 0:
+                os.replace(aside, path)
+        _fsync_dir(path.parent)
+    finally:
+        for leftover in (aside, aside.with_name(aside.name + "-wal"), aside.with_name(aside.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
@@ -110,6 +133,11 @@ class SQLiteEventStore:
             raise StoreError(f"{self.path.parent} is not a directory")
         if self.path.exists() and not _looks_like_sqlite(self.path):
             raise StoreError(f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)")
+        if create and (not self.path.exists() or self.path.stat().st_size == 0):
+            try:
+                _create(self.path)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreError(f"{self.path}: cannot create the event log ({exc})") from exc
         self._lock = threading.RLock()
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
@@ -123,8 +151,6 @@ class SQLiteEventStore:
             with self._lock:
                 self._conn = self.engine.connect()
                 self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
-                if create:
-                    self._create_schema()
                 self._check_format()
         except BaseException as exc:
             self.engine.dispose()
@@ -163,18 +189,6 @@ class SQLiteEventStore:
                 cursor.execute("COMMIT")
             finally:
                 cursor.close()
-
-    def _create_schema(self) -> None:
-        # Safe when two processes create at once: IF NOT EXISTS, under the write lock.
-        ddl = [str(CreateTable(table, if_not_exists=True).compile(self.engine)) for table in metadata.sorted_tables]
-        # WAL is a property of the file, set once here (never on a file we only open).
-        self._raw.execute("PRAGMA journal_mode = WAL")
-        with self._write() as cursor:
-            for statement in (*ddl, *_APPEND_ONLY):
-                cursor.execute(statement)
-            cursor.execute(
-                "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
-            )
 
     def _check_format(self) -> None:
         try:
@@ -229,7 +243,7 @@ class SQLiteEventStore:
         return positions
 
     @staticmethod
-    def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[tuple[Any, ...]]) -> list[int]:
+    def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]) -> list[int]:
         found = {row[0]: row for row in existing}
         if len(found) != len(events):
             raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
@@ -258,15 +272,13 @@ class SQLiteEventStore:
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
         return [Envelope.from_row(row) for row in self.read_all_rows(from_position, limit)]
 
-    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[tuple[Any, ...]]:
-        """``read_all`` as plain tuples in envelope field order: for bulk folds and projections."""
+    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[Row]:
         with self._reading():
             return self._raw.execute(
                 f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (from_position, limit)
             ).fetchall()
 
-    def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[tuple[Any, ...]]:
-        """(position, stream_id, stream_version, type, schema_version, payload): what a fold needs."""
+    def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[Row]:
         with self._reading():
             return self._raw.execute(
                 "SELECT position, stream_id, stream_version, type, schema_version, payload FROM events "
@@ -275,7 +287,7 @@ class SQLiteEventStore:
             ).fetchall()
 
     def integrity_problems(self) -> list[str]:
-        """SQLite's own structural check of the file (pages, indexes): [] when sound."""
+        """SQLite's ``PRAGMA quick_check`` of the file (its pages and indexes)."""
         try:
             with self._lock:
                 rows = self._raw.execute("PRAGMA quick_check").fetchall()

@@ -1,16 +1,23 @@
 """The event store contract, written once and implemented per backend (SQLite now).
 
-Five methods: ``append`` (with an expected stream version), ``read_stream``,
-``read_all`` (from a global position, in pages), ``head`` and ``streams``.
-Catch-up readers poll ``read_all``. The log is append-only: a backend refuses
-updates and deletes, positions are gap-free in commit order, and a retried
-append of the same event ids is a no-op that returns the original positions.
+``append`` (with an expected stream version), ``read_stream``, ``read_all``
+(from a global position, in pages), ``head`` and ``streams``; for the folds
+that read the whole log (replay, projections, verify), ``read_all_rows`` and
+``read_event_rows`` give the same pages as plain tuples; ``integrity_problems``
+is the backend's own check of its storage. Catch-up readers poll ``read_all``
+(or its row forms). The log is append-only: a backend refuses updates and
+deletes, positions are gap-free in commit order, and a retried append of the
+same event ids is a no-op that returns the original positions.
+
+Callers type against ``EventStore``; ``location.open_store`` is the one place
+that picks a backend. Every backend keeps its tables as ``records.tables``
+declares them, in log format ``FORMAT_VERSION``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -18,14 +25,22 @@ from evopolicygym.records.events import Envelope, NewEvent
 
 __all__ = [
     "ANY_VERSION",
+    "FORMAT_VERSION",
     "DuplicateEventError",
     "EventStore",
     "ExpectedVersionError",
+    "Row",
     "StoreError",
     "StreamInfo",
 ]
 
 ANY_VERSION = -1  # append without a version check (use sparingly: it gives up concurrency control)
+# The on-disk layout of the log (records/tables.py). Here, not there: every open checks
+# it, and importing the models (SQLModel, pydantic) is not worth it just for that.
+FORMAT_VERSION = 1
+
+Row = tuple[Any, ...]
+"""One event as a plain tuple; its fields are listed by the method that returns it."""
 
 
 class StoreError(Exception):
@@ -64,12 +79,31 @@ class EventStore(Protocol):
         """Up to ``limit`` events with ``position > from_position``, in order."""
         ...
 
+    def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[Row]:
+        """``read_all`` as plain tuples in ``Envelope`` field order (``Envelope.as_row``):
+        position, stream_id, stream_version, event_id, type, schema_version, recorded_at,
+        payload, payload_hash, prev_hash, hash. For bulk readers (projections, verify):
+        no Envelope objects, and the payload as stored (a tampered row may hold text)."""
+        ...
+
+    def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[Row]:
+        """Up to ``limit`` events after ``from_position``, in order, as ``(position,
+        stream_id, stream_version, type, schema_version, payload)``: what a fold decodes
+        (``fold.iter_events``), without the ids, timestamps and hashes it would not read."""
+        ...
+
     def head(self) -> int:
         """The last global position (0 for an empty log)."""
         ...
 
     def streams(self, prefix: str = "") -> list[StreamInfo]:
         """Streams whose id starts with ``prefix``, with their current versions."""
+        ...
+
+    def integrity_problems(self) -> list[str]:
+        """The backend's own structural check of its storage (pages, indexes): one message
+        per problem, [] when sound. ``verify.verify_store`` runs it before walking the log,
+        because a damaged index can leave every row readable."""
         ...
 
     def close(self) -> None: ...

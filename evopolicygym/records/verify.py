@@ -34,16 +34,16 @@ only that stream's problems are reported, plus any break of the global chain
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import msgspec
 
 from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EventCodecError, decode_event, payload_hash
-from evopolicygym.records.fold import page_reader
-from evopolicygym.records.location import Store
-from evopolicygym.records.store import EventStore, StoreError
+from evopolicygym.records.fold import iter_rows
+from evopolicygym.records.location import Store, event_log
+from evopolicygym.records.store import EventStore, Row, StoreError
 
 __all__ = [
     "PAGE",
@@ -134,19 +134,12 @@ def referenced_blobs(value: Any) -> Iterator[tuple[Literal["blob", "program"], s
             yield from referenced_blobs(item)
 
 
-def _rows(store: Store | EventStore, head: int) -> Iterator[tuple[Any, ...]]:
+def _rows(store: Store | EventStore, head: int) -> Iterator[Row]:
     """The log's rows up to ``head``, in position order, a page at a time."""
-    read = page_reader(store)
-    after = 0
-    while after < head:
-        page = read(after, PAGE)
-        if not page:
+    for row in iter_rows(store, batch=PAGE):
+        if row[0] > head:
             return
-        for row in page:
-            if row[0] > head:
-                return
-            yield row
-        after = page[-1][0]
+        yield row
 
 
 class BlobChecker:
@@ -194,7 +187,7 @@ class _Walker:
         self.prev = GENESIS
         self.events = 0
 
-    def check(self, row: tuple[Any, ...]) -> list[Problem]:
+    def check(self, row: Row) -> list[Problem]:
         (
             position,
             sid,
@@ -338,17 +331,14 @@ def verify_store(store: Store | EventStore, stream_id: str | None = None) -> Ver
     checked and ``VerifyReport.blobs`` stays 0. See the module docstring for what
     is checked. Problems come in log order; an intact log gives ``report.ok``.
     """
-    events = cast(EventStore, getattr(store, "events", store))
-    blobs = cast("BlobStore | None", getattr(store, "blobs", None))
-    problems: list[Problem] = []
+    events = event_log(store)
+    blobs = store.blobs if isinstance(store, Store) else None
     # The backend's own structural check first: a damaged index (say on event ids, the
     # idempotency key) leaves every row readable, so the walk below would not see it.
-    integrity = getattr(events, "integrity_problems", None)
-    if callable(integrity):
-        problems.extend(
-            Problem(position=0, stream_id="", stream_version=0, kind="storage", message=message)
-            for message in integrity()
-        )
+    problems = [
+        Problem(position=0, stream_id="", stream_version=0, kind="storage", message=message)
+        for message in events.integrity_problems()
+    ]
     try:
         head = events.head()
         walker = _Walker(blobs, stream_id)
