@@ -51,13 +51,13 @@ from evopolicygym.run.decider import (
     fold,
 )
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned, planned_split
+from evopolicygym.run.reevaluate import reevaluate
 from evopolicygym.run.replay import (
     CandidateEntry,
     FinishedEntry,
     RejectionEntry,
     Replay,
     SubmissionEntry,
-    reevaluate,
     replay_run,
 )
 from evopolicygym.transcript import AgentIdentity

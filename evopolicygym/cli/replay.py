@@ -13,6 +13,7 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, store_root
+from evopolicygym.run.reevaluate import Mismatch, reevaluate
 from evopolicygym.run.replay import (
     AgentEntry,
     AssessmentEntry,
@@ -21,7 +22,6 @@ from evopolicygym.run.replay import (
     FinishedEntry,
     FinishEntry,
     HostEntry,
-    Mismatch,
     RejectionEntry,
     Replay,
     ReplayError,
@@ -29,7 +29,6 @@ from evopolicygym.run.replay import (
     SubmissionEntry,
     TimelineEntry,
     ValidationEntry,
-    reevaluate,
     replay_run,
 )
 

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # what the lazy exports are, for type checkers
     from evopolicygym.run.ledger import RunError, load_run
     from evopolicygym.run.liveness import RunBusy, host_alive
     from evopolicygym.run.pool import derive_run_seeds, plan_pool
-    from evopolicygym.run.replay import reevaluate, replay_run
+    from evopolicygym.run.reevaluate import reevaluate
+    from evopolicygym.run.replay import replay_run
     from evopolicygym.run.session import SessionServer
     from evopolicygym.run.workspace import build_feedback
 
@@ -56,7 +57,7 @@ _EXPORTS = {
     "host_alive": "evopolicygym.run.liveness",
     "derive_run_seeds": "evopolicygym.run.pool",
     "plan_pool": "evopolicygym.run.pool",
-    "reevaluate": "evopolicygym.run.replay",
+    "reevaluate": "evopolicygym.run.reevaluate",
     "replay_run": "evopolicygym.run.replay",
     "RunError": "evopolicygym.run.ledger",
     "RunHost": "evopolicygym.run.host",

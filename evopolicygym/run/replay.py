@@ -1,5 +1,5 @@
 """Replay a Run from its log: fold it, check its part of the chain and its blobs, and lay out
-what happened as a timeline; optionally re-run every recorded score and compare.
+what happened as a timeline (``reevaluate`` re-runs its scores).
 
 ``replay_run`` reads one Run's stream and never writes. Its checks are the stream's
 share of ``record verify`` (versions, payload hashes, each event's chain hash and its
@@ -7,9 +7,8 @@ link to the event before it, decoding, every blob and Program the events name) p
 the Run's own rules: every event is folded with the decider's ``evolve``, so an event
 the rules forbid is a problem naming its stream version.
 
-``reevaluate`` re-runs every published Submission on its recorded pool Episodes and
-the recorded Validation and Assessment Episodes, and compares scores (exact float
-equality), failure counts and each Episode's status and total reward.
+The totals (budget, Submissions, the best published one, the final program) are the
+Run read API's ``RunSummary``, folded alongside.
 
 Nothing here returns Host-private values (pool seeds and scenarios, derived seeds,
 Validation and Assessment seeds, the Run seed): replay output is shown to people,
@@ -18,17 +17,11 @@ and recorded free text (errors, reasons) is scrubbed of any of those numbers.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from evopolicygym.benchmark import Benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, PlannedEpisode
-from evopolicygym.program import ProgramError
 from evopolicygym.protocol import format_selector
-from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import (
     AgentExited,
@@ -39,14 +32,12 @@ from evopolicygym.records.events import (
     CandidateValidated,
     Envelope,
     EpisodeCompleted,
-    EpisodeOutcome,
     EvaluationFailed,
     EvaluationStarted,
     Event,
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
-    PoolEntry,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -62,15 +53,13 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_id_of, run_stream_id
 from evopolicygym.records.verify import BlobChecker, referenced_blobs
-from evopolicygym.registry import load_benchmark
-from evopolicygym.run.config import RunConfig, RunConfigError
+from evopolicygym.run.config import RunConfigError
 from evopolicygym.run.decider import (
     InvalidTransition,
     RunState,
     evolve,
     terminal_reason,
 )
-from evopolicygym.run.pool import planned, planned_split
 
 __all__ = [
     "AgentEntry",
@@ -80,8 +69,6 @@ __all__ = [
     "FinishEntry",
     "FinishedEntry",
     "HostEntry",
-    "Mismatch",
-    "Progress",
     "RejectionEntry",
     "Replay",
     "ReplayError",
@@ -90,11 +77,11 @@ __all__ = [
     "SubmissionEntry",
     "TimelineEntry",
     "ValidationEntry",
-    "reevaluate",
+    "decoded",
     "replay_run",
+    "stream_of",
 ]
 
-Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 _RAW_JSON = msgspec.json.Decoder()
 
 
@@ -251,39 +238,15 @@ class Replay(msgspec.Struct, kw_only=True):
         return not self.problems
 
 
-class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
-    phase: Literal["run", "submission", "validation", "assessment"]
-    submission_id: int | None = None
-    episode: int | None = None  # the Episode's index (a pool index for a Submission)
-    field: str  # score, failures, status, total_reward, episodes, error, environment_digest
-    recorded: str | float | int | None = None
-    replayed: str | float | int | None = None
-
-    def describe(self) -> str:
-        where = self.phase if self.submission_id is None else f"{self.phase} {self.submission_id}"
-        if self.episode is not None:
-            where += f" Episode {self.episode}"
-        if self.field == "error":
-            return f"{where}: cannot re-evaluate: {self.replayed}"
-        return f"{where}: {self.field} recorded {_exact(self.recorded)}, replayed {_exact(self.replayed)}"
-
-
-def _exact(value: Any) -> str:
-    # repr keeps every digit of a float: a mismatch may sit in the last one.
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-# --------------------------------------------------------------------------- private values
-
-
 # --------------------------------------------------------------------------- reading
 
 
-def _stream_id(run: str) -> str:
+def stream_of(run: str) -> str:
+    """The stream of a Run given as ``<id>`` or ``run-<id>``."""
     return run if run.startswith(RUN_PREFIX) else run_stream_id(run)
 
 
-def _decoded(envelope: Envelope) -> tuple[Event | None, str | None]:
+def decoded(envelope: Envelope) -> tuple[Event | None, str | None]:
     """The event, or why it does not decode (an upcaster may fail in any way)."""
     payload = envelope.payload
     if not isinstance(payload, bytes):
@@ -410,7 +373,7 @@ class _Builder:
         self.last_type = envelope.type
         for kind, message, blob in self.checker.envelope(envelope):
             self.problem(envelope, kind, message, blob)
-        event, error = _decoded(envelope)
+        event, error = decoded(envelope)
         if isinstance(event, RunCreated):
             self.private.add_created(event)  # before any text of this Run is kept
         for kind, message, blob in self.checker.references(event, envelope.payload):
@@ -623,239 +586,8 @@ class _Builder:
 def replay_run(store: Store, run_id: str) -> Replay:
     """Replay the Run ``run_id`` (its id or ``run-<id>``) from the log: its timeline, totals
     and every problem found (none when the Run verifies)."""
-    stream_id = _stream_id(run_id)
+    stream_id = stream_of(run_id)
     builder = _Builder(store, stream_id)
     for envelope in store.events.read_stream(stream_id, 0):
         builder.add(envelope)
     return builder.finish()
-
-
-# --------------------------------------------------------------------------- re-evaluation
-
-
-class _Job(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded evaluation to re-run."""
-
-    phase: Literal["submission", "validation", "assessment"]
-    submission_id: int
-    program_digest: str
-    split: str
-    score: float
-    failures: int
-    outcomes: list[EpisodeOutcome]  # the recorded Episodes, in order
-    indices: list[int] = []  # pool indices (Submissions)
-    seed: int = 0  # Host-private (Validation, Assessment): only used, never shown
-    count: int = 0
-
-
-def _events(store: Store, stream_id: str) -> Iterator[Event]:
-    for envelope in store.events.read_stream(stream_id, 0):
-        if envelope.type == "AgentMessages":
-            continue  # transcripts: the bulk of a Run, and nothing to re-evaluate
-        event, _ = _decoded(envelope)
-        if event is not None:  # replay_run reports what does not decode
-            yield event
-
-
-def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
-    created: RunCreated | None = None
-    started: dict[int, EvaluationStarted] = {}
-    episodes: dict[int, list[EpisodeOutcome]] = {}
-    validation: ValidationStarted | None = None
-    assessment: AssessmentStarted | None = None
-    jobs: list[_Job] = []
-    for event in _events(store, stream_id):
-        match event:
-            case RunCreated() if created is None:
-                created = event
-            case EvaluationStarted():
-                started[event.submission_id] = event
-            case EpisodeCompleted():
-                episodes.setdefault(event.submission_id, []).append(
-                    EpisodeOutcome(
-                        index=event.index,
-                        status=event.status,
-                        total_reward=event.total_reward,
-                        steps=event.steps,
-                        failure=event.failure,
-                    )
-                )
-            case SubmissionPublished() if event.submission_id in started:
-                begun = started[event.submission_id]
-                jobs.append(
-                    _Job(
-                        phase="submission",
-                        submission_id=event.submission_id,
-                        program_digest=begun.program_digest,
-                        split="",
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=episodes.get(event.submission_id, []),
-                        indices=list(begun.indices),
-                        count=len(begun.indices),
-                    )
-                )
-            case ValidationStarted():
-                validation = event
-            case CandidateValidated() if validation is not None and event.submission_id in started:
-                jobs.append(
-                    _Job(
-                        phase="validation",
-                        submission_id=event.submission_id,
-                        program_digest=started[event.submission_id].program_digest,
-                        split=validation.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=validation.seed,
-                        count=validation.episodes,
-                    )
-                )
-            case AssessmentStarted():
-                assessment = event
-            case AssessmentCompleted() if assessment is not None and (
-                assessment.submission_id in started
-            ):
-                jobs.append(
-                    _Job(
-                        phase="assessment",
-                        submission_id=assessment.submission_id,
-                        program_digest=started[assessment.submission_id].program_digest,
-                        split=assessment.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=assessment.seed,
-                        count=assessment.episodes,
-                    )
-                )
-            case _:
-                pass
-    if created is None:
-        raise ReplayError(f"run {run_id_of(stream_id)!r} has no readable RunCreated")
-    return created, jobs
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def reevaluate(
-    store: Store, run_id: str, *, jobs: int | None = None, progress: Progress | None = None
-) -> list[Mismatch]:
-    """Re-run every recorded score of the Run and return where the results differ
-    (empty when everything reproduces). ``progress(done, total)`` counts Episodes."""
-    stream_id = _stream_id(run_id)
-    created, work = _jobs(store, stream_id)
-    private = PrivateValues()
-    private.add_created(created)
-    try:
-        config = RunConfig.from_dict(created.config)
-    except RunConfigError as exc:
-        raise ReplayError(f"the Run's config cannot be read: {exc}") from exc
-    try:
-        benchmark = load_benchmark(created.benchmark_id, config.benchmark_params or None)
-    except Exception as exc:  # a factory may fail in any way
-        raise ReplayError(
-            f"cannot load benchmark {created.benchmark_id!r}: {private.scrub(str(exc))}"
-        ) from exc
-    mismatches: list[Mismatch] = []
-    digest = benchmark.spec.environment_digest
-    if digest != created.environment_digest:  # the Benchmark changed: scores may differ for it
-        mismatches.append(
-            Mismatch(
-                phase="run",
-                field="environment_digest",
-                recorded=created.environment_digest,
-                replayed=digest,
-            )
-        )
-    total = sum(job.count for job in work)
-    done = 0
-    if progress is not None:
-        progress(0, total)
-    pool = list(created.pool)
-    with Evaluator() as evaluator:
-        for job in work:
-            offset = done
-
-            def step(finished: int, _count: int, offset: int = offset) -> None:
-                if progress is not None:
-                    progress(offset + finished, total)
-
-            mismatches.extend(
-                _rerun(store, evaluator, benchmark, config, pool, job, step, private, jobs)
-            )
-            done += job.count
-            if progress is not None:
-                progress(done, total)
-    return mismatches
-
-
-def _rerun(
-    store: Store,
-    evaluator: Evaluator,
-    benchmark: Benchmark,
-    config: RunConfig,
-    pool: list[PoolEntry],
-    job: _Job,
-    step: Progress,
-    private: PrivateValues,
-    jobs: int | None,
-) -> list[Mismatch]:
-    def mismatch(field: str, recorded: Any, replayed: Any, episode: int | None = None) -> Mismatch:
-        return Mismatch(
-            phase=job.phase,
-            submission_id=job.submission_id,
-            episode=episode,
-            field=field,
-            recorded=recorded,
-            replayed=replayed,
-        )
-
-    split = config.train_split if job.phase == "submission" else job.split
-    try:
-        episodes: list[PlannedEpisode]
-        if job.phase == "submission":
-            if any(not 0 <= i < len(pool) for i in job.indices):
-                return [mismatch("error", None, "an Episode index is outside the recorded pool")]
-            episodes = planned(pool, job.indices)
-        else:
-            episodes = planned_split(benchmark, split, job.seed, job.count)
-        program = store.blobs.get_program(job.program_digest)
-        result = evaluator.evaluate(
-            program,
-            benchmark,
-            EvaluationConfig(
-                split=split,
-                episodes=len(episodes),
-                jobs=jobs if jobs is not None else config.jobs,
-                episode_timeout=config.episode_timeout,
-                trace_steps=0,  # traces do not change a score
-            ),
-            episodes=episodes,
-            progress=step,
-        )
-    except (EvaluationError, ProgramError, BlobError, ValueError, OSError) as exc:
-        return [mismatch("error", None, private.scrub(f"{type(exc).__name__}: {exc}"))]
-    found: list[Mismatch] = []
-    score = float(result.feedback.score)
-    if not _same(score, job.score):
-        found.append(mismatch("score", job.score, score))
-    if result.failures != job.failures:
-        found.append(mismatch("failures", job.failures, result.failures))
-    if len(result.episodes) != len(job.outcomes):
-        found.append(mismatch("episodes", len(job.outcomes), len(result.episodes)))
-    # Submissions' Episodes are known by pool index; held-out ones by their planned index.
-    keys = job.indices if job.phase == "submission" else [e.index for e in result.episodes]
-    recorded = {outcome.index: outcome for outcome in job.outcomes}
-    for key, summary in zip(keys, result.episodes, strict=False):
-        before = recorded.get(key)
-        if before is None:
-            found.append(mismatch("status", None, summary.status, key))
-            continue
-        if before.status != summary.status:
-            found.append(mismatch("status", before.status, summary.status, key))
-        if not _same(before.total_reward, summary.total_reward):
-            found.append(mismatch("total_reward", before.total_reward, summary.total_reward, key))
-    return found
