@@ -12,9 +12,15 @@ The two built-in agents share ``session_client`` (``evopolicy session submit`` a
 transcript). ``chat`` keeps its model API in ``chat_client`` and its tools in
 ``chat_tools``; ``reference`` keeps its search in ``reference_search``, its budget
 plan in ``reference_budget`` and its program edits in ``edits``.
+
+``launcher.ProviderLauncher`` is what a ``RunHost`` is given to start these Agents
+(``run`` defines the interface and never imports this package); it is loaded on
+first use, so a built-in agent's own start-up does not pay for the Host's side.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from evopolicygym.agents.providers import (
     PROVIDERS,
@@ -25,4 +31,23 @@ from evopolicygym.agents.providers import (
     launch_for,
 )
 
-__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "launch_for"]
+if TYPE_CHECKING:
+    from evopolicygym.agents.launcher import ProviderLauncher
+
+__all__ = [
+    "PROVIDERS",
+    "AgentError",
+    "AgentLaunch",
+    "Provider",
+    "ProviderLauncher",
+    "agent_identity",
+    "launch_for",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProviderLauncher":
+        from evopolicygym.agents.launcher import ProviderLauncher
+
+        return ProviderLauncher
+    raise AttributeError(f"module 'evopolicygym.agents' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 Every fact of a Run is an event here; replay, resume, queries and exports read
 only from it. ``open_store`` opens a store directory; ``Store.events`` is the
-log (the ``EventStore`` contract), ``Store.blobs`` the blob store.
+log (the ``EventStore`` contract), ``Store.blobs`` the blob store. ``records.runs`` is the
+Run read API: ``summarize`` folds what happened in a Run, ``better`` compares scores.
 
 Names are re-exported lazily, so importing one small module of the package
 (``records.store`` for its errors, say) does not import SQLAlchemy and zstd.
@@ -30,6 +31,15 @@ _EXPORTS = {
     "StoreError": "evopolicygym.records.store",
     "StreamInfo": "evopolicygym.records.store",
     "verify_store": "evopolicygym.records.verify",
+    "RunSummary": "evopolicygym.records.runs",
+    "SubmissionSummary": "evopolicygym.records.runs",
+    "UnknownRun": "evopolicygym.records.runs",
+    "better": "evopolicygym.records.runs",
+    "program_of": "evopolicygym.records.runs",
+    "resolve_run": "evopolicygym.records.runs",
+    "run_id_of": "evopolicygym.records.runs",
+    "run_stream_id": "evopolicygym.records.runs",
+    "summarize": "evopolicygym.records.runs",
 }
 
 __all__ = sorted(_EXPORTS)
