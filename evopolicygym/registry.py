@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, metadata
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from evopolicygym.benchmark import Benchmark
 __all__ = ["BenchmarkParameterError", "UnknownBenchmark", "baseline_dir", "benchmark_names", "load_benchmark"]
 
 GROUP = "evopolicygym.benchmarks"
+# Extras that install a store or an executor, not Benchmarks.
+_NOT_FAMILIES = frozenset({"postgres", "ray"})
 
 
 class UnknownBenchmark(LookupError):
@@ -44,7 +46,7 @@ def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchma
     found = _entry_points().get(name)
     if found is None:
         known = ", ".join(benchmark_names()) or "none"
-        raise UnknownBenchmark(f"unknown benchmark {ref!r} (registered: {known})")
+        raise UnknownBenchmark(f"unknown benchmark {ref!r} (registered: {known}){_family_hint()}")
     factory: Callable[..., Benchmark] = found.load()
     args = (argument,) if argument else ()
     kwargs = dict(params or {})
@@ -55,6 +57,20 @@ def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchma
         usage = f"{name}:<argument>" if _takes_argument(factory) and not argument else ref
         raise BenchmarkParameterError(f"{usage}: invalid parameters ({exc})") from None
     return factory(*args, **kwargs)
+
+
+def _family_hint() -> str:
+    """Where more Benchmarks come from: the families this distribution offers as extras."""
+    try:
+        extras = metadata("evopolicygym").get_all("Provides-Extra") or []
+    except PackageNotFoundError:
+        return ""
+    families = [extra for extra in extras if extra not in _NOT_FAMILIES]
+    if not families:
+        return ""
+    first, *others = families
+    also = f" (also {', '.join(others)}, or --all-extras)" if others else " (or --all-extras)"
+    return f"; more install as families: uv sync --extra {first}{also}"
 
 
 def _takes_argument(factory: Callable[..., Any]) -> bool:

@@ -198,6 +198,8 @@ def test_evaluate_gymnasium_family(swing: Path) -> None:
         (["evaluate", "baseline", "--benchmark", "gymnasium"], 1, "use gymnasium:<id>"),
         (["benchmarks", "show", "gymnasium:NoSuchEnv-v0"], 1, "NoSuchEnv-v0"),
         (["benchmarks", "check", "nope"], 1, "unknown benchmark"),
+        # a Benchmark of a family not installed: the message says how to install families
+        (["benchmarks", "show", "nope"], 1, "more install as families: uv sync --extra "),
         (["no-such-command"], 2, "no-such-command"),
     ],
 )

@@ -596,7 +596,8 @@ def test_rollouts_flag_a_trace_cut_by_the_step_limit(store: Store, tmp_path: Pat
     patched = [msgspec.structs.replace(e, trace_blob=blob) if isinstance(e, EpisodeCompleted) else e for e in events]
     store.events.append("run-old", [new_event(e, f"old/{i}") for i, e in enumerate(patched)], 0)
     run_export(store, tmp_path / "out", ["rollouts"], run_filter=RunFilter())
-    rows = [r for r in load(tmp_path / "out", "rollouts") if r["run_id"] == "alpha" and r["steps"] == 3]
+    # A Run is known by its stream (run-old), whatever its copied RunCreated says.
+    rows = [r for r in load(tmp_path / "out", "rollouts") if r["run_id"] == "old" and r["steps"] == 3]
     old_rows = [r for r in rows if r["observations"][0] is None]
     assert old_rows and all(r["truncations"] == [False, False, True] for r in old_rows)
     assert all(r["terminations"] == [False, False, False] for r in old_rows)

@@ -229,3 +229,20 @@ def test_every_reader_of_a_run_agrees_with_its_summary(
         assert replay.best_submission_id == summary.best_submission_id
         marked = [e.submission_id for e in replay.timeline if getattr(e, "best_so_far", False)]
         assert marked[-1:] == ([expected] if expected is not None else [])
+
+
+def test_a_run_is_known_by_its_stream_even_when_run_created_names_another(store: Store) -> None:
+    """A RunCreated naming another Run (a fault replay reports) does not make two readers
+    disagree on which Run it is, nor break the read models' catch-up."""
+    from evopolicygym.records.events import new_event
+
+    write_run(store, SynthRun("src", [Planned(_files(1.0), [0], [1.0])]))
+    (created, *_rest) = [e.event() for e in store.events.read_stream("run-src", 0)]
+    store.events.append("run-alias", [new_event(created, "alias-1")], 0)
+    assert summarize(store.events, "run-alias").run_id == "alias"
+    refresh(store)
+    write_run(store, SynthRun("later", [Planned(_files(2.0), [0], [2.0])]))
+    refresh(store)  # an incremental catch-up finds the rows it wrote before
+    with open_read_models(store, read_only=True) as db:
+        rows = db.execute("SELECT run_id, benchmark_id FROM runs ORDER BY run_id").fetchall()
+    assert rows == [("alias", "toy-counter"), ("later", "toy-counter"), ("src", "toy-counter")]

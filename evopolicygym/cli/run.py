@@ -239,12 +239,12 @@ def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_j
             try:
                 with view:
                     state = host.drive()
+                outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
             except KeyboardInterrupt:
                 console.print(f"interrupted; carry on with: evopolicy resume {run_id}")
                 sys.exit(130)
             except (RunError, RunBusy) as exc:
                 raise CliError(one_line(str(exc))) from exc
-            outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
     if as_json:

@@ -31,7 +31,7 @@ holds it, then raises ``ReadModelsBusy``. ``refresh`` caps DuckDB's memory at
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,7 @@ from evopolicygym.records.projections import (
     catch_up,
     insert_arrow,
 )
-from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_stream_id
+from evopolicygym.records.runs import RUN_PREFIX, RunSummary, SubmissionSummary, run_stream_id
 from evopolicygym.records.store import StoreError
 from evopolicygym.transcript import AgentIdentity
 
@@ -419,29 +419,6 @@ def _run_row(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-def _upsert(
-    table: _Table,
-    connection: Connection,
-    batch: Batch,
-    todo: list[tuple[tuple[Any, ...], int, Event]],
-    new_row: Callable[[tuple[Any, ...]], dict[str, Any]],
-    fold: Callable[[dict[str, Any], Event, int], None],
-) -> None:
-    """Fold ``(key, index, event)`` into keyed rows: load the rows the keys already have,
-    create the missing ones, fold every event in order, write the rows back."""
-    if not todo:
-        return
-    keys = list(dict.fromkeys(key for key, _, _ in todo))
-    existing = table.load(connection, batch, keys)
-    rows = dict(existing)
-    for key, i, event in todo:
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = new_row(key)
-        fold(row, event, _us(batch.recorded_at[i]))
-    table.write(connection, batch, rows, existing)
-
-
 def _apply_runs(connection: Connection, batch: Batch) -> None:
     """Fold the batch's Run events into their Runs' summaries (``RunSummary.apply``, the
     fold every reader of a Run uses) and store each touched Run's row."""
@@ -499,6 +476,9 @@ SUBMISSIONS_TABLE = _Table(
     ),
     key=("run_id", "submission_id"),
 )
+# The columns a SubmissionSummary holds (all but the key), and which of them are times.
+_SUBMISSION_FIELDS = tuple(n for n in SUBMISSIONS_TABLE.names if n not in ("run_id", "submission_id"))
+_SUBMISSION_TIMES = frozenset(n for n, kind in SUBMISSIONS_TABLE.columns if kind == "TIMESTAMP")
 _SUBMISSION_TYPES = frozenset(
     cls.type_name()
     for cls in (
@@ -511,37 +491,27 @@ _SUBMISSION_TYPES = frozenset(
 )
 
 
-def _fold_submission(row: dict[str, Any], event: Event, at: int) -> None:
-    # Scores only: never the validation or assessment Episodes, whose seeds are Host-private.
-    match event:
-        case EvaluationStarted():
-            row.update(
-                program_digest=event.program_digest,
-                parent_program_digest=event.parent_program_digest,
-                indices=list(event.indices),
-                budget_reserved=event.budget_reserved,
-                started_at=at,
-                status="evaluating",
-            )
-        case SubmissionPublished():
-            row.update(
-                program_digest=event.program_digest,
-                score=event.score,
-                failures=event.failures,
-                published_at=at,
-                status="published",
-            )
-        case EvaluationFailed():
-            row.update(status="failed", error=event.error, budget_consumed=event.budget_consumed)
-        case CandidateValidated():
-            row.update(validation_score=event.score, validation_failures=event.failures)
-        case AssessmentCompleted():
-            row["assessment_score"] = event.score
-    row["updated_at"] = at
+def _submission_summary(row: dict[str, Any]) -> SubmissionSummary:
+    """The summary a ``submissions`` row holds (times in microseconds)."""
+    summary = SubmissionSummary(row["submission_id"])
+    for name in _SUBMISSION_FIELDS:
+        value = row[name]
+        setattr(summary, name, value * 1000 if name in _SUBMISSION_TIMES and value is not None else value)
+    return summary
+
+
+def _submission_row(run_id: str, summary: SubmissionSummary) -> dict[str, Any]:
+    row: dict[str, Any] = {"run_id": run_id, "submission_id": summary.submission_id}
+    for name in _SUBMISSION_FIELDS:
+        value = getattr(summary, name)
+        row[name] = value // 1000 if name in _SUBMISSION_TIMES and value is not None else value
+    return row
 
 
 def _apply_submissions(connection: Connection, batch: Batch) -> None:
-    todo: list[tuple[tuple[Any, ...], int, Event]] = []
+    """Fold the batch's Submission events with ``SubmissionSummary.apply`` (the fold every
+    reader of a Submission uses) and store each touched Submission's row."""
+    todo: list[tuple[tuple[str, int], int, Event]] = []
     for i, event in batch.events(_SUBMISSION_TYPES):
         if (run_id := batch.run_ids[i]) is None:
             continue
@@ -549,13 +519,19 @@ def _apply_submissions(connection: Connection, batch: Batch) -> None:
             batch.skip(i, f"submission_id {event.submission_id} is out of range")  # type: ignore[attr-defined]
             continue
         todo.append(((run_id, event.submission_id), i, event))  # type: ignore[attr-defined]
+    if not todo:
+        return
+    keys = list(dict.fromkeys(key for key, _, _ in todo))
+    existing = SUBMISSIONS_TABLE.load(connection, batch, keys)
+    summaries = {key: _submission_summary(row) for key, row in existing.items()}
+    for key, i, event in todo:
+        summary = summaries.get(key)
+        if summary is None:
+            summary = summaries[key] = SubmissionSummary(key[1])
+        summary.apply(event, batch.recorded_at[i])
+    rows = {key: _submission_row(key[0], summary) for key, summary in summaries.items()}
+    SUBMISSIONS_TABLE.write(connection, batch, rows, existing)
 
-    def new_row(key: tuple[Any, ...]) -> dict[str, Any]:
-        row: dict[str, Any] = dict.fromkeys(SUBMISSIONS_TABLE.names)
-        row.update(run_id=key[0], submission_id=key[1])
-        return row
-
-    _upsert(SUBMISSIONS_TABLE, connection, batch, todo, new_row, _fold_submission)
 
 SUBMISSIONS = Projection(
     name="submissions",

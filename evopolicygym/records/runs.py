@@ -143,6 +143,40 @@ class SubmissionSummary:
     assessment_score: float | None = None
     updated_at: int | None = None
 
+    def apply(self, event: Event, at: int | None = None) -> None:
+        """Fold one of this Submission's events (recorded at ``at`` ns). Validation and
+        Assessment come in as scores only: their Episodes' seeds are Host-private."""
+        match event:
+            case EvaluationStarted():
+                self.program_digest = event.program_digest
+                self.parent_program_digest = event.parent_program_digest
+                self.indices = list(event.indices)
+                self.budget_reserved = event.budget_reserved
+                self.budget_used = event.budget_used
+                self.started_at = at
+                self.status = "evaluating"
+            case EpisodeCompleted():
+                self.episodes += 1
+                return  # an Episode is not a change of the Submission's own record
+            case SubmissionPublished():
+                self.program_digest = event.program_digest
+                self.status = "published"
+                self.score = event.score
+                self.failures = event.failures
+                self.published_at = at
+            case EvaluationFailed():
+                self.status = "failed"
+                self.error = event.error
+                self.budget_consumed = event.budget_consumed
+            case CandidateValidated():
+                self.validation_score = event.score
+                self.validation_failures = event.failures
+            case AssessmentCompleted():
+                self.assessment_score = event.score
+            case _:
+                return
+        self.updated_at = at
+
 
 @dataclass
 class RunSummary:
@@ -168,7 +202,7 @@ class RunSummary:
     initial_program_digest: str | None = None
     skill_program_digests: list[str] = field(default_factory=list)
     budget_used: int = 0
-    budget_left: int | None = None  # as the last publication says, else from the config
+    budget_left: int | None = None  # the budget less what is reserved (None: no budget known)
     submissions: dict[int, SubmissionSummary] = field(default_factory=dict)
     started: int = 0  # evaluations started
     published: int = 0
@@ -267,7 +301,7 @@ class RunSummary:
             self.updated_at = at
         match event:
             case RunCreated():
-                self.run_id = event.run_id
+                # run_id stays the stream's: RunCreated naming another is a fault replay reports.
                 self.benchmark_id = event.benchmark_id
                 self.benchmark_spec = event.benchmark_spec
                 self.score_direction = str(event.benchmark_spec.get("score_direction") or "maximize")
@@ -293,44 +327,20 @@ class RunSummary:
                 self.started += 1
                 self.budget_used = max(self.budget_used, event.budget_used)
                 self._reserved()
-                entry = self.submission(event.submission_id)
-                entry.program_digest = event.program_digest
-                entry.parent_program_digest = event.parent_program_digest
-                entry.indices = list(event.indices)
-                entry.budget_reserved = event.budget_reserved
-                entry.budget_used = event.budget_used
-                entry.started_at = at
-                entry.status = "evaluating"
-                entry.updated_at = at
-            case EpisodeCompleted():
-                entry = self.submission(event.submission_id)
-                entry.episodes += 1
+                self.submission(event.submission_id).apply(event, at)
+            case EpisodeCompleted() | CandidateValidated():
+                self.submission(event.submission_id).apply(event, at)
             case SubmissionPublished():
                 self.published += 1
                 self.budget_used = max(self.budget_used, event.budget_used)
                 self.budget_left = event.budget_left
-                entry = self.submission(event.submission_id)
-                entry.program_digest = event.program_digest
-                entry.status = "published"
-                entry.score = event.score
-                entry.failures = event.failures
-                entry.published_at = at
-                entry.updated_at = at
+                self.submission(event.submission_id).apply(event, at)
                 self._rank(event.submission_id, event.score)
             case EvaluationFailed():
                 self.failed += 1
-                entry = self.submission(event.submission_id)
-                entry.status = "failed"
-                entry.error = event.error
-                entry.budget_consumed = event.budget_consumed
-                entry.updated_at = at
+                self.submission(event.submission_id).apply(event, at)
             case FinishAccepted():
                 self.finish_candidates = list(event.candidates)
-            case CandidateValidated():
-                entry = self.submission(event.submission_id)
-                entry.validation_score = event.score
-                entry.validation_failures = event.failures
-                entry.updated_at = at
             case ValidationFailed():
                 self.validation_error = event.error
             case FinalSubmissionSelected():
@@ -343,9 +353,7 @@ class RunSummary:
                 self.assessment_score = event.score
                 self.assessment_failures = event.failures
                 self.assessment_episodes = len(event.episodes)
-                entry = self.submission(event.submission_id)
-                entry.assessment_score = event.score
-                entry.updated_at = at
+                self.submission(event.submission_id).apply(event, at)
             case AssessmentFailed():
                 self.assessment_error = event.error
             case RunInterrupted():
@@ -447,8 +455,9 @@ def program_of(summary: RunSummary, which: int | Literal["initial", "final"]) ->
             raise LookupError(f"run {summary.run_id} has no final submission (none selected yet)")
         return summary.final_program_digest, summary.final_submission_id
     entry = summary.submissions.get(which)
-    if entry is None or entry.started_at is None or entry.program_digest is None:
-        started = [k for k, s in summary.submissions.items() if s.started_at is not None]
+    # budget_reserved: set by the Submission's EvaluationStarted, which names its Program.
+    if entry is None or entry.budget_reserved is None or entry.program_digest is None:
+        started = [k for k, s in summary.submissions.items() if s.budget_reserved is not None]
         known = f"it has 1 to {max(started)}" if started else "it has none yet"
         raise LookupError(f"run {summary.run_id} has no submission {which} ({known})")
     return entry.program_digest, which

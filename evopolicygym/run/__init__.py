@@ -1,8 +1,8 @@
 """The Run use case: config, pool, decider, creation, the Host (ledger, phases, Agent
 supervisor, session gateway, workspace publication) and the launcher interface.
 
-Re-exported lazily: the Agent-facing `evopolicy session` client imports
-``evopolicygym.run.session`` and must not pay for the evaluation engine.
+Re-exported lazily: importing one small module (``run.config`` for a RunConfig, say)
+does not pay for the evaluation engine.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ adds a format the same way (an ``Exporter`` subclass under the name of its confi
 
 from __future__ import annotations
 
+import warnings
 from importlib.metadata import entry_points
 
 from evopolicygym_exporters.base import Exporter
@@ -20,9 +21,14 @@ def load_exporters() -> dict[str, type[Exporter]]:
     for entry in entry_points(group=GROUP):
         if entry.name in found:
             continue
-        cls = entry.load()
+        try:
+            cls = entry.load()
+        except Exception as exc:  # a broken plugin must not take the other formats down
+            warnings.warn(f"exporter {entry.name} = {entry.value} cannot be loaded: {exc}", stacklevel=2)
+            continue
         if not (isinstance(cls, type) and issubclass(cls, Exporter)) or cls.name != entry.name:
-            raise TypeError(f"entry point {entry.name} = {entry.value} is not an Exporter named {entry.name!r}")
+            warnings.warn(f"exporter {entry.name} = {entry.value} is not an Exporter named {entry.name!r}", stacklevel=2)
+            continue
         found[entry.name] = cls
     return found
 

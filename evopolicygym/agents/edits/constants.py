@@ -28,6 +28,7 @@ __all__ = [
     "format_number",
     "mutate_constants",
     "replace_constants",
+    "sparse_rate",
     "strip_constants",
 ]
 
@@ -160,13 +161,13 @@ def mutate_constants(
     largest = max(abs(c.value) for c in constants) or 1.0
     floor = FLOOR_FRACTION * largest
     n = len(constants)
-    rate = _sparse_rate(n)
+    rate = sparse_rate(n)
     indices = [i for i in range(n) if rng.random() < rate] or [rng.randrange(n)]
     step = {i: sigma * max(abs(constants[i].value), floor) * rng.gauss(0.0, 1.0) for i in indices}
     return apply_step(source, step, frozen_names=frozen_names), step
 
 
-def _sparse_rate(n: int) -> float:
+def sparse_rate(n: int) -> float:
     """About max(1, sqrt(n)/2) of n parameters move per step: a few coordinates at a time,
     so one good move is not drowned by harmful moves of the others."""
     return min(1.0, max(1.0, math.sqrt(n) / 2) / max(n, 1))

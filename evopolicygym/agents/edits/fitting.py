@@ -15,10 +15,10 @@ from typing import Any
 from evopolicygym.agents.edits.spaces import SpaceInfo
 from evopolicygym.agents.edits.templates import (
     TemplateFit,
-    _action_bounds,
-    _flatten,
-    _quadratic,
+    action_bounds,
     features,
+    flatten_numbers,
+    is_quadratic,
     template_library,
 )
 
@@ -26,7 +26,7 @@ __all__ = ["fit_template"]
 
 
 def _n_inputs(name: str, info: SpaceInfo) -> int:
-    return info.obs_size * (2 if _quadratic(name) else 1)
+    return info.obs_size * (2 if is_quadratic(name) else 1)
 
 
 def _n_outputs(name: str, info: SpaceInfo) -> int:
@@ -37,7 +37,7 @@ def _n_outputs(name: str, info: SpaceInfo) -> int:
 
 def _discrete_action(action: Any, info: SpaceInfo) -> int | None:
     try:
-        value = int(_flatten(action)[0]) - info.act_start
+        value = int(flatten_numbers(action)[0]) - info.act_start
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return value if 0 <= value < info.act_size else None
@@ -45,7 +45,7 @@ def _discrete_action(action: Any, info: SpaceInfo) -> int | None:
 
 def _box_action(action: Any, info: SpaceInfo) -> list[float] | None:
     try:
-        values = _flatten(action)
+        values = flatten_numbers(action)
     except (TypeError, ValueError, OverflowError):
         return None
     if len(values) != info.act_size or not all(math.isfinite(v) for v in values):
@@ -166,7 +166,7 @@ def fit_template(
         fit.agreement = seen / len(pairs) if pairs else None
         return fit
     if name == "value-table":
-        low, high = _action_bounds(info)
+        low, high = action_bounds(info)
         middle = [
             0.0 if lo is None or hi is None else (lo + hi) / 2
             for lo, hi in zip(low, high, strict=True)
@@ -234,7 +234,7 @@ def fit_template(
 
 def _discrete_state(obs: Any, info: SpaceInfo) -> int | None:
     try:
-        state = int(_flatten(obs)[0]) - info.obs_start
+        state = int(flatten_numbers(obs)[0]) - info.obs_start
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return state if 0 <= state < info.obs_size else None
@@ -244,7 +244,7 @@ def _agreement(
     fit: TemplateFit, info: SpaceInfo, xs: list[list[float]], targets: list[Any]
 ) -> float:
     hits = 0.0
-    low, high = _action_bounds(info)
+    low, high = action_bounds(info)
     for x, target in zip(xs, targets, strict=True):
         outputs = [
             b + sum(w * v for w, v in zip(row, x, strict=True))

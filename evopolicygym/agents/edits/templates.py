@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evopolicygym.agents.edits.constants import FLOOR_FRACTION, _sparse_rate, format_number
+from evopolicygym.agents.edits.constants import FLOOR_FRACTION, format_number, sparse_rate
 from evopolicygym.agents.edits.spaces import SpaceInfo
 
 __all__ = [
@@ -21,7 +21,10 @@ __all__ = [
     "MAX_TABLE_STATES",
     "TEMPLATE_DESCRIPTIONS",
     "TemplateFit",
+    "action_bounds",
     "features",
+    "flatten_numbers",
+    "is_quadratic",
     "render_template",
     "template_library",
 ]
@@ -68,23 +71,23 @@ def template_library(info: SpaceInfo) -> list[str]:
     return []
 
 
-def _quadratic(name: str) -> bool:
+def is_quadratic(name: str) -> bool:
     return name.startswith("quadratic-")
 
 
 def features(name: str, info: SpaceInfo, observation: Any) -> list[float]:
     """The template's inputs for one Box observation (mirrors the generated ``features``)."""
-    values = [float(v) / s for v, s in zip(_flatten(observation), info.obs_scale, strict=False)]
-    if _quadratic(name):
+    values = [float(v) / s for v, s in zip(flatten_numbers(observation), info.obs_scale, strict=False)]
+    if is_quadratic(name):
         values += [v * abs(v) for v in values]
     return values
 
 
-def _flatten(value: Any) -> list[float]:
+def flatten_numbers(value: Any) -> list[float]:
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, list | tuple):
-        return [x for item in value for x in _flatten(item)]
+        return [x for item in value for x in flatten_numbers(item)]
     return [float(value)]
 
 
@@ -116,14 +119,14 @@ class TemplateFit:
         for rows in (self.weights, [self.bias], self.table):
             flat = [abs(v) for row in rows for v in row]
             floor = FLOOR_FRACTION * (max(flat, default=0.0) or 1.0)
-            rate = 1.0 if rows is not self.table else _sparse_rate(len(flat))
+            rate = 1.0 if rows is not self.table else sparse_rate(len(flat))
             for row in rows:
                 for j, value in enumerate(row):
                     if rate >= 1.0 or rng.random() < rate:
                         row[j] = value + sigma * max(abs(value), floor) * rng.gauss(0.0, 1.0)
 
 
-def _action_bounds(info: SpaceInfo) -> tuple[list[float | None], list[float | None]]:
+def action_bounds(info: SpaceInfo) -> tuple[list[float | None], list[float | None]]:
     """Bounds moved inward by a hair: a float64 literal rounded to the float32 bound could
     otherwise land just outside it, and actions are validated, never clipped."""
     low: list[float | None] = []
@@ -189,7 +192,7 @@ def _action_return(info: SpaceInfo) -> str:
 
 
 def _features_src(name: str) -> str:
-    quadratic = _quadratic(name)
+    quadratic = is_quadratic(name)
     return _FEATURES_SRC.format(
         extra=", followed by their signed squares" if quadratic else "",
         quadratic="values = values + [v * abs(v) for v in values]\n    " if quadratic else "",
@@ -234,7 +237,7 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
                 "        return ACTION_START + max(range(len(row)), key=row.__getitem__)\n"
             )
         else:
-            low, high = _action_bounds(info)
+            low, high = action_bounds(info)
             out.append(
                 f"ACTION_LOW = {_bound_literal(low)}\nACTION_HIGH = {_bound_literal(high)}\n"
             )
@@ -278,7 +281,7 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
         )
         policy = "LinearArgmax"
     else:
-        low, high = _action_bounds(info)
+        low, high = action_bounds(info)
         out.append(f"ACTION_LOW = {_bound_literal(low)}\nACTION_HIGH = {_bound_literal(high)}\n")
         out.append(
             f"# One row of weights per action component.\nWEIGHTS = {_matrix(fit.weights)}\nBIAS = {_literal(fit.bias)}\n"
