@@ -366,11 +366,54 @@ def test_score_uses_failure_return_and_hides_seeds() -> None:
         assert forbidden not in blob
 
 
-def test_score_without_failure_return_keeps_partial_return() -> None:
-    benchmark = make_gymnasium_benchmark("MountainCarContinuous-v0")
+def test_a_gymnasium_id_derives_its_failure_score_from_reward_bounds() -> None:
+    """Failures never win: with no failure_return given, a known environment's worst
+    return over its step limit is the failure score, and a completed Episode never
+    scores below it."""
+    mcc = make_gymnasium_benchmark("MountainCarContinuous-v0")
+    assert mcc.spec.failure_score == pytest.approx(-0.1 * 999)
+    assert mcc.spec.failure_score < -10.0  # the worst completed return in _records
+    feedback = mcc.score(_records(mcc))
+    assert [e["return"] for e in feedback.content["episodes"]] == [95.0, -10.0, -99.9, -99.9]
+    assert feedback.content["below_failure_score"] == 0
+    assert make_gymnasium_benchmark("MountainCar-v0").spec.failure_score == -200.0
+    assert make_gymnasium_benchmark("Acrobot-v1", max_episode_steps=100).spec.failure_score == -100.0
+    assert make_gymnasium_benchmark("CartPole-v1").spec.failure_score == 0.0
+    pendulum = make_gymnasium_benchmark("Pendulum-v1").spec.failure_score
+    assert pendulum == pytest.approx(-(math.pi**2 + 6.4 + 0.004) * 200)
+    # A given failure return wins over the derived one, and enters the environment digest.
+    given = make_gymnasium_benchmark("MountainCar-v0", failure_return="-1000")
+    assert given.spec.failure_score == -1000.0
+    assert given.spec.environment_digest != make_gymnasium_benchmark("MountainCar-v0").spec.environment_digest
+
+
+def test_a_completed_return_under_the_failure_score_is_scored_at_it() -> None:
+    """A failure score that is not truly a bound still never lets a failure win."""
+    benchmark = make_gymnasium_benchmark("MountainCarContinuous-v0", failure_return="-5")
     feedback = benchmark.score(_records(benchmark))
-    assert [e["return"] for e in feedback.content["episodes"]] == [95.0, -10.0, 40.0, 3.0]
-    assert "success_rate" not in feedback.content
+    assert [e["return"] for e in feedback.content["episodes"]] == [95.0, -5.0, -5.0, -5.0]
+    assert feedback.content["below_failure_score"] == 1
+    assert feedback.content["failure_score"] == -5.0
+
+
+def test_a_gymnasium_id_without_known_bounds_is_not_evaluated_until_given_one(tmp_path: Path) -> None:
+    import gymnasium
+
+    from evopolicygym.evaluation import EvaluationConfig, evaluate
+    from evopolicygym.program import Program
+
+    gymnasium.register(id="EpgTest/Unbounded-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=50)
+    unknown = make_gymnasium_benchmark("EpgTest/Unbounded-v0")
+    assert unknown.spec.failure_score is None  # described, not evaluated
+    program = Program.from_files({"policy.py": "def make_policy(c):\n    return lambda o: 0\n"})
+    with pytest.raises(BenchmarkError, match=r"declares no failure score.*--param failure_return="):
+        evaluate(program, unknown, EvaluationConfig(episodes=1, jobs=1))
+    with pytest.raises(BenchmarkError, match="--param failure_return"):
+        unknown.score(_records(unknown))
+    given = make_gymnasium_benchmark("EpgTest/Unbounded-v0", failure_return="-3")
+    assert given.spec.failure_score == -3.0
+    with pytest.raises(BenchmarkError, match="finite"):
+        make_gymnasium_benchmark("EpgTest/Unbounded-v0", failure_return="nan")
 
 
 def test_score_empty() -> None:

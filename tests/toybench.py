@@ -58,6 +58,7 @@ class CounterBenchmark:
             observation_space={"type": "box", "shape": [2]},
             action_space={"type": "discrete", "n": 2, "start": 0},
             max_episode_steps=horizon,
+            failure_score=-10.0,  # a completed Episode returns at least -0.1 * horizon
         )
 
     def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
@@ -84,7 +85,7 @@ class CounterBenchmark:
     def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
         if self.fail_on == "score":
             raise RuntimeError("scorer broke")
-        returns = [r.total_reward if r.status == "ok" else -10.0 for r in records]
+        returns = [r.total_reward if r.status == "ok" else self.spec.failure_score for r in records]
         return Feedback(
             score=sum(returns) / len(returns) if returns else 0.0,
             content={"returns": returns, "statuses": [r.status for r in records]},

@@ -124,11 +124,14 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
                     raise BenchmarkError(f"splits {seen[e.seed]!r} and {split!r} share an Episode seed")
         return f"{episodes} Episodes per split"
 
+    returns: list[float] = []  # of the random rollouts, for the failure check
+
     def replay() -> str:
         planned = benchmark.plan(benchmark.splits[0], 11, episodes)
         total = 0
         for episode in planned:
             first, probe_a = _rollout(benchmark, episode, steps, episode.index)
+            returns.append(sum(frame[1] for frame in first[1:]))
             second, probe_b = _rollout(benchmark, episode, steps, episode.index)
             if probe_a.closed != 1 or probe_b.closed != 1:
                 raise BenchmarkError("close() not called exactly once")
@@ -170,6 +173,25 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
                 raise BenchmarkError("feedback reveals a Host-private seed")
         return f"score {feedback.score:g}"
 
+    def failures_never_win() -> str:
+        """A failed Episode scores the declared failure score, which no completed Episode
+        beats from below: here, none of the random rollouts' returns."""
+        declared = benchmark.spec.failure_score
+        if declared is None:
+            raise BenchmarkError("spec declares no failure_score (what a failed Episode scores)")
+        episode = benchmark.plan(benchmark.splits[0], 5, 1)[0]
+
+        def scored(status: str, total: float) -> float:
+            record = EpisodeRecord(spec=episode, policy_seed=1, status=status, total_reward=total, steps=1)  # type: ignore[arg-type]
+            return float(benchmark.score([record]).score)
+
+        failed = scored("exception", 0.0)
+        sign = 1.0 if benchmark.spec.score_direction == "maximize" else -1.0
+        for total in returns or [0.0]:
+            if sign * failed > sign * scored("ok", total):
+                raise BenchmarkError(f"a failed Episode ({failed:g}) beats a completed one returning {total:g}")
+        return f"failure score {declared:g}"
+
     if check("interface", interface) is None and not checks[-1].ok:
         return ConformanceReport(getattr(getattr(benchmark, "spec", None), "id", "?"), tuple(checks))
     check("spec", spec)
@@ -177,4 +199,5 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
     check("replay determinism and close", replay)
     check("invalid actions rejected", invalid_actions)
     check("scoring", scoring)
+    check("failures never win", failures_never_win)
     return ConformanceReport(benchmark.spec.id, tuple(checks))

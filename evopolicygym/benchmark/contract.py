@@ -61,13 +61,31 @@ class BenchmarkSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_episode_steps: int
     primary_metric: str = "mean_return"
     score_direction: ScoreDirection = "maximize"
+    # What a failed Episode (any failure class) scores: a bound no completed Episode can
+    # fall below (rise above, when minimizing), so failing never pays. None: not declared,
+    # and the Benchmark is not evaluated until it is.
+    failure_score: float | None = None
     metadata: dict[str, Any] = {}
     environment_parameters: dict[str, Any] = {}
 
+    def __post_init__(self) -> None:
+        score = self.failure_score
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, float | int) or not math.isfinite(score)
+        ):
+            raise BenchmarkError(f"failure_score must be a finite number, got {score!r}")
+
     @property
     def environment_digest(self) -> str:
-        """Identifies the Environment family and its parameters, so scores compare like with like."""
-        return canonical_digest({"id": self.id, "environment_parameters": self.environment_parameters})
+        """Identifies the Environment family, its parameters and the scoring of failures, so
+        scores compare like with like."""
+        return canonical_digest(
+            {
+                "id": self.id,
+                "environment_parameters": self.environment_parameters,
+                "failure_score": self.failure_score,
+            }
+        )
 
 
 class EpisodeSpec(msgspec.Struct, frozen=True, kw_only=True):

@@ -96,6 +96,36 @@ KNOWN_ENVIRONMENTS: dict[str, dict[str, str]] = {
 }
 
 
+# The worst return an Episode of at most T steps can have, from each environment's reward
+# bounds (as Gymnasium documents and implements them): the failure score derived for
+# ``gymnasium:<id>`` when none is given. An environment missing here needs
+# ``--param failure_return=...``.
+WORST_RETURNS: dict[str, Callable[[int], float]] = {
+    "CartPole": lambda steps: 0.0,  # +1 per step
+    "FrozenLake": lambda steps: 0.0,  # 0 or 1
+    "MountainCar": lambda steps: -1.0 * steps,  # -1 per step
+    "Acrobot": lambda steps: -1.0 * steps,  # -1 per step, 0 on the last
+    "MountainCarContinuous": lambda steps: -0.1 * steps,  # -0.1 * force^2, force in [-1, 1]
+    # -(angle^2 + 0.1 * speed^2 + 0.001 * torque^2), angle in [-pi, pi], speed in [-8, 8],
+    # torque in [-2, 2]
+    "Pendulum": lambda steps: -(math.pi**2 + 0.1 * 64 + 0.001 * 4) * steps,
+    "Taxi": lambda steps: -10.0 * steps,  # -1 per step, -10 for an illegal pick-up or drop-off
+    "CliffWalking": lambda steps: -100.0 * steps,  # -1 per step, -100 for the cliff
+    "Blackjack": lambda steps: -1.0,  # one reward, -1 for a loss
+}
+
+
+def environment_name(env_id: str) -> str:
+    """``CartPole`` for ``CartPole-v1``, ``gymnasium_robotics:FetchPush-v4`` -> ``FetchPush``."""
+    return env_id.rsplit(":", 1)[-1].rsplit("/", 1)[-1].split("-v", 1)[0]
+
+
+def worst_return(env_id: str, max_episode_steps: int) -> float | None:
+    """The derived failure score of ``env_id`` under a step limit, None where unknown."""
+    bound = WORST_RETURNS.get(environment_name(env_id))
+    return None if bound is None else float(bound(max_episode_steps))
+
+
 def describe_space(space: spaces.Space[Any]) -> Any:
     """A PolicyValue description of a Gymnasium space (see the module docs of values.py)."""
     if isinstance(space, spaces.Discrete):
@@ -413,9 +443,14 @@ def _lookup_spec(env_id: str) -> Any:
 class GymnasiumBenchmark:
     """A Benchmark over one Gymnasium environment id.
 
-    Episode return is the undiscounted sum of rewards; failed Episodes score
-    ``failure_return`` when set, else their partial return. The score is the
-    mean return (maximize).
+    Episode return is the undiscounted sum of rewards. A failed Episode (any failure
+    class) scores ``failure_return``: given, or derived from the environment's reward
+    bounds and step limit (``WORST_RETURNS``); it is the spec's ``failure_score``. A
+    completed Episode scores its return, but never below the failure score (a return
+    under it, possible only if the bound given is not one, counts as the failure score
+    and in ``below_failure_score``), so failing never pays. The score is the mean
+    (maximize). With neither a given nor a derived failure score the Benchmark can be
+    described but not evaluated.
     """
 
     splits: tuple[str, ...] = SPLITS
@@ -445,6 +480,10 @@ class GymnasiumBenchmark:
                 f"max_episode_steps must be a positive int, got {max_episode_steps!r}"
             )
         self.max_episode_steps = max_episode_steps
+        if failure_return is None:
+            failure_return = worst_return(env_id, max_episode_steps)
+        elif isinstance(failure_return, bool) or not isinstance(failure_return, int | float) or not math.isfinite(failure_return):
+            raise BenchmarkError(f"failure_return must be a finite number, got {failure_return!r}")
         self.failure_return = None if failure_return is None else float(failure_return)
         self.success_threshold = None if success_threshold is None else float(success_threshold)
         self.extra_metadata = dict(metadata or {})
@@ -507,11 +546,8 @@ class GymnasiumBenchmark:
             metadata: dict[str, Any] = {"env_id": self.env_id}
             if self.reward_threshold is not None:
                 metadata["reward_threshold"] = float(self.reward_threshold)
-            name = self.env_id.rsplit(":", 1)[-1].rsplit("/", 1)[-1].split("-v", 1)[0]
-            metadata.update(KNOWN_ENVIRONMENTS.get(name, {}))
+            metadata.update(KNOWN_ENVIRONMENTS.get(environment_name(self.env_id), {}))
             metadata["episode_return"] = "undiscounted sum of rewards"
-            if self.failure_return is not None:
-                metadata["failure_return"] = self.failure_return
             if self.success_threshold is not None:
                 metadata["success_threshold"] = self.success_threshold
             metadata.update(self.extra_metadata)
@@ -523,6 +559,7 @@ class GymnasiumBenchmark:
                 max_episode_steps=self.max_episode_steps,
                 primary_metric="mean_return",
                 score_direction="maximize",
+                failure_score=self.failure_return,
                 metadata=metadata,
                 environment_parameters={
                     **self.make_kwargs,
@@ -563,12 +600,22 @@ class GymnasiumBenchmark:
         return _sample(self.spaces[1], rng)
 
     def episode_return(self, record: EpisodeRecord) -> float:
-        if record.status == "ok" or self.failure_return is None:
-            return float(record.total_reward)
-        return self.failure_return
+        """What the Episode scores: its return, the failure score when it failed, and never
+        less than the failure score."""
+        floor = self.failure_return
+        if floor is None:
+            raise BenchmarkError(
+                f"{self.benchmark_id} has no failure score: give one with "
+                "--param failure_return=<the worst return an Episode can have>"
+            )
+        if record.status != "ok":
+            return floor
+        return max(float(record.total_reward), floor)
 
     def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
         returns = [self.episode_return(r) for r in records]
+        floor = self.failure_return
+        below = sum(1 for r in records if r.status == "ok" and floor is not None and r.total_reward < floor)
         failures: dict[str, int] = {}
         episodes = []
         for record, ret in zip(records, returns, strict=True):
@@ -596,6 +643,9 @@ class GymnasiumBenchmark:
             "min_return": min(returns) if returns else 0.0,
             "max_return": max(returns) if returns else 0.0,
             "failures": failures,
+            "failure_score": floor,
+            # Completed Episodes whose return fell under the failure score (scored at it).
+            "below_failure_score": below,
         }
         if self.success_threshold is not None:
             hits = sum(1 for r in returns if r >= self.success_threshold)

@@ -78,6 +78,12 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
     table.add_column(overflow="fold")
     for key, value in view.items():
         shown = Pretty(value) if isinstance(value, dict | list) else str(value)
+        if key == "failure_score":
+            shown = (
+                f"{value:g} (what a failed Episode scores; no completed one scores less)"
+                if value is not None
+                else "none: not evaluated until given, e.g. --param failure_return=<worst return>"
+            )
         table.add_row(key, shown)
     Console().print(table)
 

@@ -7,6 +7,7 @@ from evopolicygym.evaluation.config import (
     EvaluationResult,
     PlannedEpisode,
     plan_episodes,
+    require_failure_score,
 )
 from evopolicygym.evaluation.engine import Evaluator, evaluate
 from evopolicygym.evaluation.sandbox import ResourceLimits
@@ -21,4 +22,5 @@ __all__ = [
     "ResourceLimits",
     "evaluate",
     "plan_episodes",
+    "require_failure_score",
 ]

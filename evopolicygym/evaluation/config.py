@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.benchmark import Benchmark, EpisodeRecord, EpisodeSpec, Feedback
+from evopolicygym.benchmark import Benchmark, BenchmarkError, EpisodeRecord, EpisodeSpec, Feedback
 from evopolicygym.evaluation.sandbox import ResourceLimits
 from evopolicygym.seeds import derive_seed
 
@@ -17,6 +17,7 @@ __all__ = [
     "EvaluationResult",
     "PlannedEpisode",
     "plan_episodes",
+    "require_failure_score",
 ]
 
 
@@ -53,6 +54,21 @@ class PlannedEpisode(msgspec.Struct, frozen=True):
 
     spec: EpisodeSpec
     policy_seed: int
+
+
+def require_failure_score(benchmark: Benchmark) -> float:
+    """The Benchmark's failure score; a Benchmark without one is not evaluated, since a
+    failing policy could then outscore a working one (say, crashing at once on a task whose
+    rewards are negative)."""
+    score = benchmark.spec.failure_score
+    if score is None:
+        raise BenchmarkError(
+            f"{benchmark.spec.id} declares no failure score, so a failing policy could outscore "
+            "a working one: give the worst return an Episode can have, e.g. "
+            "--param failure_return=-1000 (for gymnasium:<id>), or declare failure_score "
+            "in the Benchmark's spec"
+        )
+    return float(score)
 
 
 def plan_episodes(benchmark: Benchmark, split: str, seed: int, count: int) -> list[PlannedEpisode]:

@@ -27,6 +27,7 @@ from evopolicygym.evaluation.config import (
     EvaluationResult,
     PlannedEpisode,
     plan_episodes,
+    require_failure_score,
 )
 from evopolicygym.evaluation.episode import EpisodeRunner
 from evopolicygym.evaluation.forkserver import ForkServer
@@ -102,6 +103,7 @@ class Evaluator:
         Benchmark or the Host raises EvaluationError.
         """
         config = config or EvaluationConfig()
+        require_failure_score(benchmark)
         if "policy.py" not in program.paths():
             raise ProgramError("program has no policy.py at its top level")
         if episodes is None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.benchmark import Benchmark
+from evopolicygym.benchmark import Benchmark, BenchmarkError
+from evopolicygym.evaluation import require_failure_score
 from evopolicygym.program import Program
 from evopolicygym.records.location import Store
 from evopolicygym.registry import baseline_dir, load_benchmark
@@ -48,6 +49,10 @@ def create_run(
         raise RunError(f"two skills share a name: {', '.join(sorted(n for n in names if names.count(n) > 1))}")
     config = config.resolved()
     benchmark = load_benchmark(benchmark_ref, config.benchmark_params or None)
+    try:
+        require_failure_score(benchmark)
+    except BenchmarkError as exc:
+        raise RunError(str(exc)) from None
     splits = set(benchmark.splits)
     for split in (config.train_split, config.validation.split, config.assessment.split):
         if split not in splits:
