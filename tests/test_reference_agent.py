@@ -1,7 +1,8 @@
-"""The reference agent: program edits, budget planning, its search loop and its transcript.
+"""The reference agent: program edits, budget planning, its search loop, its handoff and
+its transcript.
 
-The session Host is not needed here: ``evolve`` takes the evaluation as a function, so the
-end-to-end test runs it against the real evaluator in-process.
+``evolve`` takes the evaluation as a function, so most tests run it against the real
+evaluator in-process; the handoff is also checked on real Runs, through the session.
 """
 
 from __future__ import annotations
@@ -24,16 +25,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evopolicygym.agents import edits
-from evopolicygym.agents.reference import run_agent
+from evopolicygym.agents.launcher import ProviderLauncher
+from evopolicygym.agents.providers import agent_identity
+from evopolicygym.agents.reference import SessionAgent, run_agent
 from evopolicygym.agents.reference_budget import BudgetPlan, Task, plan_budget
-from evopolicygym.agents.reference_search import Outcome, better, evolve, temp_probe
-from evopolicygym.agents.session_client import Rejected
+from evopolicygym.agents.reference_search import (
+    Outcome,
+    better,
+    evolve,
+    files_digest,
+    temp_probe,
+)
+from evopolicygym.agents.session_client import (
+    Published,
+    Rejected,
+    rank_programs,
+    rank_published,
+)
 from evopolicygym.agents.transcript_writer import TranscriptWriter
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, Evaluator, plan_episodes
 from evopolicygym.policy import PolicyContext
 from evopolicygym.program import Program
+from evopolicygym.records.events import (
+    AgentMessages,
+    EvaluationStarted,
+    FinishAccepted,
+    RunCreated,
+    SubmissionPublished,
+)
+from evopolicygym.records.location import open_store
 from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+from evopolicygym.run.create import create_run
+from evopolicygym.run.host import RunHost
+from evopolicygym.run.ledger import load_run
 from evopolicygym.transcript import Message
 from evopolicygym.values import decode_value, encode_value
 
@@ -529,3 +555,276 @@ def test_transcript_puts_reasoning_on_the_next_tool_call():
         ("assistant", "done"),
     ]
     assert lines[0].tool_calls[0].id == lines[1].tool_call_id
+
+
+# --------------------------------------------------------------------------- the handoff
+
+
+def test_the_handoff_ranks_on_matched_evidence_and_never_lets_the_worst_outrank_a_better():
+    matched = (0, 1, 2, 3)
+    history = [
+        Published(1, -500.0, 0, "baseline", matched),  # the failure score: the worst there is
+        Published(2, -500.0, 0, "b", matched),
+        Published(3, -500.0, 0, "c", matched),
+        Published(4, -250.0, 1, "d", matched),
+        Published(5, -103.8, 0, "e", matched),
+        Published(6, -250.0, 0, "f", matched),  # ties d, with fewer failures
+        Published(7, None, 0, "g", matched),  # failed: never named
+        # The best's re-evaluation on fresh Episodes: the same program, named once.
+        Published(8, -90.0, 0, "e", (4, 5, 6, 7)),
+        # Never on the matched set: its better-looking score compares with nothing.
+        Published(9, -60.0, 0, "h", (8, 9)),
+        # The worst ran elsewhere: it still comes after every better program.
+        Published(10, -20.0, 0, "b", (10, 11)),
+    ]
+    ranked = rank_programs(history, True, matched=matched, failure_score=-500.0)
+    assert [r.submission_id for r in ranked] == [5, 6, 4, 9, 1, 2, 3]
+    assert [r.matched for r in ranked] == [True, True, True, False, True, True, True]
+    assert [r.worst for r in ranked] == [False] * 4 + [True] * 3
+    assert ranked[0].score == -103.8  # its matched score, not its fresh one
+    assert ranked[3].score == -60.0 and ranked[3].digest == "h"
+    assert rank_published(history, True, 3, matched=matched, failure_score=-500.0) == [5, 6, 4]
+    assert rank_published(history, True, 10, matched=matched, failure_score=-500.0) == [5, 6, 4, 9]
+    # The matched set is the one most programs ran on when the agent does not say.
+    assert rank_published(history, True, 3, failure_score=-500.0) == [5, 6, 4]
+    # Nothing better than a failure: the best of the worst, still in order.
+    worst = [Published(sid, -500.0, 0, f"p{sid}", matched) for sid in (1, 2, 3)]
+    assert rank_published(worst, True, 2, failure_score=-500.0) == [1, 2]
+
+
+def test_the_handoff_follows_the_benchmark_direction():
+    matched = (0, 1)
+    history = [
+        Published(1, 40.0, 0, "a", matched),
+        Published(2, 12.5, 0, "b", matched),
+        Published(3, 1000.0, 0, "c", matched),  # a minimizing Benchmark's failure score
+        Published(4, 12.5, 2, "d", matched),
+        Published(5, 3.0, 0, "e", (2, 3)),  # unmatched
+    ]
+    assert rank_published(history, False, 5, matched=matched, failure_score=1000.0) == [2, 4, 1, 5]
+    assert rank_published(history, True, 5, matched=matched) == [3, 1, 2, 4, 5]
+
+
+def test_leaders_re_evaluated_on_the_same_episodes_compare_on_all_of_them():
+    matched, fresh, more = (0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11)
+    history = [
+        Published(1, 0.75, 0, "a", matched),
+        Published(2, 0.5, 0, "b", matched),
+        Published(3, 0.25, 0, "c", matched),
+        Published(4, 0.0, 0, "a", fresh),
+        Published(5, 0.75, 0, "b", fresh),
+    ]
+    # Both leaders ran on the same eight Episodes: b is better there (0.625 to 0.375).
+    assert rank_published(history, True, 3, matched=matched) == [2, 1, 3]
+    # One more re-evaluation of a alone: their evidence is no longer the same, so the
+    # matched set decides.
+    extra = [*history, Published(6, 1.0, 0, "a", more)]
+    assert rank_published(extra, True, 3, matched=matched) == [1, 2, 3]
+
+
+def test_without_indices_the_handoff_ranks_by_each_programs_own_score():
+    # What the chat agent knows: scores and digests, no indices.
+    history = [
+        Published(1, 12.5, 0, "a"),
+        Published(2, 20.0, 0, "b"),
+        Published(3, 30.0, 0, "a"),  # a again: 21.25 over both
+        Published(4, None, 0, "c"),
+    ]
+    assert rank_published(history, True, 3) == [1, 2]
+
+
+def test_the_search_hands_off_its_best_on_the_matched_set_and_leaves_the_worst_out():
+    """Scores like acrobot's: negative, the failure score at -500, most edits at -500; the
+    one improvement is neither first nor confirmed away by a worse fresh score."""
+    spec = msgspec.to_builtins(load_benchmark("cartpole").spec)
+    spec["failure_score"] = -500.0
+    task = cartpole_task(benchmark=spec, finish_budget_policy="allow_early")
+    scores: dict[str, float] = {}
+
+    def evaluate(files: Mapping[str, str], indices: Sequence[int]) -> Outcome:
+        digest = files_digest(files)
+        if digest not in scores:
+            scores[digest] = -103.8 if len(scores) == 6 else -500.0
+        return Outcome(score=scores[digest], submission_id=len(scores))
+
+    evolution = evolve(task, {"policy.py": SOURCE}, evaluate, seed=0)
+    best = evolution.best
+    assert best is not None and best.outcome is not None and best.outcome.score == -103.8
+    assert best.number == 6 and evolution.handoff == [best]
+    assert [c.outcome.score for c in evolution.ranking if c.outcome][:2] == [-103.8, -500.0]
+    # What was left of the budget re-evaluated the best, not a -500 candidate.
+    assert best.confirmations and all(not c.confirmations for c in evolution.ranking[1:])
+
+
+def test_re_evaluations_never_repeat_an_index_the_program_already_ran():
+    """With no edit to make, the budget goes to re-evaluating the baseline, on Episodes it
+    has not run: a second run of the same Episodes is charged and tells nothing new."""
+    spec = msgspec.to_builtins(load_benchmark("cartpole").spec)
+    spec["observation_space"] = {"type": "other", "repr": "Text()"}  # no template fits
+    task = cartpole_task(
+        benchmark=spec,
+        episode_pool_size=10,
+        max_episodes_per_submission=4,
+        finish_budget_policy="allow_early",
+    )
+    source = "def make_policy(context):\n    return type('P', (), {'act': lambda s, o: 1})()\n"
+    calls: list[tuple[int, ...]] = []
+
+    def evaluate(files: Mapping[str, str], indices: Sequence[int]) -> float:
+        calls.append(tuple(indices))
+        return 10.0
+
+    evolution = evolve(task, {"policy.py": source}, evaluate, episodes_per_evaluation=4)
+    assert calls == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
+    assert evolution.budget_left == 64 - 10 and evolution.handoff == evolution.candidates
+
+
+def test_a_restarted_agent_takes_what_its_earlier_start_published(tmp_path: Path):
+    """After a restart, a program already evaluated on the same Episodes is not submitted
+    (and charged) again, and the matched set stays the earlier start's."""
+    workspace = tmp_path / "workspace"
+    files = {"policy.py": SOURCE}
+    digest = files_digest(files)
+    feedback = workspace / "feedback" / "submission-0001"
+    feedback.mkdir(parents=True)
+    document = {
+        "submission_id": 1,
+        "status": "published",
+        "program_digest": digest,
+        "indices": [0, 1, 2],
+        "score": 42.0,
+        "failures": 0,
+        "budget_left": 61,
+        "episodes": [],
+    }
+    (feedback / "feedback.json").write_text(json.dumps(document))
+    (workspace / "feedback" / "latest.json").write_text(json.dumps(document))
+    out = io.BytesIO()
+    # A session command that would refuse everything: nothing may reach it.
+    agent = SessionAgent(workspace, ["false"], TranscriptWriter(out), seed=0)
+    assert agent.read_history() == (61, 1, 3)
+    outcome = agent.evaluate(files, [0, 1, 2])
+    assert outcome == Outcome(42.0, 0, 1, budget_left=61, charged=False)
+    with pytest.raises(Rejected):  # once only, and never for other Episodes
+        agent.evaluate(files, [0, 1, 2])
+    assert [p.submission_id for p in agent.published] == [1]
+
+
+# A weak start for each Benchmark, which the search improves on only after a few tries.
+ACROBOT_START = """\"\"\"Torque by the middle joint's swing, biased so far that it hardly ever switches.\"\"\"
+
+GAIN = 1.0
+BIAS = 20.0
+
+
+class Biased:
+    def act(self, observation):
+        return 2 if GAIN * float(observation[5]) + BIAS > 0 else 0
+
+
+def make_policy(context):
+    return Biased()
+"""
+
+FROZEN_LAKE_START = """\"\"\"One-step lookahead on walking distance to the goal, counting a hole as
+only HOLE steps away, far too close: it often walks into one.\"\"\"
+
+HOLE = 3.0
+ROWS = ["SFFF", "FHFH", "FFFH", "HFFG"]
+MOVES = [(0, -1), (1, 0), (0, 1), (-1, 0)]  # left, down, right, up
+SIDEWAYS = [(1, 3), (0, 2), (1, 3), (0, 2)]
+
+
+def move(r, c, action):
+    dr, dc = MOVES[action]
+    return min(max(r + dr, 0), 3), min(max(c + dc, 0), 3)
+
+
+def distances():
+    distance, frontier = {(3, 3): 0}, [(3, 3)]
+    while frontier:
+        r, c = frontier.pop(0)
+        for action in range(4):
+            cell = move(r, c, action)
+            if cell not in distance and ROWS[cell[0]][cell[1]] != "H":
+                distance[cell] = distance[(r, c)] + 1
+                frontier.append(cell)
+    return distance
+
+
+class Lookahead:
+    def __init__(self):
+        self.distance = distances()
+
+    def cost(self, cell):
+        return HOLE if ROWS[cell[0]][cell[1]] == "H" else self.distance.get(cell, 50)
+
+    def act(self, observation):
+        r, c = divmod(int(observation), 4)
+        return min(
+            range(4),
+            key=lambda a: sum(self.cost(move(r, c, m)) for m in (a, *SIDEWAYS[a])),
+        )
+
+
+def make_policy(context):
+    return Lookahead()
+"""
+
+
+@pytest.mark.parametrize(
+    ("benchmark_id", "start", "agent_seed"),
+    [("acrobot", ACROBOT_START, 4), ("frozen-lake", FROZEN_LAKE_START, 1)],
+)
+def test_a_real_run_hands_off_the_best_on_matched_evidence(
+    tmp_path: Path, benchmark_id: str, start: str, agent_seed: int
+):
+    """Budget 32 through the real session, from a weak start: the best program is found
+    late, most others score no better than a failure. The finish names the best on the
+    matched Episodes first, then the next best there, and none at the failure score."""
+    config = RunConfig(
+        episode_budget=32,
+        validation=ValidationConfig(enabled=False, max_candidates=3),
+        assessment=AssessmentConfig(enabled=False),
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        run_id = create_run(
+            store,
+            benchmark_id,
+            config,
+            agent_identity("reference", seed=agent_seed),
+            program=Program.from_files({"policy.py": start}),
+        )
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
+        _, events = load_run(store, run_id)
+    created = next(e for e in events if isinstance(e, RunCreated))
+    spec = created.benchmark_spec
+    sign = 1.0 if spec["score_direction"] == "maximize" else -1.0
+    failure = spec["failure_score"]
+    started = {e.submission_id: e for e in events if isinstance(e, EvaluationStarted)}
+    scores = {e.submission_id: e.score for e in events if isinstance(e, SubmissionPublished)}
+    matched = started[1].indices  # the baseline's Episodes, which every candidate ran
+    on_matched: dict[str, tuple[float, int]] = {}  # program -> (matched score, Submission)
+    for sid in sorted(scores):
+        if started[sid].indices == matched:
+            on_matched.setdefault(started[sid].program_digest, (scores[sid], sid))
+    assert len(on_matched) >= 8
+    best = max(sign * score for score, _ in on_matched.values())
+    better_than_failure = [s for s, _ in on_matched.values() if sign * s > sign * failure]
+    # The scenario: the best is none of the first Submissions, and few beat a failure.
+    assert min(sid for s, sid in on_matched.values() if sign * s == best) > 3
+    assert 1 <= len(better_than_failure) < 3
+
+    finish = [e for e in events if isinstance(e, FinishAccepted)]
+    assert len(finish) == 1
+    named = finish[0].candidates
+    named_scores = [scores[sid] for sid in named]
+    assert all(started[sid].indices == matched for sid in named)
+    assert len({started[sid].program_digest for sid in named}) == len(named)
+    assert sign * named_scores[0] == best
+    assert named_scores == sorted(named_scores, key=lambda s: -sign * s)
+    # Every program named beats a failure, and every better one is named.
+    assert all(sign * s > sign * failure for s in named_scores)
+    assert sorted(named_scores) == sorted(better_than_failure)
+    messages = [m for chunk in events if isinstance(chunk, AgentMessages) for m in chunk.messages]
+    assert any("left out" in (m.content or "") for m in messages if m.role == "assistant")

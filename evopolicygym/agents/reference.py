@@ -5,8 +5,8 @@ the feedback files in its workspace, and runs ``evopolicy session submit`` and
 ``evopolicy session finish``. Its search (``reference_search``) is a (1+1) evolution
 strategy over programs: candidates from synthesis and parametric edits, each evaluated on
 the same matched Episodes and kept only when it beats the best; what is left of the budget
-re-evaluates the best on fresh Episodes; then it finishes with its top candidates, best
-first.
+re-evaluates the best on fresh Episodes; then it finishes with its best programs on matched
+evidence (every Submission it knows of, an earlier start's too), best first.
 
 Run as ``python -m evopolicygym.agents.reference [--seed N] [--episodes-per-submission N]``
 with ``EVOPOLICY_SESSION``, ``EVOPOLICY_WORKSPACE`` and ``EVOPOLICY_CLI`` set by the Host.
@@ -28,8 +28,9 @@ import subprocess
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from evopolicygym.agents import edits
 from evopolicygym.agents.reference_budget import Task
@@ -45,11 +46,13 @@ from evopolicygym.agents.reference_search import (
 )
 from evopolicygym.agents.session_client import (
     Published,
+    RankedProgram,
     Rejected,
     SessionClient,
     SessionUnavailable,
     cli_from_env,
-    rank_published,
+    handoff,
+    rank_programs,
 )
 from evopolicygym.agents.text import json_object
 from evopolicygym.agents.transcript_writer import TranscriptWriter
@@ -71,6 +74,10 @@ class SessionAgent:
         self.seed = seed
         self.dirs: dict[str, str] = {}  # program digest -> its directory, relative
         self.published: list[Published] = []
+        # An earlier start's published evaluations, by (program digest, indices): the same
+        # program on the same Episodes is not submitted (and charged) again.
+        self.earlier: dict[tuple[str, tuple[int, ...]], Outcome] = {}
+        self.budget_left: int | None = None
         self.maximize = True
         self.names = 0
         self.probe_written = False
@@ -160,8 +167,9 @@ class SessionAgent:
         self.dirs[files_digest(files)] = "program"
         return files
 
-    def read_history(self) -> tuple[int | None, int]:
-        """What an earlier start of this agent already spent: (budget left, submissions)."""
+    def read_history(self) -> tuple[int | None, int, int | None]:
+        """What an earlier start of this agent already spent and learnt: (budget left,
+        submissions, Episodes per matched evaluation)."""
         feedback = self.workspace / "feedback"
         entries = (
             sorted(p.name for p in feedback.glob("submission-*") if p.is_dir())
@@ -169,30 +177,57 @@ class SessionAgent:
             else []
         )
         if not entries:
-            return None, 0
+            return None, 0, None
         self.transcript.say(
             f"feedback/ already holds {len(entries)} submission(s) from an earlier start: "
-            "I read the latest to know the budget left."
+            "I read them to know the budget left and what was already evaluated, so the same "
+            "program is not submitted on the same Episodes again and the finish weighs them too."
         )
+        first: tuple[int, ...] | None = None
         for name in entries:
-            data = json_object(self.read_file(f"feedback/{name}/feedback.json"))
-            if (
-                data
-                and data.get("status") == "published"
-                and isinstance(data.get("submission_id"), int)
-            ):
-                digest = data.get("program_digest")
-                self.published.append(
-                    Published(
-                        data["submission_id"],
-                        data.get("score"),
-                        int(data.get("failures") or 0),
-                        digest if isinstance(digest, str) else None,
+            published = self.record(json_object(self.read_file(f"feedback/{name}/feedback.json")))
+            if published is not None and published.indices is not None:
+                first = first or published.indices
+                if published.digest is not None:
+                    self.earlier.setdefault(
+                        (published.digest, published.indices),
+                        Outcome(
+                            published.score,
+                            published.failures,
+                            published.submission_id,
+                            charged=False,
+                        ),
                     )
-                )
         latest = json_object(self.read_file("feedback/latest.json")) or {}
         left = latest.get("budget_left")
-        return (int(left) if isinstance(left, int) else None), len(entries)
+        self.budget_left = left if isinstance(left, int) else None
+        # The first submission was the baseline on the matched Episodes: keep them matched.
+        k = len(first) if first is not None and first == tuple(range(len(first))) else None
+        return self.budget_left, len(entries), k
+
+    def record(
+        self, data: Mapping[str, Any] | None, indices: Sequence[int] | None = None
+    ) -> Published | None:
+        """Note a published Submission from its feedback (or the submit reply)."""
+        if (
+            data is None
+            or data.get("status", "published") != "published"
+            or not isinstance(data.get("submission_id"), int)
+        ):
+            return None
+        score, failures = data.get("score"), data.get("failures")
+        digest, listed = data.get("program_digest"), data.get("indices")
+        if isinstance(listed, list) and all(isinstance(i, int) for i in listed):
+            indices = listed
+        published = Published(
+            data["submission_id"],
+            float(score) if isinstance(score, int | float) else None,
+            failures if isinstance(failures, int) else 0,
+            digest if isinstance(digest, str) else None,
+            tuple(indices) if indices is not None else None,
+        )
+        self.published.append(published)
+        return published
 
     # ----------------------------------------------------------------- probing
 
@@ -236,7 +271,20 @@ class SessionAgent:
         self.dirs[digest] = rel
         return rel
 
-    def evaluate(self, files: Mapping[str, str], indices: Sequence[int]) -> Outcome:
+    def evaluate(
+        self, files: Mapping[str, str], indices: Sequence[int], *, reuse: bool = True
+    ) -> Outcome:
+        """Submit ``files`` on ``indices``; with ``reuse``, what an earlier start published
+        for the same program on the same Episodes is taken instead of submitting it again."""
+        digest = files_digest(files)
+        known = self.earlier.pop((digest, tuple(indices)), None) if reuse else None
+        if known is not None:
+            self.transcript.say(
+                f"This program already ran on Episodes {format_selector(indices)} before the "
+                f"restart (Submission {known.submission_id}): I take that result rather than "
+                "pay for the same Episodes again."
+            )
+            return replace(known, budget_left=self.budget_left)
         rel = self.write_candidate(files)
         reply = self.session.submit(rel, format_selector(indices)).accepted()
         sid = reply.get("submission_id")
@@ -250,48 +298,36 @@ class SessionAgent:
                 "reference agent: feedback files unreadable, using the command's reply",
                 file=sys.stderr,
             )
-            data = reply
+            data = {"program_digest": digest, **reply}
         score = data.get("score")
-        outcome = Outcome(
+        left = data.get("budget_left")
+        if isinstance(left, int):
+            self.budget_left = left
+        self.record(data, indices)
+        return Outcome(
             score=float(score)
             if isinstance(score, int | float) and data.get("status") != "failed"
             else None,
             failures=int(data.get("failures") or 0),
             submission_id=sid if isinstance(sid, int) else None,
-            budget_left=data.get("budget_left")
-            if isinstance(data.get("budget_left"), int)
-            else None,
+            budget_left=left if isinstance(left, int) else None,
             returns=tuple(float(e.get("total_reward", 0.0)) for e in data.get("episodes") or []),
         )
-        if outcome.submission_id is not None and data.get("status", "published") == "published":
-            digest = data.get("program_digest")
-            self.published.append(
-                Published(
-                    outcome.submission_id,
-                    outcome.score,
-                    outcome.failures,
-                    digest if isinstance(digest, str) else None,
-                )
-            )
-        return outcome
 
     def finish(self, ids: Sequence[int]) -> tuple[int, str]:
         result = self.session.finish(ids)
         rejected = result.rejection
         return result.code, rejected.code if rejected is not None else ""
 
-    def fallback_ids(self, limit: int) -> list[int]:
-        """The best published submissions, distinct programs, for finishing without a result."""
-        return rank_published(self.published, self.maximize, limit)
-
-
-def _finish_ids(evolution: Evolution) -> list[int]:
-    ids: list[int] = []
-    for candidate in evolution.ranking:
-        sid = candidate.outcome.submission_id if candidate.outcome else None
-        if sid is not None and sid not in ids:
-            ids.append(sid)
-    return ids[: evolution.task.max_candidates]
+    def ranked(self, task: Task | None, evolution: Evolution | None) -> list[RankedProgram]:
+        """Every program published (an earlier start's too), best first on matched evidence:
+        the search's matched Episodes, or the ones most programs ran on."""
+        return rank_programs(
+            self.published,
+            self.maximize,
+            matched=evolution.plan.matched_indices if evolution else None,
+            failure_score=task.failure_score if task else None,
+        )
 
 
 def _spend_remainder(
@@ -308,7 +344,7 @@ def _spend_remainder(
             start = 0
         indices = list(range(start, start + size))
         try:
-            outcome = agent.evaluate(files, indices)
+            outcome = agent.evaluate(files, indices, reuse=False)
         except Rejected as exc:
             agent.transcript.say(f"That was rejected too ({exc.code}).")
             if exc.code in STOPPING_CODES:
@@ -339,7 +375,7 @@ def run_agent(
     )
     try:
         task = agent.read_task()
-        budget_left, used = agent.read_history()
+        budget_left, used, matched_size = agent.read_history()
         files = agent.read_program()
         if "policy.py" not in files:
             transcript.say("program/ has no readable policy.py; candidates start from templates.")
@@ -348,7 +384,7 @@ def run_agent(
             files,
             agent.evaluate,
             seed=seed,
-            episodes_per_evaluation=episodes,
+            episodes_per_evaluation=episodes or matched_size,
             probe_fn=agent.probe,
             say=transcript.say,
             budget_left=budget_left,
@@ -373,28 +409,13 @@ def _finish(agent: SessionAgent, task: Task | None, evolution: Evolution | None)
     if evolution is not None and evolution.stopped == "session_closed":
         transcript.say("The session is closed: there is nothing left to do.")
         return
-    limit = task.max_candidates if task else 1
-    ids = (_finish_ids(evolution) if evolution else []) or agent.fallback_ids(limit)
+    ranked = agent.ranked(task, evolution)
+    named = handoff(ranked, task.max_candidates if task else 1)
+    ids = [r.submission_id for r in named]
     if not ids:
         transcript.say("No submission was published, so there is nothing to finish with.")
         return
-    if evolution is not None and evolution.ranking:
-        lines = []
-        for candidate in evolution.ranking[: len(ids)]:
-            assert candidate.outcome is not None
-            extra = "".join(
-                f"; {format_score(o.score)} on fresh Episodes {format_selector(i)}"
-                for i, o in candidate.confirmations
-            )
-            lines.append(
-                f"- {candidate.label}: {format_score(candidate.outcome.score)} on the matched set ({candidate.edit}: {candidate.note}){extra}"
-            )
-        baseline = evolution.baseline
-        base = format_score(baseline.outcome.score) if baseline and baseline.outcome else "none"
-        transcript.say(
-            f"Finishing with Submission(s) {', '.join(map(str, ids))}, best first (the baseline scored {base}):\n"
-            + "\n".join(lines)
-        )
+    transcript.say(_handoff_text(named, ranked, evolution))
     for _ in range(4):
         code, reason = agent.finish(ids)
         if code != 1:
@@ -420,6 +441,43 @@ def _finish(agent: SessionAgent, task: Task | None, evolution: Evolution | None)
             break
         transcript.say(f"The finish was rejected ({reason}); trying again.")
     transcript.say("The Run did not accept a finish; I stop here.")
+
+
+def _handoff_text(
+    named: Sequence[RankedProgram], ranked: Sequence[RankedProgram], evolution: Evolution | None
+) -> str:
+    """Why these Submissions, in this order: each one's evidence."""
+    candidates = {c.digest: c for c in evolution.candidates} if evolution else {}
+    lines = []
+    for r in named:
+        where = "on the matched Episodes" if r.matched else "on its own Episodes (unmatched)"
+        line = f"- Submission {r.submission_id}: {format_score(r.score)} {where}"
+        candidate = candidates.get(r.digest or "")
+        if candidate is not None:
+            line += f", {candidate.label} ({candidate.edit}: {candidate.note})" + "".join(
+                f"; {format_score(o.score)} on fresh Episodes {format_selector(i)}"
+                for i, o in candidate.confirmations
+            )
+        else:
+            line += ", from an earlier start"
+        lines.append(line)
+    text = (
+        f"Finishing with Submission(s) {', '.join(str(r.submission_id) for r in named)}, best "
+        "first on matched evidence (the same Episodes for every program compared):\n"
+        + "\n".join(lines)
+    )
+    left_out = sum(r.worst for r in ranked) if not named[0].worst else 0
+    if left_out:
+        text += (
+            f"\n{left_out} program(s) scored no better than a failed Episode would; "
+            "they are left out."
+        )
+    baseline = evolution.baseline if evolution else None
+    if baseline is not None and baseline.outcome is not None:
+        text += (
+            f"\nThe baseline scored {format_score(baseline.outcome.score)} on the matched Episodes."
+        )
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

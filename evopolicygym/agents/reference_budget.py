@@ -54,6 +54,14 @@ class Task:
     def maximize(self) -> bool:
         return self.benchmark.get("score_direction", "maximize") != "minimize"
 
+    @property
+    def failure_score(self) -> float | None:
+        """What a failed Episode scores: no completed Episode scores worse."""
+        score = self.benchmark.get("failure_score")
+        return (
+            float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
+        )
+
 
 # --------------------------------------------------------------------------- budget planning
 

@@ -7,7 +7,9 @@
   (Gaussian perturbation of the best program's float constants, with a step size that
   follows the 1/5th success rule);
 - what the matched evaluations leave of the budget re-evaluates the best candidates on
-  fresh indices.
+  fresh indices;
+- the handoff is the best candidates on matched evidence (``session_client.rank_programs``):
+  by their score on the matched set, none no better than a failure while a better one exists.
 
 ``evolve`` holds the search and takes the evaluation as a function (which raises
 ``Rejected`` when the Host refuses), so it runs against the session (``reference``) or
@@ -17,7 +19,7 @@ budget plan in ``reference_budget``.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import math
 import random
@@ -30,7 +32,14 @@ from typing import Literal
 
 from evopolicygym.agents import edits
 from evopolicygym.agents.reference_budget import BudgetPlan, Task, plan_budget
-from evopolicygym.agents.session_client import Rejected
+from evopolicygym.agents.session_client import (
+    Published,
+    RankedProgram,
+    Rejected,
+    handoff,
+    rank_programs,
+)
+from evopolicygym.program import program_digest
 from evopolicygym.protocol import format_selector
 
 __all__ = [
@@ -71,13 +80,15 @@ STOPPING_CODES = frozenset({"budget_exhausted", "session_closed", "submission_li
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one evaluation told: ``score`` is ``None`` when the evaluation failed."""
+    """What one evaluation told: ``score`` is ``None`` when the evaluation failed.
+    ``charged``: it took a Submission now (not one already published before a restart)."""
 
     score: float | None
     failures: int = 0
     submission_id: int | None = None
     budget_left: int | None = None
     returns: tuple[float, ...] = ()
+    charged: bool = True
 
 
 EvaluateFn = Callable[[Mapping[str, str], Sequence[int]], "float | Outcome"]
@@ -86,12 +97,9 @@ EditLabel = Literal["baseline", "synthesis", "parametric"]
 
 
 def files_digest(files: Mapping[str, str]) -> str:
-    h = hashlib.sha256()
-    for path in sorted(files):
-        data = files[path].encode("utf-8")
-        h.update(f"{path}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
+    """The program's digest as the Host computes it (``program_digest``), so a candidate and
+    the Submissions of its files are known to be the same program."""
+    return program_digest((path, text.encode("utf-8")) for path, text in files.items())
 
 
 @dataclass
@@ -136,12 +144,6 @@ def better(a: Outcome | None, b: Outcome | None, maximize: bool) -> bool:
     return a.failures < b.failures
 
 
-def _rank_key(candidate: Candidate, maximize: bool) -> tuple[float, int, int]:
-    assert candidate.outcome is not None and candidate.outcome.score is not None
-    score = candidate.outcome.score
-    return (-score if maximize else score, candidate.outcome.failures, candidate.number)
-
-
 @dataclass
 class Evolution:
     """The result of ``evolve``: every candidate, the ranking and the final plan's state."""
@@ -149,7 +151,8 @@ class Evolution:
     task: Task
     plan: BudgetPlan
     candidates: list[Candidate]
-    ranking: list[Candidate]  # distinct programs, best first
+    ranking: list[Candidate]  # distinct scored programs, best first on matched evidence
+    handoff: list[Candidate]  # what to finish with: the best, at most max_candidates
     budget_left: int
     submissions_used: int
     stopped: str | None = None  # the rejection code that ended the search early, if any
@@ -160,7 +163,7 @@ class Evolution:
 
     @property
     def best(self) -> Candidate | None:
-        return self.ranking[0] if self.ranking else None
+        return self.handoff[0] if self.handoff else None
 
 
 def format_score(score: float | None) -> str:
@@ -237,7 +240,7 @@ class _Search:
         """Evaluate; raises Rejected. Keeps the budget and submission counts in step."""
         result = self.evaluate_fn(dict(files), list(indices))
         outcome = result if isinstance(result, Outcome) else Outcome(score=float(result))
-        self.subs_used += 1
+        self.subs_used += outcome.charged
         self.idle_rejections = 0
         if outcome.budget_left is not None:
             self.budget_left = outcome.budget_left
@@ -304,18 +307,19 @@ class _Search:
                 self.say(
                     "No further edit is possible; the rest of the budget goes to re-evaluation."
                 )
+                self.reserve = self.budget_left
                 break
             self.evaluate_matched(candidate)
             if candidate.outcome is not None:
                 self.judge(candidate)
         if self.stopped is None:
             self.confirm()
-        ranking = self.ranking()
         return Evolution(
             task=task,
             plan=plan,
             candidates=self.candidates,
-            ranking=ranking,
+            ranking=self.candidates_of(self.ranked()),
+            handoff=self.handoff(),
             budget_left=self.budget_left,
             submissions_used=self.subs_used,
             stopped=self.stopped,
@@ -406,7 +410,7 @@ class _Search:
 
     def next_candidate(self) -> Candidate | None:
         # Until something scores, edits start from the initial program (whose own evaluation
-        # may have been refused, e.g. as a duplicate after a restart of the agent).
+        # may have been refused).
         base = self.parent or self.origin
         if base is None:
             return None
@@ -509,47 +513,42 @@ class _Search:
 
     # ----------------------------------------------------------------- confirmation
 
-    def ranking(self) -> list[Candidate]:
-        scored = [c for c in self.candidates if c.evaluated]
-        scored.sort(key=lambda c: _rank_key(c, self.maximize))
-        distinct: list[Candidate] = []
-        digests: set[str] = set()
-        for candidate in scored:
-            if candidate.digest not in digests:
-                digests.add(candidate.digest)
-                distinct.append(candidate)
-        confirmed = [c for c in distinct[: self.task.max_candidates] if c.confirmations]
-        if len(confirmed) > 1 and len({tuple(c.confirmations[0][0]) for c in confirmed}) == 1:
-            # The re-evaluated leaders share fresh Episodes too: order them on all their Episodes.
-            head = sorted(confirmed, key=lambda c: self.pooled_key(c))
-            rest = [c for c in distinct if c not in confirmed]
-            distinct = head + rest
-        return distinct
+    def ranked(self) -> list[RankedProgram]:
+        """The scored programs, best first on matched evidence (``rank_programs``); each is
+        named by its candidate's number."""
+        evidence: list[Published] = []
+        for c in self.candidates:
+            if c.outcome is not None:
+                evidence.append(
+                    Published(
+                        c.number, c.outcome.score, c.outcome.failures, c.digest, tuple(self.matched)
+                    )
+                )
+                evidence.extend(
+                    Published(c.number, o.score, o.failures, c.digest, tuple(i))
+                    for i, o in c.confirmations
+                )
+        return rank_programs(
+            evidence, self.maximize, matched=self.matched, failure_score=self.task.failure_score
+        )
 
-    def pooled_key(self, candidate: Candidate) -> tuple[float, int]:
-        assert candidate.outcome is not None and candidate.outcome.score is not None
-        total = candidate.outcome.score * self.k
-        count = self.k
-        failures = candidate.outcome.failures
-        for indices, outcome in candidate.confirmations:
-            if outcome.score is not None:
-                total += outcome.score * len(indices)
-                count += len(indices)
-                failures += outcome.failures
-        mean = total / count
-        return (-mean if self.maximize else mean, failures)
+    def candidates_of(self, ranked: Sequence[RankedProgram]) -> list[Candidate]:
+        by_number = {c.number: c for c in self.candidates}
+        return [by_number[r.submission_id] for r in ranked]
+
+    def handoff(self) -> list[Candidate]:
+        return self.candidates_of(handoff(self.ranked(), self.task.max_candidates))
 
     def confirm(self) -> None:
         """Spend what is left re-evaluating the leaders on Episodes outside the matched set."""
         chunks = list(self.remaining_plan().confirmations)
-        leaders = self.ranking()[: self.task.max_candidates]
+        leaders = self.handoff()
         if not leaders or not chunks:
             return
         self.say(
             f"{self.budget_left} Episodes left: re-evaluating the best candidate(s) on fresh "
             "Episodes, outside the matched set, to check the scores hold beyond it."
         )
-        used: dict[int, int] = {}  # candidate number -> fresh Episodes it already ran
         turn = attempts = 0
         while chunks and self.stopped is None and attempts < len(chunks) + MAX_IDLE_REJECTIONS:
             attempts += 1
@@ -557,21 +556,23 @@ class _Search:
             if size <= 0:
                 break
             leader = leaders[turn % len(leaders)]
-            indices = self.fresh_indices(used.get(leader.number, 0), size)
+            indices = self.fresh_indices(leader, size)
+            if not indices:  # it has run every Episode of the pool
+                leaders.remove(leader)
+                if not leaders:
+                    break
+                continue
             try:
                 outcome = self.submit(leader.files, indices)
             except Rejected as exc:
                 self.rejected(exc)
-                if exc.code == "duplicate_submission":
-                    used[leader.number] = used.get(leader.number, 0) + size
-                elif exc.code == "budget_allocation" and size > 1:
+                if exc.code == "budget_allocation" and size > 1:
                     chunks[0:1] = [size // 2, size - size // 2]
                 else:
                     turn += 1
                 continue
             chunks.pop(0)
             turn += 1
-            used[leader.number] = used.get(leader.number, 0) + size
             leader.confirmations.append((indices, outcome))
             matched = leader.outcome.score if leader.outcome else None
             self.say(
@@ -580,15 +581,17 @@ class _Search:
                 "matched set)."
             )
 
-    def fresh_indices(self, offset: int, size: int) -> list[int]:
-        """``size`` indices just past the matched set (after ``offset`` already used),
-        wrapping around when the pool runs out."""
-        pool = self.task.episode_pool_size
-        size = min(size, pool)
-        start = self.k + offset
-        if start + size > pool:
-            start = offset % max(1, pool - size + 1)
-        return list(range(start, start + size))
+    def fresh_indices(self, candidate: Candidate, size: int) -> list[int]:
+        """Up to ``size`` pool indices ``candidate`` has not run, the lowest first, so leaders
+        re-evaluated in turn share them. Under the exhaustion rule, indices it already ran
+        make up the number when the pool runs out (a normal, charged Submission)."""
+        ran = set(self.matched).union(*(indices for indices, _ in candidate.confirmations))
+        pool = range(self.task.episode_pool_size)
+        fresh = list(itertools.islice((i for i in pool if i not in ran), size))
+        if self.task.exhaust and len(fresh) < size:
+            again = itertools.islice((i for i in pool if i in ran), size - len(fresh))
+            fresh = sorted([*fresh, *again])
+        return fresh
 
 
 def evolve(

@@ -9,12 +9,13 @@ client (exit 2, or it cannot run at all).
 
 This module owns reading ``$EVOPOLICY_CLI``, the command lines, what a result means
 (``SessionResult``: the reply, a ``Rejected`` or a ``SessionUnavailable``), and the
-ranking of published Submissions an agent finishes with when it has nothing better.
+ranking of programs on matched evidence that an agent finishes with (``rank_published``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -29,12 +30,15 @@ from evopolicygym.protocol import CLI_ENV
 __all__ = [
     "DEFAULT_CLI",
     "Published",
+    "RankedProgram",
     "Rejected",
     "Runner",
     "SessionClient",
     "SessionResult",
     "SessionUnavailable",
     "cli_from_env",
+    "handoff",
+    "rank_programs",
     "rank_published",
 ]
 
@@ -142,27 +146,120 @@ class SessionClient:
 
 @dataclass
 class Published:
-    """A published Submission as an agent learnt of it (from its feedback or the reply)."""
+    """A published Submission as an agent learnt of it (from its feedback or the reply):
+    ``indices`` are the pool indices it ran on, when known."""
 
     submission_id: int
     score: float | None
     failures: int
     digest: str | None
+    indices: tuple[int, ...] | None = None
 
 
-def rank_published(published: Iterable[Published], maximize: bool, limit: int) -> list[int]:
-    """The ids of the best scored Submissions, best first (ties: fewer failures, then the
-    earlier), one per program, at most ``limit``: what an agent finishes with when its own
-    search left it nothing better."""
-    scored = [p for p in published if p.score is not None]
+@dataclass(frozen=True)
+class RankedProgram:
+    """One program of a ranking, with the Submission that names it and how it was judged:
+    on the matched set (``matched``; ``score`` is its score there) or, when it never ran
+    there, on its own Episodes. ``worst``: the score is no better than the failure score."""
+
+    digest: str | None
+    submission_id: int
+    score: float
+    failures: int
+    matched: bool
+    worst: bool
+
+
+def rank_programs(
+    published: Iterable[Published],
+    maximize: bool,
+    *,
+    matched: Sequence[int] | None = None,
+    failure_score: float | None = None,
+) -> list[RankedProgram]:
+    """The scored programs of ``published`` (one per digest), best first, on matched evidence.
+
+    ``matched`` is the set of pool indices every candidate ran on (by default the index set
+    the most programs share, when at least two do). Programs that ran on it come first,
+    ordered by their score there, then fewer failures, then the earlier Submission; the
+    leaders that share all their evidence (the matched set and the same re-evaluations) are
+    ordered on all of it. Programs that never ran on it come next, by their score over their
+    own Episodes (unmatched evidence). A program no better than ``failure_score`` (the worst
+    any Episode can score) comes after every better one, matched or not; failed evaluations
+    (no score) are left out.
+    """
     sign = -1.0 if maximize else 1.0
-    scored.sort(key=lambda p: (sign * (p.score or 0.0), p.failures, p.submission_id))
-    ids: list[int] = []
-    digests: set[str] = set()
-    for p in scored:
-        if p.digest is not None:
-            if p.digest in digests:
-                continue
-            digests.add(p.digest)
-        ids.append(p.submission_id)
-    return ids[:limit]
+    groups: dict[object, list[Published]] = {}
+    for p in published:
+        if p.score is not None and math.isfinite(p.score):
+            groups.setdefault(p.digest or ("submission", p.submission_id), []).append(p)
+    target = tuple(matched) if matched is not None else _shared_indices(groups.values())
+    ranked: list[tuple[tuple[int, float, int, int], RankedProgram, list[Published]]] = []
+    for subs in groups.values():
+        on_target = [p for p in subs if target is not None and p.indices == target]
+        judged = on_target or subs
+        head = judged[0]
+        score = _pooled(judged)
+        failures = head.failures if on_target else sum(p.failures for p in subs)
+        worst = failure_score is not None and sign * score >= sign * failure_score
+        program = RankedProgram(
+            head.digest, head.submission_id, score, failures, bool(on_target), worst
+        )
+        tier = (2 if worst else 0) + (0 if on_target else 1)
+        ranked.append(((tier, sign * score, failures, head.submission_id), program, subs))
+    ranked.sort(key=lambda entry: entry[0])
+    # Leaders re-evaluated on the same fresh Episodes compare on all their Episodes.
+    evidence = [frozenset(p.indices for p in subs) for _, _, subs in ranked]
+    lead = 0
+    while (
+        lead < len(ranked)
+        and ranked[lead][1].matched
+        and not ranked[lead][1].worst
+        and len(evidence[0]) > 1
+        and None not in evidence[0]
+        and evidence[lead] == evidence[0]
+    ):
+        lead += 1
+    if lead > 1:
+        ranked[:lead] = sorted(
+            ranked[:lead],
+            key=lambda entry: (sign * _pooled(entry[2]), sum(p.failures for p in entry[2])),
+        )
+    return [program for _, program, _ in ranked]
+
+
+def _pooled(subs: Sequence[Published]) -> float:
+    """The mean score over the Submissions' Episodes (each weighs its Episode count)."""
+    weights = [len(p.indices) if p.indices else 1 for p in subs]
+    return sum((p.score or 0.0) * w for p, w in zip(subs, weights, strict=True)) / sum(weights)
+
+
+def _shared_indices(groups: Iterable[list[Published]]) -> tuple[int, ...] | None:
+    """The index set the most programs ran on, when at least two did (the earliest wins a tie)."""
+    programs: dict[tuple[int, ...], int] = {}
+    for subs in groups:
+        for indices in dict.fromkeys(p.indices for p in subs if p.indices is not None):
+            programs[indices] = programs.get(indices, 0) + 1
+    best = max(programs.values(), default=0)
+    return next((i for i, n in programs.items() if n == best), None) if best >= 2 else None
+
+
+def handoff(ranked: Sequence[RankedProgram], limit: int) -> list[RankedProgram]:
+    """The programs to finish with, best first: at most ``limit``, none no better than a
+    failure while a better one exists."""
+    kept = [r for r in ranked if not r.worst] or list(ranked)
+    return kept[:limit]
+
+
+def rank_published(
+    published: Iterable[Published],
+    maximize: bool,
+    limit: int,
+    *,
+    matched: Sequence[int] | None = None,
+    failure_score: float | None = None,
+) -> list[int]:
+    """The ids an agent finishes with: its best programs on matched evidence (``rank_programs``),
+    one Submission each, best first, at most ``limit``."""
+    ranked = rank_programs(published, maximize, matched=matched, failure_score=failure_score)
+    return [r.submission_id for r in handoff(ranked, limit)]
