@@ -35,6 +35,7 @@ __all__ = [
     "TaskFacts",
     "ToolCall",
     "Usage",
+    "offered_tools",
     "task_files",
 ]
 
@@ -220,6 +221,13 @@ BUILTIN_TOOLS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+def offered_tools(agent: AgentIdentity) -> list[dict[str, Any]] | None:
+    """The tools ``agent`` is offered, exactly, where the Host knows them (the built-in
+    agents); None for a CLI, whose tools only its calls tell."""
+    known = BUILTIN_TOOLS.get(agent.provider)
+    return None if known is None else list(known.values())
+
+
 # --------------------------------------------------------------------------- the task
 
 
@@ -240,6 +248,7 @@ class TaskFacts(msgspec.Struct, frozen=True, kw_only=True):
     validation: _Validation
     episode_timeout: float
     agent_timeout: float
+    host_nomination: bool = False
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> TaskFacts:
@@ -279,9 +288,16 @@ def task_files(
     selection = (
         f"The Host evaluates every candidate you name on the same hidden validation Episodes "
         f"and keeps the best ({direction} score, then fewer policy failures, then your order); "
-        "the kept program is then measured once on held-out Episodes. You never see either."
+        "the kept program is then measured once on held-out Episodes. You never see either. "
+        "The initial program is evaluated there too: your Run improved if the kept program "
+        "beats it."
         if facts.validation.enabled
         else "Your first candidate becomes the final program."
+    )
+    unfinished = (
+        "If you never finish, the Host validates your best published Submissions instead."
+        if facts.host_nomination
+        else "If you never finish, the Run has no final program."
     )
     skills_md = ""
     if skills:
@@ -313,7 +329,7 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
   `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping). Reusing indices
   compares programs on identical Episodes and costs budget again.
 - `evopolicy session finish ID [ID...]` ends your work, naming up to
-  {candidates} Submission ids as candidates, best first.
+  {candidates} Submission ids as candidates, best first. {unfinished}
 - Success prints JSON on stdout (exit 0); a rejection prints `{{"error": {{"code", "message"}}}}`
   on stderr (exit 1).
 

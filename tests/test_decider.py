@@ -35,6 +35,7 @@ from evopolicygym.records.events import (
     FinishAccepted,
     FinishRejected,
     PoolEntry,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -66,6 +67,7 @@ from evopolicygym.run.decider import (
     InvalidTransition,
     RecordCandidate,
     RecordMessages,
+    RecordReference,
     Rejection,
     Resume,
     RunState,
@@ -96,6 +98,9 @@ DIRECTIONS = ("maximize", "minimize")
 
 
 def make_config(**kwargs: Any) -> RunConfig:
+    """A resolved config; rules 1 unless asked otherwise: this file pins the rules every Run
+    recorded before rules 2 is replayed with (tests/test_decider_rules2.py has rules 2)."""
+    kwargs.setdefault("rules", 1)
     return RunConfig(**kwargs).resolved()
 
 
@@ -353,13 +358,14 @@ def test_invalid_request_while_a_submission_is_being_evaluated() -> None:
     run.reject(run.finish_cmd(1), "invalid_request")
 
 
-def test_invalid_request_for_finish_with_no_or_repeated_ids() -> None:
+def test_a_finish_with_no_ids_is_invalid_and_with_a_repeated_id_a_duplicate() -> None:
+    """duplicate_submission is the same id twice in one finish, as the protocol has it."""
     run = Run(episode_budget=8)
     first = run.publish("0")
     second = run.publish("1", DB)
     run.reject(run.finish_cmd(), "invalid_request")
-    run.reject(run.finish_cmd(first, first), "invalid_request")
-    run.reject(run.finish_cmd(first, second, first), "invalid_request")
+    run.reject(run.finish_cmd(first, first), "duplicate_submission")
+    run.reject(run.finish_cmd(first, second, first), "duplicate_submission")
     run.accept(run.finish_cmd(second, first))
     assert run.state.finish_candidates == (second, first)
 
@@ -1437,6 +1443,9 @@ class Model:
         self.assessment_on = config.assessment.enabled
         self.max_attempts = config.max_agent_attempts
         self.maximize = direction == "maximize"
+        self.legacy = config.legacy  # rules 1 (see run.config.RULES)
+        self.host_nomination = config.host_nomination
+        self.reference: tuple[float, int] | None = None  # the initial Program's (rules 2)
         self.used = 0
         self.subs: list[ModelSubmission] = []
         self.authority = True
@@ -1478,6 +1487,8 @@ class Model:
     def nominated(self) -> list[int]:
         if self.finish is not None:
             return list(self.finish)
+        if not (self.legacy or self.host_nomination):
+            return []  # rules 2: no handoff, no candidates, unless the Run asked the Host
         published = [
             (number, sub.score or 0.0, sub.failures or 0)
             for number, sub in enumerate(self.subs, start=1)
@@ -1501,6 +1512,27 @@ class Model:
         if self.assessment_on and self.assessment != "done":
             return "assess"
         return "conclude"
+
+    @property
+    def reference_due(self) -> bool:
+        return (
+            not self.legacy
+            and self.candidates is not None
+            and self.reference is None
+            and self.selected is None
+            and not self.validation_failed
+        )
+
+    def handoff(self) -> str:
+        if self.finish is not None:
+            return "agent"
+        return "host" if self.candidates is not None or self.selected is not None else "none"
+
+    def improved(self) -> bool | None:
+        if self.selected is None or self.reference is None or self.selected_score is None:
+            return None
+        score, reference = self.selected_score, self.reference[0]
+        return score > reference if self.maximize else score < reference
 
     def reason(self) -> str:
         if self.eval_failed:
@@ -1541,16 +1573,19 @@ class Model:
         spendable_later = later_submissions * self.max_episodes
         if self.must_spend and self.left - len(indices) > spendable_later:
             return "budget_allocation"
-        for sub in self.subs:
-            if sub.status != "failed" and (sub.digest, sub.indices) == (digest, tuple(indices)):
-                return "duplicate_submission"
+        if self.legacy:  # rules 2 charge a repeat like any Submission
+            for sub in self.subs:
+                if sub.status != "failed" and (sub.digest, sub.indices) == (digest, tuple(indices)):
+                    return "duplicate_submission"
         return None
 
     def finish_code(self, ids: list[int]) -> str | None:
         if self.finished is not None or self.interrupted or not self.authority:
             return "session_closed"
-        if self.pending is not None or not ids or len(set(ids)) < len(ids):
+        if self.pending is not None or not ids:
             return "invalid_request"
+        if len(set(ids)) < len(ids):
+            return "duplicate_submission"
         if len(ids) > self.max_candidates:
             return "candidate_limit"
         published = {n for n, sub in enumerate(self.subs, start=1) if sub.status == "published"}
@@ -1585,9 +1620,13 @@ class Model:
                 return pending is not None and command.submission_id == len(self.subs)
             case StartValidation():
                 return self.phase() == "validate" and self.candidates is None and self.validation_on
+            case RecordReference():
+                return self.reference_due and not self.validated
             case RecordCandidate():
                 if self.candidates is None or self.selected is not None or self.validation_failed:
                     return False
+                if self.reference_due:
+                    return False  # rules 2: the initial Program first
                 return command.submission_id == self.candidates[len(self.validated)]
             case FailValidation():
                 return (
@@ -1676,8 +1715,14 @@ class Model:
                         split=config.validation.split,
                         episodes=config.validation.episodes_per_candidate,
                         seed=SEEDS["validation"],
+                        handoff=None if self.legacy else ("agent" if self.finish is not None else "host"),
                     )
                 ]
+            case RecordReference():
+                assert events == [
+                    ReferenceValidated(program_digest=P0, score=command.score, failures=command.failures)
+                ]
+                self.reference = (command.score, command.failures)
             case RecordCandidate():
                 assert self.candidates is not None
                 result = (command.submission_id, command.score, command.failures)
@@ -1750,6 +1795,9 @@ class Model:
                         final_submission_id=self.selected,
                         validation_score=self.selected_score if self.validation_on else None,
                         assessment_score=self.assessment_score,
+                        handoff=None if self.legacy else self.handoff(),  # type: ignore[arg-type]
+                        reference_score=None if self.legacy or self.reference is None else self.reference[0],
+                        improved=None if self.legacy else self.improved(),
                     )
                 ]
                 self.finished, self.interrupted, self.authority = reason, False, False
@@ -1759,6 +1807,7 @@ class Model:
 
 @st.composite
 def run_configs(draw: st.DrawFn) -> RunConfig:
+    rules = draw(st.sampled_from([1, 2]), label="rules")
     budget = draw(st.integers(1, 12), label="budget")
     pool = draw(st.none() | st.integers(1, 12), label="pool")
     pool_size = budget if pool is None else pool
@@ -1786,6 +1835,8 @@ def run_configs(draw: st.DrawFn) -> RunConfig:
             enabled=draw(st.booleans(), label="assessment"), episodes=draw(st.integers(1, 4))
         ),
         max_agent_attempts=draw(st.integers(1, 3), label="max_agent_attempts"),
+        rules=rules,
+        host_nomination=rules == 2 and draw(st.booleans(), label="host nomination"),
     )
     return config.resolved()
 
@@ -1801,6 +1852,7 @@ HOST_COMMANDS = [
     "CompleteEvaluation",
     "FailEvaluation",
     "StartValidation",
+    "RecordReference",
     "RecordCandidate",
     "FailValidation",
     "Select",
@@ -1931,6 +1983,12 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
         bad.append(ValidationStarted(candidates=[1], split="validation", episodes=1, seed=2))
     if model.candidates is None or model.selected is not None or model.validation_failed:
         bad.append(ValidationFailed(error="x"))
+    if not (model.reference_due and not model.validated):
+        bad.append(ReferenceValidated(program_digest=P0, score=1.0, failures=0))
+    else:
+        bad.append(ReferenceValidated(program_digest=DA, score=1.0, failures=0))  # not the initial one
+        if model.candidates:  # no candidate before the reference (rules 2)
+            bad.append(CandidateValidated(submission_id=model.candidates[0], score=1.0, failures=0))
     if model.assessment != "running":
         bad.append(AssessmentCompleted(submission_id=model.selected or 1, score=0.0, failures=0))
         bad.append(AssessmentFailed(error="x"))
@@ -1960,8 +2018,23 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
     bad += [
         RunFinished(reason=reason)  # type: ignore[arg-type]
         for reason in reasons
-        if model.phase() != "conclude" or reason != model.reason()
+        if model.phase() != "conclude" or reason != model.reason() or not model.legacy
     ]
+    if model.phase() == "conclude" and not model.legacy:
+        # the right reason, but another handoff or improvement than the rules say
+        right = dict(
+            reason=model.reason(),
+            final_submission_id=model.selected,
+            validation_score=model.selected_score if model.validation_on else None,
+            assessment_score=model.assessment_score,
+            reference_score=None if model.reference is None else model.reference[0],
+        )
+        bad += [
+            RunFinished(**right, handoff=h, improved=model.improved())  # type: ignore[arg-type]
+            for h in ("agent", "host", "none")
+            if h != model.handoff()
+        ]
+        bad.append(RunFinished(**right, handoff=model.handoff(), improved=not model.improved()))  # type: ignore[arg-type]
     if state.finished is not None:
         bad += [
             SubmissionRejected(request_id="r", code="session_closed", message="closed"),
@@ -2194,6 +2267,11 @@ class DeciderMachine(RuleBasedStateMachine):
                     command = StartValidation()
                 elif draw(st.integers(0, 9), label="fail validation?") == 0:
                     command = FailValidation(error="fault")
+                elif step.reference:
+                    command = RecordReference(
+                        score=draw(SCORES, label="reference score"),
+                        failures=draw(st.integers(0, 2), label="failures"),
+                    )
                 else:
                     done = len(self.state.validated)
                     command = RecordCandidate(
@@ -2251,6 +2329,8 @@ class DeciderMachine(RuleBasedStateMachine):
                 command = RecordCandidate(
                     submission_id=draw(some_id, label="id"), score=draw(SCORES), failures=0
                 )
+            case "RecordReference":
+                command = RecordReference(score=draw(SCORES), failures=0)
             case "FailValidation":
                 command = FailValidation(error="x")
             case "Select":
@@ -2312,6 +2392,8 @@ class DeciderMachine(RuleBasedStateMachine):
         assert isinstance(step, expected[phase]), (step, phase)
         if isinstance(step, Validate):
             assert list(step.candidates) == (model.candidates or model.nominated())
+            assert step.reference == (model.validation_on and not model.legacy and model.reference is None)
+        assert state.reference_score == (None if model.reference is None else model.reference[0])
         if isinstance(step, Evaluate):
             assert step.indices == model.subs[-1].indices
 

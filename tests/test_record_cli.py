@@ -485,6 +485,9 @@ def test_events_follow_subprocess(tmp_path: Path) -> None:
         "final_submission_id": None,
         "validation_score": None,
         "assessment_score": None,
+        "handoff": None,
+        "reference_score": None,
+        "improved": None,
     }
 
 

@@ -41,6 +41,7 @@ from evopolicygym.run.decider import (
     Finish,
     Interrupt,
     RecordCandidate,
+    RecordReference,
     Rejection,
     RunState,
     StartAgent,
@@ -55,6 +56,7 @@ from evopolicygym.run.reevaluate import reevaluate
 from evopolicygym.run.replay import (
     CandidateEntry,
     FinishedEntry,
+    ReferenceEntry,
     RejectionEntry,
     Replay,
     SubmissionEntry,
@@ -243,6 +245,7 @@ def finished_run(store: Store, run_id: str, direction: str = "maximize") -> Reco
     recorder.do(Finish(request_id="fin", candidates=[3, 1]))
     recorder.do(AgentExit(exit_code=0))
     recorder.do(StartValidation())
+    recorder.do(RecordReference(score=7.0, failures=0, episodes=outcomes(3.5)))  # the initial program
     recorder.do(RecordCandidate(submission_id=3, score=11.0, failures=0, episodes=outcomes(5.5)))
     recorder.do(RecordCandidate(submission_id=1, score=9.0, failures=0, episodes=outcomes(4.5)))
     recorder.do(StartAssessment())
@@ -291,6 +294,9 @@ def test_timeline_of_a_finished_run(store: Store, root: Path) -> None:
     ]
     finished = replay.timeline[-1]
     assert isinstance(finished, FinishedEntry) and finished.final_submission_id == 3
+    assert (finished.handoff, finished.improved) == ("agent", True)  # 11.0 on Validation beats 7.0
+    (reference,) = [e for e in replay.timeline if isinstance(e, ReferenceEntry)]
+    assert (reference.score, reference.episodes) == (7.0, 2)
     assert (replay.episode_budget, replay.budget_used, replay.budget_left) == (6, 5, 1)
     assert (replay.submissions, replay.published, replay.rejections) == (3, 3, 2)
     assert replay.final_submission_id == 3 and replay.assessment_score == 8.25
@@ -581,6 +587,8 @@ def real_run(
         ]
         score = float(held_out.feedback.score)
         if split == "validation":
+            # The initial program first (rules 2): here it is the Submission's program too.
+            recorder.do(RecordReference(score=score, failures=held_out.failures, episodes=episodes))
             recorder.do(
                 RecordCandidate(
                     submission_id=1, score=score, failures=held_out.failures, episodes=episodes
@@ -603,7 +611,8 @@ def test_reevaluate_reproduces_a_real_run_and_catches_a_tampered_score(
     assert replay_run(store, "real").ok
     progress: list[tuple[int, int]] = []
     assert reevaluate(store, "real", jobs=1, progress=lambda d, t: progress.append((d, t))) == []
-    assert progress[0] == (0, 6) and progress[-1] == (6, 6)  # 2 train + 2 validation + 2 assessment
+    # 2 train + 2 reference + 2 validation + 2 assessment Episodes
+    assert progress[0] == (0, 8) and progress[-1] == (8, 8)
 
     result = replay_cli(root, "real", "--reevaluate", "--jobs", "1")
     assert result.exit_code == 0, result.output + result.stderr

@@ -176,18 +176,18 @@ def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) 
         codes.append(code_of(cli("submit", bad, "--episodes", "0")))     # program_invalid
         codes.append(code_of(cli("finish", "1")))                        # unknown_submission
         codes.append(code_of(cli("submit", "--episodes", "0:4")))        # ok
-        codes.append(code_of(cli("submit", "--episodes", "0:4")))        # duplicate_submission
-        codes.append(code_of(cli("finish", "1", "1")))                   # invalid_request
-        codes.append(code_of(cli("finish", "1", "1", "1")))              # invalid_request
+        codes.append(code_of(cli("submit", "--episodes", "0:4")))        # ok: a repeat is charged
+        codes.append(code_of(cli("finish", "1", "1")))                   # duplicate_submission
+        codes.append(code_of(cli("finish", "1", "1", "1")))              # duplicate_submission
         codes.append(code_of(cli("finish", "1")))                        # budget_remaining
         other = os.path.join(ws, "analysis", "other")
         shutil.copytree(os.path.join(ws, "program"), other)
         open(os.path.join(other, "note.txt"), "w").write("a different program")
-        codes.append(code_of(cli("submit", other, "--episodes", "4:8")))   # ok
+        codes.append(code_of(cli("submit", other, "--episodes", "4:8")))   # budget_allocation
         codes.append(code_of(cli("submit", other, "--episodes", "8:11")))  # budget_allocation
         codes.append(code_of(cli("submit", other, "--episodes", "8:10")))  # ok: budget spent
         codes.append(code_of(cli("submit", other, "--episodes", "0")))     # budget_exhausted
-        codes.append(code_of(cli("finish", "1", "2", "1")))                # invalid_request
+        codes.append(code_of(cli("finish", "1", "2", "1")))                # duplicate_submission
         codes.append(code_of(cli("finish", "1", "2")))                     # ok
         codes.append(code_of(cli("finish", "1")))                          # session_closed
         codes.append(code_of(cli("submit", "--episodes", "0")))           # session_closed
@@ -215,15 +215,15 @@ def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) 
         "program_invalid",
         "unknown_submission",
         0,
-        "duplicate_submission",
-        "invalid_request",
-        "invalid_request",
-        "budget_remaining",
         0,
+        "duplicate_submission",
+        "duplicate_submission",
+        "budget_remaining",
+        "budget_allocation",
         "budget_allocation",
         0,
         "budget_exhausted",
-        "invalid_request",
+        "duplicate_submission",
         0,
         "session_closed",
         "session_closed",
@@ -245,10 +245,36 @@ def test_an_agent_that_exits_without_finishing(store: Store, tmp_path: Path) -> 
     run_id = new_run(store, command)
     state, events = drive(store, run_id)
     assert of(events, AgentExited)[0].exit_code == 3
+    # No handoff, no candidates: the Run has no final program.
+    assert state.finished == "agent_failed"
+    assert not of(events, ValidationStarted) and state.selected is None
+    (done,) = of(events, RunFinished)
+    assert (done.handoff, done.final_submission_id, done.improved) == ("none", None, None)
+
+
+def test_host_nomination_is_asked_for_and_recorded(store: Store, tmp_path: Path) -> None:
+    command = agent_script(
+        tmp_path,
+        """
+        cli("submit", "--episodes", "0:2")
+        sys.exit(3)
+        """,
+    )
+    config = RunConfig(
+        episode_budget=4,
+        host_nomination=True,
+        validation=ValidationConfig(episodes_per_candidate=2),
+        assessment=AssessmentConfig(episodes=2),
+    )
+    run_id = new_run(store, command, config)
+    state, events = drive(store, run_id)
     # The Host nominated the Agent's only published Submission and still measured it.
     assert state.finished == "agent_failed"
-    assert of(events, ValidationStarted)[0].candidates == [1]
+    (started,) = of(events, ValidationStarted)
+    assert (started.candidates, started.handoff) == ([1], "host")
     assert state.selected == 1 and state.assessment_score is not None
+    (done,) = of(events, RunFinished)
+    assert done.handoff == "host" and done.reference_score is not None
 
 
 def test_an_agent_that_exits_cleanly_without_candidates(store: Store, tmp_path: Path) -> None:
@@ -270,6 +296,7 @@ def test_an_agent_over_its_time_is_stopped(store: Store, tmp_path: Path) -> None
     config = RunConfig(
         episode_budget=4,
         agent_timeout=3.0,
+        host_nomination=True,
         validation=ValidationConfig(enabled=False),
         assessment=AssessmentConfig(enabled=False),
     )

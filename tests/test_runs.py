@@ -124,7 +124,9 @@ def test_a_summary_of_a_finished_run(store: Store) -> None:
     assert summary.submissions[2].status == "failed" and summary.submissions[2].score is None
     assert summary.submissions[1].episodes == 2 and summary.submissions[3].indices == [2, 3]
     assert summary.finish_candidates == [3, 1] and summary.final_submission_id == 3
-    assert summary.assessment_score == 3.5 and summary.success
+    assert summary.assessment_score == 3.5
+    assert (summary.handoff, summary.reference_score, summary.improved) == ("agent", 1.0, True)
+    assert summary.success
     assert (summary.budget_used, summary.episode_budget) == (8, 8)
     assert summary.public_config() is not None and "seed" not in summary.public_config()  # type: ignore[operator]
     assert program_of(summary, "initial")[1] == "initial"
@@ -132,6 +134,32 @@ def test_a_summary_of_a_finished_run(store: Store) -> None:
     assert program_of(summary, 4)[0] == summary.submissions[4].program_digest
     with pytest.raises(LookupError, match=r"has no submission 9 \(it has 1 to 4\)"):
         program_of(summary, 9)
+
+
+@pytest.mark.parametrize(
+    ("reference", "reason", "handoff", "improved", "success"),
+    [
+        (1.0, "finished", "agent", True, True),
+        (2.0, "finished", "agent", False, False),  # the final program did not beat the initial
+        (1.5, "finished", "agent", False, False),  # a tie is no improvement
+        (None, "finished", "agent", None, False),  # rules 1: never measured, never a success
+    ],
+)
+def test_success_is_finished_handed_off_and_improved(
+    store: Store, reference: float | None, reason: str, handoff: str, improved: bool | None, success: bool
+) -> None:
+    write_run(store, SynthRun("r", [Planned(_files(1.0), [0], [1.0])], reference_score=reference))
+    summary = summarize(store.events, "run-r")
+    assert (summary.terminal_reason, summary.handoff, summary.improved, summary.success) == (
+        reason,
+        handoff,
+        improved,
+        success,
+    )
+    refresh(store)
+    with open_read_models(store, read_only=True) as db:
+        row = db.execute("SELECT handoff, improved, success, reference_score FROM runs").fetchone()
+    assert row == (handoff, improved, success, reference)
 
 
 def test_a_minimizing_run_keeps_the_lowest_score(store: Store) -> None:

@@ -121,12 +121,14 @@ def v2_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_fixture_is_a_stored_v1_payload() -> None:
-    """The fixture is what today's code writes for AgentStarted v1 (canonical JSON)."""
+    """The fixture is what the code wrote for AgentStarted v1 (canonical JSON); an optional
+    field added since (``tools``, None where not recorded) reads back as its default, so
+    the payload stays v1 and only gains that key when written again."""
     raw = V1_FIXTURE.read_bytes().strip()
     assert AgentStarted.SCHEMA_VERSION == 1
     current = decode_event("AgentStarted", 1, raw)
-    assert isinstance(current, AgentStarted)
-    assert encode_payload(current) == raw
+    assert isinstance(current, AgentStarted) and current.tools is None
+    assert msgspec.json.decode(encode_payload(current)) == {**msgspec.json.decode(raw), "tools": None}
 
 
 def test_v1_payload_is_upcast_to_v2(v2_catalogue: None) -> None:

@@ -53,6 +53,7 @@ from evopolicygym.records.events import (
     FinishRejected,
     NewEvent,
     PoolEntry,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -597,7 +598,12 @@ def one_of_each() -> list[Event]:
             seeds={"validation": 11, "assessment": 12},
             skill_program_digests=[digest],
         ),
-        AgentStarted(attempt=1, command=["agent", "--run", "run-1"], pid=4242),
+        AgentStarted(
+            attempt=1,
+            command=["agent", "--run", "run-1"],
+            pid=4242,
+            tools=[{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+        ),
         AgentMessages(
             attempt=1,
             chunk=0,
@@ -643,7 +649,8 @@ def one_of_each() -> list[Event]:
         FinishRejected(request_id="f1", code="empty", message="no candidates", candidates=[]),
         FinishAccepted(request_id="f2", candidates=[1, 3]),
         AgentExited(attempt=1, exit_code=0, signal=None, reason="finished", stdout_blob=digest),
-        ValidationStarted(candidates=[1, 3], split="validation", episodes=20, seed=99),
+        ValidationStarted(candidates=[1, 3], split="validation", episodes=20, seed=99, handoff="agent"),
+        ReferenceValidated(program_digest=digest, score=250.0, failures=0, episodes=[outcome]),
         CandidateValidated(submission_id=1, score=300.5, failures=1, episodes=[outcome, failed]),
         ValidationFailed(error="validation crashed"),
         FinalSubmissionSelected(
@@ -661,6 +668,9 @@ def one_of_each() -> list[Event]:
             final_submission_id=1,
             validation_score=300.5,
             assessment_score=280.0,
+            handoff="agent",
+            reference_score=250.0,
+            improved=True,
         ),
     ]
 

@@ -202,6 +202,10 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
             "validation_score": summary.terminal_validation_score,
             "assessment_score": summary.terminal_assessment_score,
         },
+        "handoff": summary.handoff,
+        "reference_score": summary.reference_score,
+        "improved": summary.improved,
+        "success": summary.success,
         "undecodable_events": summary.undecodable,
     }
 
@@ -256,6 +260,14 @@ def _print_summary(summary: dict[str, Any]) -> None:
             )
     if terminal is not None:
         rows.append(("terminal", terminal["reason"]))
+        improved = {True: "yes", False: "no", None: "not measured"}[summary["improved"]]
+        rows.append(
+            (
+                "outcome",
+                f"handoff {summary['handoff']}, improved on the initial program: {improved}, "
+                f"success: {'yes' if summary['success'] else 'no'}",
+            )
+        )
     if summary["undecodable_events"]:
         positions = ", ".join(str(p) for p in summary["undecodable_events"])
         rows.append(("undecodable", f"positions {positions} (run 'evopolicy record verify')"))

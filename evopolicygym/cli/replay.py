@@ -22,6 +22,7 @@ from evopolicygym.run.replay import (
     FinishedEntry,
     FinishEntry,
     HostEntry,
+    ReferenceEntry,
     RejectionEntry,
     Replay,
     ReplayError,
@@ -85,9 +86,15 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
         case FinishEntry():
             return "finish", f"candidates {_ids(entry.candidates)}"
         case ValidationEntry() if entry.event == "started":
+            by = f", named by the {entry.handoff}" if entry.handoff else ""
             return "validation", (
                 f"candidates {_ids(entry.candidates)} on {entry.split}, "
-                f"{_num(entry.episodes)} Episodes each"
+                f"{_num(entry.episodes)} Episodes each{by}"
+            )
+        case ReferenceEntry():
+            return "reference", (
+                f"initial program score {_num(entry.score)} failures {entry.failures} "
+                f"({entry.episodes} Episodes)"
             )
         case ValidationEntry():
             return "validation", f"FAILED: {entry.error or ''}"
@@ -114,9 +121,11 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
         case HostEntry():
             return "resumed", f"attempt {_num(entry.attempt)}"
         case FinishedEntry():
+            improved = "" if entry.improved is None else f", improved {'yes' if entry.improved else 'no'}"
             return "finished", (
                 f"{entry.reason}; final #{_num(entry.final_submission_id)}, validation "
-                f"{_num(entry.validation_score)}, assessment {_num(entry.assessment_score)}"
+                f"{_num(entry.validation_score)}, assessment {_num(entry.assessment_score)}, "
+                f"handoff {entry.handoff or '-'}{improved}"
             )
     return "?", ""
 

@@ -84,6 +84,12 @@ _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
 @click.option("--validation-episodes", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--max-candidates", type=click.IntRange(min=1, max=100), default=3, show_default=True)
 @click.option("--no-validation", is_flag=True, help="Take the Agent's first candidate as final.")
+@click.option(
+    "--host-nomination",
+    is_flag=True,
+    help="When the Agent exits without an accepted finish, validate its best published Submissions "
+    "anyway (recorded as handoff: host; such a Run is never a success). Default: no final program.",
+)
 @click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
@@ -128,6 +134,7 @@ def run(
     validation_episodes: int,
     max_candidates: int,
     no_validation: bool,
+    host_nomination: bool,
     assessment_episodes: int,
     no_assessment: bool,
     seed: int,
@@ -182,6 +189,7 @@ def run(
             max_agent_attempts=max_agent_attempts,
             bulk_feedback_retention_bytes=retention_bytes,
             record_trajectories=record_trajectories,  # type: ignore[arg-type]
+            host_nomination=host_nomination,
         ).resolved()
         identity = agent_identity(
             agent,
@@ -286,6 +294,10 @@ def _outcome(summary: RunSummary) -> dict[str, Any]:
         "final_submission": summary.final_submission_id,
         "validation_score": summary.final_score if summary.validation_enabled else None,
         "assessment_score": summary.assessment_score,
+        "handoff": summary.handoff,
+        "reference_score": summary.reference_score,
+        "improved": summary.improved,
+        "success": summary.success,
     }
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "FinishRejected",
     "NewEvent",
     "PoolEntry",
+    "ReferenceValidated",
     "RunCreated",
     "RunFinished",
     "RunInterrupted",
@@ -138,6 +139,9 @@ class AgentStarted(Event, frozen=True, kw_only=True):
     attempt: int
     command: list[str] = []
     pid: int | None = None
+    # The tools the Agent is offered, as OpenAI-style schemas, where the Host knows them
+    # exactly (the built-in agents); None for a CLI whose tools only its calls tell.
+    tools: list[dict[str, Any]] | None = None
 
 
 class AgentMessages(Event, frozen=True, kw_only=True):
@@ -219,6 +223,20 @@ class ValidationStarted(Event, frozen=True, kw_only=True):
     split: str
     episodes: int
     seed: int  # Host-private
+    # Who named the candidates: the Agent (its accepted finish) or the Host (nomination,
+    # asked for by the Run). None in a Run made under rules 1, where readers tell it from
+    # whether a FinishAccepted came first.
+    handoff: Literal["agent", "host"] | None = None
+
+
+class ReferenceValidated(Event, frozen=True, kw_only=True):
+    """The initial Program on the candidates' Validation Episodes: the reference a final
+    Program must beat to have improved (never selectable)."""
+
+    program_digest: str
+    score: float
+    failures: int
+    episodes: list[EpisodeOutcome] = []
 
 
 class CandidateValidated(Event, frozen=True, kw_only=True):
@@ -272,6 +290,12 @@ class RunFinished(Event, frozen=True, kw_only=True):
     final_submission_id: int | None = None
     validation_score: float | None = None
     assessment_score: float | None = None
+    # Rules 2 (None before): who named the candidates (``none``: nobody, so no final
+    # Program), the initial Program's Validation score, and whether the final Program
+    # beat it there.
+    handoff: Literal["agent", "host", "none"] | None = None
+    reference_score: float | None = None
+    improved: bool | None = None
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -289,6 +313,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         FinishAccepted,
         AgentExited,
         ValidationStarted,
+        ReferenceValidated,
         CandidateValidated,
         ValidationFailed,
         FinalSubmissionSelected,

@@ -5,7 +5,8 @@ from the log (delete the file and they are rebuilt) and are caught up by
 ``refresh``. Tables:
 
 - ``events``: one row per event, flat scalar columns plus the raw JSON payload.
-- ``runs``: one row per Run stream: who, what, status, budget, scores.
+- ``runs``: one row per Run stream: who, what, status, budget, scores, and the labels
+  (``handoff``, ``improved``, ``success``) as the Run read API defines them.
 - ``submissions``: one row per evaluated Submission of a Run.
 - ``episodes``: one row per completed Episode of a Submission.
 
@@ -46,12 +47,15 @@ from evopolicygym.records.events import (
     EvaluationStarted,
     Event,
     FinalSubmissionSelected,
+    FinishAccepted,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
     RunResumed,
     SubmissionPublished,
     SubmissionRejected,
+    ValidationStarted,
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.projections import (
@@ -99,6 +103,7 @@ _ARROW: dict[str, pa.DataType] = {
     "DOUBLE": pa.float64(),
     "TIMESTAMP": pa.timestamp("us"),  # values are microseconds since the epoch
     "INTEGER[]": pa.list_(pa.int32()),
+    "BOOLEAN": pa.bool_(),
 }
 
 # The integer columns' ranges: a value outside them is stored as NULL.
@@ -330,6 +335,10 @@ RUNS_TABLE = _Table(
         ("final_submission_id", "INTEGER"),
         ("validation_score", "DOUBLE"),
         ("assessment_score", "DOUBLE"),
+        ("handoff", "VARCHAR"),  # agent, host or none: who named the candidates
+        ("reference_score", "DOUBLE"),  # the initial Program's Validation score
+        ("improved", "BOOLEAN"),  # the final Program beat it there
+        ("success", "BOOLEAN"),  # finished, handed off by the Agent, and improved
         ("finished_at", "TIMESTAMP"),
         ("updated_at", "TIMESTAMP"),
     ),
@@ -339,6 +348,9 @@ _RUN_TYPES = frozenset(
     cls.type_name()
     for cls in (
         RunCreated,
+        FinishAccepted,
+        ValidationStarted,
+        ReferenceValidated,
         EvaluationStarted,
         SubmissionPublished,
         EvaluationFailed,
@@ -359,6 +371,7 @@ def _run_summary(row: dict[str, Any]) -> RunSummary:
         return None if us is None else us * 1000
 
     status = row["status"]
+    finished = status not in ("running", "interrupted")
     agent = None
     if row["agent_name"] is not None:
         agent = AgentIdentity(
@@ -383,8 +396,15 @@ def _run_summary(row: dict[str, Any]) -> RunSummary:
         final_score=row["validation_score"],
         assessment_score=row["assessment_score"],
         finished_at=ns(row["finished_at"]),
-        terminal_reason=None if status in ("running", "interrupted") else status,
+        terminal_reason=status if finished else None,
         interrupted=status == "interrupted",
+        reference_score=row["reference_score"],
+        # What tells the handoff and improvement apart later: the recorded end, or (before
+        # it) whether a finish was accepted or the Host nominated.
+        terminal_handoff=row["handoff"] if finished else None,
+        terminal_improved=row["improved"] if finished else None,
+        finish_candidates=[] if not finished and row["handoff"] == "agent" else None,
+        candidates_by="host" if not finished and row["handoff"] == "host" else None,
     )
 
 
@@ -414,6 +434,10 @@ def _run_row(summary: RunSummary) -> dict[str, Any]:
         "final_submission_id": summary.final_submission_id,
         "validation_score": summary.final_score,
         "assessment_score": summary.assessment_score,
+        "handoff": summary.handoff,
+        "reference_score": summary.reference_score,
+        "improved": summary.improved,
+        "success": summary.success,
         "finished_at": us(summary.finished_at),
         "updated_at": us(summary.updated_at),
     }
@@ -443,7 +467,7 @@ def _apply_runs(connection: Connection, batch: Batch) -> None:
 
 RUNS = Projection(
     name="runs",
-    version=1,
+    version=2,
     tables=("runs",),
     create=RUNS_TABLE.create,
     apply=_apply_runs,

@@ -39,6 +39,7 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -46,6 +47,7 @@ from evopolicygym.records.events import (
     SubmissionPublished,
     SubmissionRejected,
     ValidationFailed,
+    ValidationStarted,
 )
 from evopolicygym.records.store import EventStore, StreamInfo
 from evopolicygym.transcript import AgentIdentity
@@ -69,7 +71,7 @@ __all__ = [
 
 RUN_PREFIX = "run-"
 
-# Terminal reasons that mean the Run did not produce a measured final program.
+# Terminal reasons that mean a fault ended the Run, or it never ended.
 FAILED_REASONS = frozenset(
     {"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed", "interrupted"}
 )
@@ -224,9 +226,13 @@ class RunSummary:
     assessment_failures: int | None = None
     assessment_episodes: int | None = None
     assessment_error: str | None = None
+    candidates_by: str | None = None  # who named the Validation candidates: agent or host
+    reference_score: float | None = None  # the initial Program's Validation score (rules 2)
     terminal_reason: str | None = None
     terminal_validation_score: float | None = None
     terminal_assessment_score: float | None = None
+    terminal_handoff: str | None = None  # as RunFinished records it (rules 2)
+    terminal_improved: bool | None = None
     finished_at: int | None = None
     interrupted: bool = False  # RunInterrupted not (yet) followed by RunResumed
     undecodable: list[int] = field(default_factory=list)  # positions of payloads that do not decode
@@ -271,14 +277,32 @@ class RunSummary:
         return next((s for s in self.submissions.values() if s.status == "published"), None)
 
     @property
+    def handoff(self) -> str:
+        """Who named the candidates: ``agent`` (an accepted finish), ``host`` (nomination)
+        or ``none`` (no final Program). Recorded by rules 2; told from the events before."""
+        if self.terminal_handoff is not None:
+            return self.terminal_handoff
+        if self.finish_candidates is not None:
+            return "agent"
+        if self.candidates_by is not None or self.final_submission_id is not None:
+            return "host"
+        return "none"
+
+    @property
+    def improved(self) -> bool | None:
+        """Whether the final Program beat the initial one on the same Validation Episodes;
+        None where that was not measured (no final Program, no Validation, rules 1)."""
+        if self.terminal_improved is not None or self.terminal_reason is not None:
+            return self.terminal_improved
+        if self.final_score is None or self.reference_score is None:
+            return None
+        return better(self.final_score, self.reference_score, self.score_direction)
+
+    @property
     def success(self) -> bool:
-        """A final program was selected and measured, and the Run ended without a fault."""
-        return (
-            self.terminal_reason is not None
-            and self.terminal_reason not in FAILED_REASONS
-            and self.final_submission_id is not None
-            and self.terminal_assessment_score is not None
-        )
+        """Finished (the Agent handed off and no fault followed), and the final Program
+        improved on the initial one."""
+        return self.terminal_reason == "finished" and self.handoff == "agent" and self.improved is True
 
     def public_config(self) -> dict[str, Any] | None:
         return None if self.config is None else public(self.config)
@@ -341,6 +365,13 @@ class RunSummary:
                 self.submission(event.submission_id).apply(event, at)
             case FinishAccepted():
                 self.finish_candidates = list(event.candidates)
+            case ValidationStarted():
+                if event.handoff is not None:
+                    self.candidates_by = event.handoff
+                else:  # rules 1: the Host nominated when no finish came first
+                    self.candidates_by = "agent" if self.finish_candidates is not None else "host"
+            case ReferenceValidated():
+                self.reference_score = event.score
             case ValidationFailed():
                 self.validation_error = event.error
             case FinalSubmissionSelected():
@@ -364,6 +395,10 @@ class RunSummary:
                 self.terminal_reason = event.reason
                 self.terminal_validation_score = event.validation_score
                 self.terminal_assessment_score = event.assessment_score
+                self.terminal_handoff = event.handoff
+                self.terminal_improved = event.improved
+                if event.reference_score is not None:
+                    self.reference_score = event.reference_score
                 self.finished_at = at
                 self.interrupted = False
                 if event.final_submission_id is not None:
@@ -373,7 +408,7 @@ class RunSummary:
                 if event.assessment_score is not None and self.assessment_score is None:
                     self.assessment_score = event.assessment_score
             case _:
-                pass  # AgentMessages, ValidationStarted, AssessmentStarted: nothing public to fold
+                pass  # AgentMessages, AssessmentStarted: nothing public to fold
 
     def _reserved(self) -> None:
         budget = self.episode_budget

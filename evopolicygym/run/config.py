@@ -10,7 +10,17 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+__all__ = ["RULES", "AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+
+# The version of the Run's rules a new Run is created with (recorded in its config, so a
+# Run is always replayed and resumed under the rules it was made under):
+# 1: the Host nominates candidates when the Agent exits without finishing, a Program
+#    submitted again on the same indices is refused (submit-time duplicate_submission),
+#    Validation runs the candidates only.
+# 2: candidates come only from an accepted finish unless host_nomination is asked for;
+#    a repeated submission is a normal, charged one; Validation also runs the initial
+#    Program as a reference, so a Run says whether it improved on it.
+RULES = 2
 
 FinishBudgetPolicy = Literal["allow_early", "require_budget_exhaustion"]
 RecordTrajectories = Literal["none", "train", "all"]
@@ -50,12 +60,22 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     bulk_feedback_retention_bytes: int = 64 * 1024 * 1024
     jobs: int | None = None  # evaluation processes; None: one per CPU
     record_trajectories: RecordTrajectories = "train"
+    # When the Agent exits without an accepted finish, the Host nominates its best
+    # published Submissions as candidates (recorded as handoff "host"). Rules 2 only.
+    host_nomination: bool = False
+    rules: int | None = None  # see RULES; None in a config recorded before rules were versioned
+
+    @property
+    def legacy(self) -> bool:
+        """Whether the Run follows rules 1 (see RULES)."""
+        return (self.rules or 1) < 2
 
     def resolved(self) -> RunConfig:
         """The config with every default filled in, after checking every value."""
         pool = self.episode_budget if self.episode_pool_size is None else self.episode_pool_size
         resolved = msgspec.structs.replace(
             self,
+            rules=RULES if self.rules is None else self.rules,
             episode_pool_size=pool,
             max_submissions=self.episode_budget
             if self.max_submissions is None
@@ -119,6 +139,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         need(self.bulk_feedback_retention_bytes >= 0, "bulk_feedback_retention_bytes must be >= 0")
         need(self.jobs is None or self.jobs >= 1, "jobs must be >= 1")
         need(0 <= self.seed < 2**63, "seed must be between 0 and 2**63 - 1")
+        need(self.rules in (1, 2), "rules must be 1 or 2")
+        need(not (self.host_nomination and self.legacy), "host_nomination needs rules 2")
         splits = {self.train_split, self.validation.split, self.assessment.split}
         need(len(splits) == 3, "train, validation and assessment splits must differ")
 

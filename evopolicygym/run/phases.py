@@ -26,11 +26,13 @@ from evopolicygym.run.decider import (
     FailEvaluation,
     FailValidation,
     RecordCandidate,
+    RecordReference,
     Select,
     StartAssessment,
     StartValidation,
     Validate,
 )
+from evopolicygym.run.decider.state import reference_due
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.pool import planned, planned_split
 from evopolicygym.run.publisher import Publisher
@@ -167,6 +169,21 @@ class Phases:
             return
         if ledger.state.validation_candidates is None:
             ledger.must(StartValidation())
+        if reference_due(ledger.state):
+            # The initial Program on the same Episodes first: the reference that tells
+            # whether the final Program improved on it.
+            try:
+                result = self._held_out(
+                    ledger.state.initial_program_digest, validation.split, ledger.state.seeds["validation"],
+                    validation.episodes_per_candidate,
+                )
+            except Exception as exc:
+                log.warning("validation of the initial program failed", exc_info=True)
+                ledger.must(FailValidation(error=one_line(exc)))
+                return
+            ledger.must(
+                RecordReference(score=float(result.feedback.score), failures=result.failures, episodes=_outcomes(result))
+            )
         done = {r.submission_id for r in ledger.state.validated}
         for candidate in ledger.state.validation_candidates or ():
             if candidate in done:

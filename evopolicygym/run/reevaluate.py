@@ -27,6 +27,7 @@ from evopolicygym.records.events import (
     EvaluationStarted,
     Event,
     PoolEntry,
+    ReferenceValidated,
     RunCreated,
     SubmissionPublished,
     ValidationStarted,
@@ -45,7 +46,7 @@ Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 
 
 class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
-    phase: Literal["run", "submission", "validation", "assessment"]
+    phase: Literal["run", "submission", "validation", "reference", "assessment"]
     submission_id: int | None = None
     episode: int | None = None  # the Episode's index (a pool index for a Submission)
     field: str  # score, failures, status, total_reward, episodes, error, environment_digest
@@ -69,7 +70,7 @@ def _exact(value: Any) -> str:
 class _Job(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded evaluation to re-run."""
 
-    phase: Literal["submission", "validation", "assessment"]
+    phase: Literal["submission", "validation", "reference", "assessment"]
     submission_id: int
     program_digest: str
     split: str
@@ -130,6 +131,20 @@ def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
                 )
             case ValidationStarted():
                 validation = event
+            case ReferenceValidated() if validation is not None and created is not None:
+                jobs.append(
+                    _Job(
+                        phase="reference",
+                        submission_id=0,  # the initial Program
+                        program_digest=created.initial_program_digest,
+                        split=validation.split,
+                        score=event.score,
+                        failures=event.failures,
+                        outcomes=list(event.episodes),
+                        seed=validation.seed,
+                        count=validation.episodes,
+                    )
+                )
             case CandidateValidated() if validation is not None and event.submission_id in started:
                 jobs.append(
                     _Job(
@@ -239,7 +254,7 @@ def _rerun(
     def mismatch(field: str, recorded: Any, replayed: Any, episode: int | None = None) -> Mismatch:
         return Mismatch(
             phase=job.phase,
-            submission_id=job.submission_id,
+            submission_id=None if job.phase == "reference" else job.submission_id,
             episode=episode,
             field=field,
             recorded=recorded,

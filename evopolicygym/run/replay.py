@@ -38,6 +38,7 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -69,6 +70,7 @@ __all__ = [
     "FinishEntry",
     "FinishedEntry",
     "HostEntry",
+    "ReferenceEntry",
     "RejectionEntry",
     "Replay",
     "ReplayError",
@@ -156,6 +158,15 @@ class ValidationEntry(_Entry, tag="validation"):
     split: str | None = None
     episodes: int | None = None
     error: str | None = None
+    handoff: str | None = None  # who named the candidates (agent or host)
+
+
+class ReferenceEntry(_Entry, tag="reference"):
+    """The initial Program on the Validation Episodes: what the final one must beat."""
+
+    score: float
+    failures: int
+    episodes: int
 
 
 class CandidateEntry(_Entry, tag="candidate"):
@@ -192,6 +203,8 @@ class FinishedEntry(_Entry, tag="finished"):
     final_submission_id: int | None = None
     validation_score: float | None = None
     assessment_score: float | None = None
+    handoff: str | None = None
+    improved: bool | None = None
 
 
 TimelineEntry: TypeAlias = (
@@ -201,6 +214,7 @@ TimelineEntry: TypeAlias = (
     | AgentEntry
     | FinishEntry
     | ValidationEntry
+    | ReferenceEntry
     | CandidateEntry
     | SelectionEntry
     | AssessmentEntry
@@ -501,6 +515,11 @@ class _Builder:
                     candidates=list(event.candidates),
                     split=event.split,
                     episodes=event.episodes,
+                    handoff=self.summary.candidates_by,
+                )
+            case ReferenceValidated():
+                entry = ReferenceEntry(
+                    version=version, score=event.score, failures=event.failures, episodes=len(event.episodes)
                 )
             case CandidateValidated():
                 entry = CandidateEntry(
@@ -549,6 +568,8 @@ class _Builder:
                     final_submission_id=event.final_submission_id,
                     validation_score=event.validation_score,
                     assessment_score=event.assessment_score,
+                    handoff=self.summary.handoff,
+                    improved=self.summary.improved,
                 )
             case _:
                 pass  # AgentMessages: the transcript, not part of the timeline

@@ -21,7 +21,7 @@ from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.publisher import Publisher
 from evopolicygym.run.session import Handler, SessionServer
-from evopolicygym.transcript import Message
+from evopolicygym.transcript import Message, offered_tools
 
 __all__ = ["FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
 
@@ -88,7 +88,9 @@ class AgentSupervisor:
                     ledger.must(StartAgent(command=redactor.value(launch.argv), pid=None))
                     ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
                     return
-                ledger.must(StartAgent(command=redactor.value(launch.argv), pid=agent.pid))
+                ledger.must(
+                    StartAgent(command=redactor.value(launch.argv), pid=agent.pid, tools=offered_tools(created.agent))
+                )
                 self._agent, self._raw_offset = agent, 0
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)

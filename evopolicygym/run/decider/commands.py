@@ -40,6 +40,7 @@ __all__ = [
     "Malformed",
     "RecordCandidate",
     "RecordMessages",
+    "RecordReference",
     "Rejection",
     "Resume",
     "Select",
@@ -59,7 +60,7 @@ REJECTION_CODES: dict[str, str] = {
     "budget_allocation": "more Episodes than the budget left, or a split that leaves the budget unspendable",
     "program_invalid": "the program cannot be captured or has no policy.py",
     "candidate_limit": "more candidates than max_candidates",
-    "duplicate_submission": "this program was already evaluated on these Episodes",
+    "duplicate_submission": "a Submission id named twice in finish (rules 1: also this program already evaluated on these Episodes)",
     "unknown_submission": "no published Submission with that id",
     "budget_remaining": "the Run requires the whole budget to be spent before finishing",
     "session_closed": "the Agent's authority over the Run has ended",
@@ -124,6 +125,7 @@ class FailEvaluation(Command, frozen=True, kw_only=True):
 class StartAgent(Command, frozen=True, kw_only=True):
     command: list[str] = []
     pid: int | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 class RecordMessages(Command, frozen=True, kw_only=True):
@@ -145,6 +147,14 @@ class StartValidation(Command, frozen=True, kw_only=True):
 
 class RecordCandidate(Command, frozen=True, kw_only=True):
     submission_id: int
+    score: float
+    failures: int
+    episodes: list[EpisodeOutcome] = []
+
+
+class RecordReference(Command, frozen=True, kw_only=True):
+    """The initial Program's Validation result (rules 2): the reference, never selectable."""
+
     score: float
     failures: int
     episodes: list[EpisodeOutcome] = []

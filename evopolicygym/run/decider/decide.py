@@ -24,6 +24,7 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -50,6 +51,7 @@ from evopolicygym.run.decider.commands import (
     Malformed,
     RecordCandidate,
     RecordMessages,
+    RecordReference,
     Rejection,
     Resume,
     Select,
@@ -59,8 +61,15 @@ from evopolicygym.run.decider.commands import (
     Submit,
 )
 from evopolicygym.run.decider.selection import rank_candidates
-from evopolicygym.run.decider.state import RunState, pending_submission, unvalidated
-from evopolicygym.run.decider.steps import Assess, Validate, next_step, terminal_reason
+from evopolicygym.run.decider.state import RunState, pending_submission, reference_due, unvalidated
+from evopolicygym.run.decider.steps import (
+    Assess,
+    Validate,
+    handoff,
+    improved,
+    next_step,
+    terminal_reason,
+)
 
 __all__ = ["decide"]
 
@@ -147,17 +156,18 @@ def _submit(state: RunState, command: Submit) -> list[Event] | Rejection:
                 f"submissions of at most {config.episode_limit}: the budget could never be spent, "
                 "which this Run requires",
             )
-    key = tuple(indices)
-    for previous in state.submissions:
-        if (
-            previous.status != "failed"
-            and previous.program_digest == command.program_digest
-            and previous.indices == key
-        ):
-            return reject(
-                "duplicate_submission",
-                f"this program was already evaluated on these Episodes (Submission {previous.id})",
-            )
+    if config.legacy:  # rules 1 refused a repeat; rules 2 charge it like any Submission
+        key = tuple(indices)
+        for previous in state.submissions:
+            if (
+                previous.status != "failed"
+                and previous.program_digest == command.program_digest
+                and previous.indices == key
+            ):
+                return reject(
+                    "duplicate_submission",
+                    f"this program was already evaluated on these Episodes (Submission {previous.id})",
+                )
     return [
         EvaluationStarted(
             submission_id=len(state.submissions) + 1,
@@ -191,7 +201,7 @@ def _finish(state: RunState, command: Finish) -> list[Event] | Rejection:
     if not candidates:
         return reject("invalid_request", "name at least one Submission id to finish with")
     if len(set(candidates)) != len(candidates):
-        return reject("invalid_request", "a Submission id is named twice")
+        return reject("duplicate_submission", "a Submission id is named twice")
     if len(candidates) > config.validation.max_candidates:
         return reject(
             "candidate_limit",
@@ -273,7 +283,10 @@ def _host(state: RunState, command: Command) -> list[Event]:
                 raise InvalidTransition("the Agent cannot be started now")
             return [
                 AgentStarted(
-                    attempt=state.agent_attempts + 1, command=command.command, pid=command.pid
+                    attempt=state.agent_attempts + 1,
+                    command=command.command,
+                    pid=command.pid,
+                    tools=command.tools,
                 )
             ]
         case RecordMessages():
@@ -315,10 +328,24 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     split=validation.split,
                     episodes=validation.episodes_per_candidate,
                     seed=state.seeds["validation"],
+                    handoff=None if state.cfg.legacy else "agent" if state.finish_candidates is not None else "host",
+                )
+            ]
+        case RecordReference():
+            if not reference_due(state) or state.validated:
+                raise InvalidTransition("the initial Program is not due for Validation")
+            return [
+                ReferenceValidated(
+                    program_digest=state.initial_program_digest,
+                    score=command.score,
+                    failures=command.failures,
+                    episodes=command.episodes,
                 )
             ]
         case RecordCandidate():
             remaining = unvalidated(state)
+            if reference_due(state):
+                raise InvalidTransition("the initial Program is validated before the candidates")
             if not remaining or command.submission_id != remaining[0]:
                 raise InvalidTransition(
                     f"Submission {command.submission_id} is not next to validate"
@@ -419,12 +446,16 @@ def _host(state: RunState, command: Command) -> list[Event]:
         case Conclude():
             if not isinstance(next_step(state), Conclude):
                 raise InvalidTransition("the Run still has work to do")
+            legacy = state.cfg.legacy
             return [
                 RunFinished(
                     reason=terminal_reason(state),
                     final_submission_id=state.selected,
                     validation_score=state.selected_score if state.cfg.validation.enabled else None,
                     assessment_score=state.assessment_score,
+                    handoff=None if legacy else handoff(state),
+                    reference_score=None if legacy else state.reference_score,
+                    improved=None if legacy else improved(state),
                 )
             ]
     raise InvalidTransition(f"unknown command {type(command).__name__}")

@@ -28,6 +28,7 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     RunInterrupted,
@@ -44,6 +45,7 @@ from evopolicygym.run.decider.commands import (
     Conclude,
     Finish,
     InvalidTransition,
+    RecordReference,
     Rejection,
     StartAssessment,
     StartValidation,
@@ -51,7 +53,13 @@ from evopolicygym.run.decider.commands import (
 )
 from evopolicygym.run.decider.decide import decide
 from evopolicygym.run.decider.selection import rank_candidates
-from evopolicygym.run.decider.state import RunState, Submission, pending_submission, unvalidated
+from evopolicygym.run.decider.state import (
+    RunState,
+    Submission,
+    pending_submission,
+    reference_due,
+    unvalidated,
+)
 from evopolicygym.run.decider.steps import Validate, next_step
 
 __all__ = ["evolve", "fold"]
@@ -216,9 +224,18 @@ def evolve(state: RunState, event: Event) -> RunState:
             )
         case ValidationStarted():
             _as_decided(state, StartValidation(), event)
-            return replace(state, validation_candidates=tuple(event.candidates))
+            return replace(state, validation_candidates=tuple(event.candidates), handoff=event.handoff)
+        case ReferenceValidated():
+            _as_decided(
+                state,
+                RecordReference(score=event.score, failures=event.failures, episodes=list(event.episodes)),
+                event,
+            )
+            return replace(state, reference_validated=True, reference_score=event.score)
         case CandidateValidated():
             remaining = unvalidated(state)
+            if reference_due(state):
+                raise InvalidTransition(f"CandidateValidated {event.submission_id} before the initial Program's")
             if not remaining or remaining[0] != event.submission_id:
                 raise InvalidTransition(f"CandidateValidated {event.submission_id} out of order")
             return replace(state, validated=(*state.validated, event))

@@ -32,9 +32,13 @@ def rank_candidates(results: Iterable[tuple[int, float, int]], direction: str) -
 
 
 def nominated(state: RunState) -> tuple[int, ...]:
-    """The candidates: the Agent's, or (when it never finished) its best published by train score."""
+    """The candidates: the Agent's (its accepted finish); when it never finished, none,
+    unless the Run asked the Host to nominate its best published by train score (rules 1
+    always did)."""
     if state.finish_candidates is not None:
         return state.finish_candidates
+    if not (state.cfg.legacy or state.cfg.host_nomination):
+        return ()
     published = [
         (s.id, s.score or 0.0, s.failures or 0)
         for s in state.submissions

@@ -14,7 +14,7 @@ from evopolicygym.records.events import AgentExited, CandidateValidated, PoolEnt
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider.commands import InvalidTransition
 
-__all__ = ["RunState", "Submission", "pending_submission", "unvalidated"]
+__all__ = ["RunState", "Submission", "pending_submission", "reference_due", "unvalidated"]
 
 
 class Submission(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,6 +46,9 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     agent_exits: tuple[AgentExited, ...] = ()
     transcript_chunks: int = 0  # AgentMessages of the current attempt
     validation_candidates: tuple[int, ...] | None = None
+    handoff: str | None = None  # who named the candidates: "agent" or "host" (rules 2)
+    reference_score: float | None = None  # the initial Program's Validation score (rules 2)
+    reference_validated: bool = False
     validated: tuple[CandidateValidated, ...] = ()
     validation_failed: bool = False
     selected: int | None = None
@@ -93,6 +96,18 @@ def pending_submission(state: RunState, submission_id: int) -> Submission:
     if pending is None or pending.id != submission_id:
         raise InvalidTransition(f"Submission {submission_id} is not being evaluated")
     return pending
+
+
+def reference_due(state: RunState) -> bool:
+    """Whether Validation must still run the initial Program as its reference (rules 2:
+    first, before any candidate)."""
+    return (
+        state.validation_candidates is not None
+        and not state.cfg.legacy
+        and not state.reference_validated
+        and state.selected is None
+        and not state.validation_failed
+    )
 
 
 def unvalidated(state: RunState) -> list[int]:

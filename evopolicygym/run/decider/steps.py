@@ -7,14 +7,27 @@ With it, resuming is just folding and continuing.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from evopolicygym.records.events import TerminalReason
+from evopolicygym.records.runs import better
 from evopolicygym.run.decider.commands import Command, Conclude, StartAgent
 from evopolicygym.run.decider.selection import nominated
 from evopolicygym.run.decider.state import RunState
 
-__all__ = ["Assess", "Evaluate", "Step", "StopAgent", "Validate", "next_step", "terminal_reason"]
+__all__ = [
+    "Assess",
+    "Evaluate",
+    "Step",
+    "StopAgent",
+    "Validate",
+    "handoff",
+    "improved",
+    "next_step",
+    "terminal_reason",
+]
 
 
 class Step(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,6 +46,7 @@ class StopAgent(Step, frozen=True, kw_only=True):
 
 class Validate(Step, frozen=True, kw_only=True):
     candidates: tuple[int, ...]
+    reference: bool = False  # the initial Program is to be validated first (rules 2)
 
 
 class Assess(Step, frozen=True, kw_only=True):
@@ -57,10 +71,30 @@ def next_step(state: RunState) -> Step | Command:
         return Conclude()
     if state.selected is None:
         candidates = state.validation_candidates or nominated(state)
-        return Validate(candidates=candidates) if candidates else Conclude()
+        if not candidates:
+            return Conclude()
+        return Validate(
+            candidates=candidates,
+            reference=state.cfg.validation.enabled and not state.cfg.legacy and not state.reference_validated,
+        )
     if state.cfg.assessment.enabled and state.assessment_score is None:
         return Assess(submission_id=state.selected)
     return Conclude()
+
+
+def handoff(state: RunState) -> Literal["agent", "host", "none"]:
+    """Who named the candidates: the Agent, the Host (nomination), or nobody."""
+    if state.finish_candidates is not None:
+        return "agent"
+    return "host" if state.validation_candidates is not None or state.selected is not None else "none"
+
+
+def improved(state: RunState) -> bool | None:
+    """Whether the final Program beat the initial one on the same Validation Episodes;
+    None where that was not measured (no final Program, no Validation, rules 1)."""
+    if state.selected is None or state.reference_score is None or state.selected_score is None:
+        return None
+    return better(state.selected_score, state.reference_score, state.score_direction)
 
 
 def terminal_reason(state: RunState) -> TerminalReason:
