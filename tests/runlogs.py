@@ -27,6 +27,7 @@ from evopolicygym.records.events import (
     FinalSubmissionSelected,
     FinishAccepted,
     PoolEntry,
+    ReferenceValidated,
     RunCreated,
     RunFinished,
     SubmissionPublished,
@@ -35,7 +36,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.traces import encode_trace
-from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage
+from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage, offered_tools
 
 __all__ = ["CANARY", "POLICY", "Planned", "SynthRun", "policy_source", "write_run"]
 
@@ -76,6 +77,15 @@ class SynthRun:
     assessment_score: float | None = 42.0
     chatter: int = 1  # extra assistant remarks per submission (transcript length)
     pool_size: int = 8
+    # The initial program's Validation score (the candidates score 1.5 there): under 1.5 the
+    # Run improved on it; None writes a Run as rules 1 did (no reference, no labels).
+    reference_score: float | None = 1.0
+    # Whether AgentStarted records the tools offered, as the Host does for the built-in
+    # agents (None for others: their tools are told by their calls).
+    record_tools: bool = True
+    # Who named the candidates: the Agent's finish, or the Host nominating them after the
+    # Agent exited without one (a Run that asked for nomination).
+    handoff: str = "agent"
 
 
 def _program(store: Store, files: dict[str, str]) -> Program:
@@ -115,6 +125,8 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
                 "bulk_feedback_retention_bytes": 1 << 20,
                 "jobs": 1,
                 "record_trajectories": "train",
+                "host_nomination": run.handoff == "host",
+                "rules": 1 if run.reference_score is None else 2,
             },
             benchmark_id=run.benchmark_id,
             benchmark_spec={"id": run.benchmark_id, "score_direction": run.direction, "primary_metric": "return"},
@@ -133,7 +145,9 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             ],
             seeds=dict(CANARY_SEEDS),
         ),
-        AgentStarted(attempt=1, command=["reference"], pid=1),
+        AgentStarted(
+            attempt=1, command=["reference"], pid=1, tools=offered_tools(run.agent) if run.record_tools else None
+        ),
     ]
     chunk = 0
     messages: list[Message] = [Message(role="system", content=_task(run))]
@@ -191,8 +205,10 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
         for index, reward in zip(planned.indices, planned.rewards, strict=True):
             trace = None
             if planned.traced:
-                steps = [_Step(1, 0.5, False, False, [float(k), 0.0]) for k in range(3)]
-                steps[-1] = _Step(0, 0.5, True, False, [3.0, 0.0])
+                # The Episode's reward on its first step: rewards sum to its total, and
+                # Episodes of other totals are other rows.
+                steps = [_Step(1, reward if k == 0 else 0.0, False, False, [float(k), 0.0]) for k in range(3)]
+                steps[-1] = _Step(0, 0.0, True, False, [3.0, 0.0])
                 trace = store.blobs.put(encode_trace([0.0, 0.0], steps))
             events.append(
                 EpisodeCompleted(
@@ -224,11 +240,14 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
                 name="bash",
             )
         )
-    call("bash", {"command": "evopolicy session finish " + " ".join(map(str, run.candidates))}, "")
-    finish_result = messages.pop()
-    flush()
-    events.append(FinishAccepted(request_id="finish-1", candidates=list(run.candidates)))
-    messages.append(Message(role="tool", content='{"accepted": true}', tool_call_id=finish_result.tool_call_id, name="bash"))
+    if run.handoff == "agent":
+        call("bash", {"command": "evopolicy session finish " + " ".join(map(str, run.candidates))}, "")
+        finish_result = messages.pop()
+        flush()
+        events.append(FinishAccepted(request_id="finish-1", candidates=list(run.candidates)))
+        messages.append(
+            Message(role="tool", content='{"accepted": true}', tool_call_id=finish_result.tool_call_id, name="bash")
+        )
     flush()
     events.append(AgentExited(attempt=1, exit_code=0, reason="exited"))
     outcomes = [
@@ -237,8 +256,17 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
     ]
     final = run.candidates[0]
     final_digest = Program.from_files(run.submissions[final - 1].files).digest
+    legacy = run.reference_score is None
     events += [
-        ValidationStarted(candidates=list(run.candidates), split="validation", episodes=2, seed=CANARY_SEEDS["validation"]),
+        ValidationStarted(
+            candidates=list(run.candidates), split="validation", episodes=2, seed=CANARY_SEEDS["validation"],
+            handoff=None if legacy else run.handoff,  # type: ignore[arg-type]
+        ),
+        *(
+            []
+            if run.reference_score is None
+            else [ReferenceValidated(program_digest=initial.digest, score=run.reference_score, failures=0, episodes=outcomes)]
+        ),
         *(CandidateValidated(submission_id=c, score=1.5, failures=0, episodes=outcomes) for c in run.candidates),
         FinalSubmissionSelected(submission_id=final, program_digest=final_digest, score=1.5, reason="best validation score"),
         AssessmentStarted(submission_id=final, split="assessment", episodes=2, seed=CANARY_SEEDS["assessment"]),
@@ -254,6 +282,9 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             final_submission_id=final,
             validation_score=1.5,
             assessment_score=run.assessment_score,
+            handoff=None if legacy else run.handoff,  # type: ignore[arg-type]
+            reference_score=run.reference_score,
+            improved=None if run.reference_score is None else run.reference_score < 1.5,
         ),
     ]
     stream = f"run-{run.run_id}"

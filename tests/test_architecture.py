@@ -30,6 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "seeds": set(),
     "hostdirs": set(),
     "namespaces": set(),
+    # The redactor: the agents redact what they record with it, the exporters what they export.
+    "redaction": set(),
     # The value leaves: the Policy ABI and each other where needed, never a layer above.
     "values": _VALUES,
     "program": _VALUES,
@@ -41,7 +43,7 @@ ALLOWED: dict[str, set[str]] = {
     "registry": {"benchmark"},
     "evaluation": {"benchmark", "values", "program", "policy", "seeds", *_LEAVES},
     "records": {"values", "program", "transcript"},
-    "agents": {"protocol", "transcript", "program", *_LEAVES},
+    "agents": {"protocol", "transcript", "program", "redaction", *_LEAVES},
     "run": {
         "evaluation",
         "records",
@@ -58,7 +60,8 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"records", "transcript"},
     "cli": {ANY},
     KERNEL: {ANY},  # the package's own __init__: lazy re-exports by name
-    EXPORTERS: {"records", "transcript", "program", "evaluation"},
+    # The reward function (rewards.py) loads a task's Benchmark by name and evaluates programs.
+    EXPORTERS: {"records", "transcript", "program", "evaluation", "registry", "redaction"},
     BASELINES: {"policy"},
 }
 FAMILY_ALLOWED = {"benchmark"}

@@ -109,6 +109,62 @@ def test_no_held_out_or_private_value_reaches_any_training_column(store: Store, 
     assert task["train_pool_seeds"] == [CANARY_SEEDS["pool"]]
 
 
+SECRETS = (
+    "sk-proj-Zx9Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",  # an OpenAI key in a program's comment
+    "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",  # a Hugging Face token in a file of its own
+    "ghp_0123456789abcdefghijABCDEFGHIJ012345",  # a GitHub token in the initial program
+)
+
+
+def test_a_planted_secret_appears_in_no_export(store: Store, tmp_path: Path) -> None:
+    """Secrets in a program comment, a file of their own and the initial program: in no
+    value of any config (whole and per turn), the card or the manifest; rows holding one
+    say so, and digests still name the programs as submitted."""
+    commented = {"policy.py": f"# my key: {SECRETS[0]}\n" + policy_source(0.7)}
+    with_file = {"policy.py": policy_source(0.9), "creds.env": f"HF_TOKEN={SECRETS[1]}\n"}
+    run = SynthRun(
+        run_id="alpha",
+        initial={"policy.py": policy_source(0.0) + f"# token {SECRETS[2]}\n"},
+        submissions=[
+            Planned(files(0.5), [0, 1], [1.0, 2.0]),
+            Planned(commented, [0, 1], [3.0, 4.0]),
+            Planned(with_file, [0, 1], [5.0, 6.0]),
+            Planned(files(0.6), [0, 1], [0.0, 0.5]),
+        ],
+        candidates=[3],
+    )
+    write_run(store, run)  # as recorded (the Host would have redacted its transcript too)
+    exported = []
+    for per_turn in (False, True):
+        out = tmp_path / f"out-{per_turn}"
+        report = run_export(store, out, per_turn=per_turn)
+        for name in report.configs:
+            rows = load(out, name)
+            assert rows, name
+            exported += [(name, row) for row in rows]
+        for path in (out / "README.md", out / "export.json"):
+            assert not any(secret in path.read_text() for secret in SECRETS)
+    for name, row in exported:
+        text = json.dumps(row, default=str)
+        assert not [secret for secret in SECRETS if secret in text], name
+    programs = {r["submission_id"]: r for name, r in exported if name == "programs"}
+    # 1's diff removes the initial program's token line; 4's parent is 1: nothing to redact.
+    assert [programs[i]["redacted"] for i in (1, 2, 3, 4)] == [True, True, True, False]
+    assert programs[4]["parent_submission_id"] == 1
+    assert programs[2]["files"][0]["content"].startswith("# my key: [REDACTED]\n")
+    assert {f["path"]: f["content"] for f in programs[3]["files"]}["creds.env"] == "HF_TOKEN=[REDACTED]\n"
+    assert "[REDACTED]" in programs[2]["diff"]
+    assert programs[2]["program_digest"] == Program.from_files(commented).digest  # as submitted
+    dpo = [r for name, r in exported if name == "dpo"]
+    involved = [r for r in dpo if {r["chosen_submission_id"], r["rejected_submission_id"]} & {2, 3}]
+    assert involved and all(r["redacted"] for r in involved)
+    rl = next(r for name, r in exported if name == "rl")
+    assert rl["redacted"] and "[REDACTED]" in rl["initial_program"][0]["content"]
+    assert all(r["redacted"] for name, r in exported if name in ("sft", "distill") and "messages" in r)
+    assert any(r["redacted"] for name, r in exported if name == "events")
+    assert not any(r["redacted"] for name, r in exported if name == "events" and r["type"] == "RunFinished")
+
+
 # --------------------------------------------------------------------------- sft and distill
 
 
@@ -231,6 +287,8 @@ def test_rl_is_one_row_per_task(store: Store, tmp_path: Path) -> None:
     assert "gain = 0.0" in task["prompt"][1]["content"]  # the initial program
     assert task["initial_program"] == [{"path": "policy.py", "content": policy_source(0.0), "size": len(policy_source(0.0))}]
     assert task["baseline_score"] == 3.0 and task["best_known_score"] == 9.0
+    # On which Episodes: delta's Submission of the initial program, on its pool.
+    assert task["train_indices"] == [0, 1] and task["baseline_pool_seed"] == CANARY_SEEDS["pool"]
     assert task["score_direction"] == "maximize" and task["train_split"] == "train"
     assert task["budget"]["episode_budget"] == 8 and "seed" not in task["budget"]
 
@@ -243,7 +301,7 @@ def test_rollouts_hold_whole_recorded_episodes(store: Store, tmp_path: Path) -> 
     row = rows[0]
     assert row["observations"] == [[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [3.0, 0.0]]
     assert row["actions"] == [1, 1, 0]
-    assert row["rewards"] == [0.5, 0.5, 0.5]
+    assert row["rewards"] == [1.0, 0.0, 0.0] and sum(row["rewards"]) == row["total_reward"]
     assert row["terminations"] == [False, False, True] and row["truncations"] == [False] * 3
     assert row["complete"] is True and row["steps"] == 3
 
@@ -254,11 +312,129 @@ def test_programs_classify_edits_and_track_the_best(store: Store, tmp_path: Path
     rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
     assert [r["edit_kind"] for r in rows] == ["parametric", "parametric", "parametric", "parametric", "synthesis"]
     assert [r["best_so_far"] for r in rows] == [True, True, True, False, False]
+    # 2 ran on 1's indices; 3 on others (its best is over unmatched evidence); 4 failed.
+    assert [r["best_so_far_basis"] for r in rows] == ["first", "matched", "unmatched", None, "unmatched"]
+    assert [r["best_so_far_matched"] for r in rows] == [None, True, None, None, False]
     assert [r["status"] for r in rows] == ["published"] * 3 + ["failed", "published"]
     assert [r["selected"] for r in rows] == [False, True, False, False, False]
     assert rows[0]["previous_submission_id"] is None and rows[1]["previous_submission_id"] == 1
     assert "-    gain = 0.5\n+    gain = 0.7\n" in rows[1]["diff"]
     assert rows[3]["score"] is None
+    # 5 is 1's program plus a helper: 1 is its parent (4, the previous one, has another gain).
+    assert [r["parent_submission_id"] for r in rows] == [None, 1, 2, 3, 1]
+    assert rows[4]["previous_submission_id"] == 4 and rows[4]["parent_digest"] == rows[0]["program_digest"]
+    assert rows[4]["parent_distance"] == 4
+    assert not [line for line in rows[4]["diff"].splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert rows[0]["parent_digest"] == Program.from_files(standard_run("x").initial).digest
+    # Matched comparisons with the parent: on the indices both ran, null where none.
+    assert [r["matched_indices"] for r in rows] == [[], [0, 1, 2], [], [], [0, 1, 2]]
+    assert (rows[1]["matched_score"], rows[1]["parent_matched_score"], rows[1]["matched_delta"]) == (5.0, 2.0, 3.0)
+    assert (rows[4]["matched_score"], rows[4]["parent_matched_score"], rows[4]["matched_delta"]) == (0.0, 2.0, -2.0)
+    assert [r["matched_better"] for r in rows] == [None, True, None, None, False]
+    assert [r["budget_spent"] for r in rows] == [3, 3, 2, 1, 3]
+    assert [r["budget_used"] for r in rows] == [3, 6, 8, 9, 12]
+
+
+def test_the_parent_is_the_nearest_earlier_program_and_compares_on_shared_indices(
+    store: Store, tmp_path: Path
+) -> None:
+    """An agent that keeps its best and tries variations of it: the parent of an edit is
+    the program it changed, not the previous Submission; scores compare on shared indices."""
+    variant = {"policy.py": policy_source(0.5, structural=True)}
+    run = SynthRun(
+        run_id="keeper",
+        submissions=[
+            Planned(files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),  # A: 2.0
+            Planned(variant, [0, 1, 2], [0.0, 0.0, 0.0]),  # A + a helper: worse
+            Planned(files(0.6), [1, 2, 3], [4.0, 4.0, 4.0]),  # back to A, another gain
+            Planned(dict(variant), [5], [9.0]),  # the variant again, elsewhere
+        ],
+        candidates=[3],
+    )
+    write_run(store, run)
+    run_export(store, tmp_path / "out", ["programs"])
+    rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
+    assert [r["parent_submission_id"] for r in rows] == [None, 1, 1, 2]
+    assert [r["previous_submission_id"] for r in rows] == [None, 1, 2, 3]
+    assert [r["edit_kind"] for r in rows] == ["parametric", "synthesis", "parametric", "none"]
+    assert [r["parent_distance"] for r in rows] == [2, 4, 2, 0]
+    third = rows[2]
+    assert third["matched_indices"] == [1, 2]  # 1 ran on 0:3, 3 on 1:4
+    assert (third["matched_score"], third["parent_matched_score"], third["matched_delta"]) == (4.0, 2.5, 1.5)
+    assert third["matched_better"] is True and third["best_so_far_basis"] == "unmatched"
+    assert third["best_so_far_matched"] is True  # beats 1 and 2 on the indices it shares with each
+    fourth = rows[3]
+    assert fourth["matched_indices"] == [] and fourth["matched_score"] is None and fourth["matched_better"] is None
+    assert fourth["best_so_far"] is True and fourth["best_so_far_matched"] is None  # nothing shared
+    assert fourth["diff"] == ""
+
+
+def test_labels_say_who_handed_off_whether_it_improved_and_success(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))  # the final program (1.5) beat the initial one (1.0)
+    write_run(store, standard_run("beta", reference_score=2.0))  # it did not
+    write_run(store, standard_run("gamma", reference_score=None))  # rules 1: not measured
+    write_run(store, standard_run("delta", handoff="host"))  # improved, but the Host nominated
+    run_export(store, tmp_path / "out", ["sft", "distill", "rl"])
+    for config in ("sft", "distill"):
+        rows = {r["run_id"]: r for r in load(tmp_path / "out", config)}
+        labels = {k: (r["handoff"], r["improved"], r["reference_score"], r["success"]) for k, r in rows.items()}
+        assert labels == {
+            "alpha": ("agent", True, 1.0, True),
+            "beta": ("agent", False, 2.0, False),
+            "gamma": ("agent", None, None, False),
+            "delta": ("host", True, 1.0, False),
+        }, config
+    assert rows["delta"]["final_score"] == 42.0  # measured, yet not a success
+    (task,) = load(tmp_path / "out", "rl")
+    assert (task["reference_score"], task["reference_score_runs"], task["runs"]) == ((1.0 + 2.0 + 1.0) / 3, 3, 4)
+    run_export(store, tmp_path / "ok", ["sft"], success_only=True)
+    assert [r["run_id"] for r in load(tmp_path / "ok", "sft")] == ["alpha"]
+
+
+def test_submission_outcomes_join_the_turn_that_made_them(store: Store, tmp_path: Path) -> None:
+    write_run(store, standard_run("alpha"))
+    run_export(store, tmp_path / "whole", ["sft", "programs"])
+    run_export(store, tmp_path / "turns", ["sft"], per_turn=True)
+    (whole,) = load(tmp_path / "whole", "sft")
+    programs = {r["submission_id"]: r for r in load(tmp_path / "whole", "programs")}
+    outcomes = {o["submission_id"]: o for o in whole["submissions"]}
+    assert sorted(outcomes) == [1, 2, 3, 4, 5]
+    for sid, outcome in outcomes.items():
+        row = programs[sid]
+        assert (outcome["turn"], outcome["score"], outcome["failures"], outcome["budget_spent"]) == (
+            row["turn"],
+            row["score"],
+            row["failures"],
+            row["budget_spent"],
+        )
+        assert (outcome["parent_submission_id"], outcome["matched_delta"]) == (
+            row["parent_submission_id"],
+            row["matched_delta"],
+        )
+    assert outcomes[2]["matched_delta"] == 3.0 and outcomes[2]["matched_better"] is True
+    assert outcomes[4]["status"] == "failed" and outcomes[4]["score"] is None
+    turns = {r["turn"]: r for r in load(tmp_path / "turns", "sft")}
+    submitted = {t: r for t, r in turns.items() if r["submissions"] is not None}
+    assert sorted(submitted) == sorted(o["turn"] for o in outcomes.values())
+    for turn, row in submitted.items():
+        (made,) = row["submissions"]
+        assert made["turn"] == turn and made == outcomes[made["submission_id"]] and programs[made["submission_id"]]["attempt"] == row["attempt"]
+        (call,) = row["completion"][0]["tool_calls"]
+        assert call["function"]["arguments"]["command"].startswith("evopolicy session submit")
+    assert all(r["submissions"] is None for t, r in turns.items() if t not in submitted)
+
+
+def test_sft_tools_are_the_tools_the_agent_was_offered(store: Store, tmp_path: Path) -> None:
+    from evopolicygym.transcript import REFERENCE_TOOLS
+
+    write_run(store, standard_run("alpha"))  # AgentStarted records the reference agent's tools
+    write_run(store, standard_run("beta", record_tools=False))  # an older Run: not recorded
+    run_export(store, tmp_path / "out", ["sft", "dpo"])
+    rows = {r["run_id"]: r for r in load(tmp_path / "out", "sft")}
+    assert rows["alpha"]["tools"] == REFERENCE_TOOLS and rows["alpha"]["tools_inferred"] is False
+    assert rows["beta"]["tools_inferred"] is True
+    assert {t["function"]["name"] for t in rows["beta"]["tools"]} == {"read_file", "write_file", "bash"}
+    assert all(r["tools"] == REFERENCE_TOOLS for r in load(tmp_path / "out", "dpo") if r["run_id"] == "alpha")
 
 
 def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) -> None:
@@ -266,7 +442,12 @@ def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) 
     run_export(store, tmp_path / "out", ["events"])
     rows = load(tmp_path / "out", "events")
     envelopes = list(store.events.read_stream("run-alpha"))
-    assert [r["position"] for r in rows] == [e.position for e in envelopes]
+    # Every event but the Validation of candidate 3, which was not selected (2 was).
+    (unselected,) = [e for e in envelopes if e.type == "CandidateValidated" and e.data()["submission_id"] == 3]
+    assert [r["position"] for r in rows] == [e.position for e in envelopes if e is not unselected]
+    assert [r["submission_id"] for r in rows if r["type"] == "CandidateValidated"] == [2]
+    (reference,) = [r for r in rows if r["type"] == "ReferenceValidated"]
+    assert reference["score"] == 1.0 and "episodes" not in reference["payload"]
     created = rows[0]
     assert created["type"] == "RunCreated"
     assert "pool" not in created["payload"] and "seeds" not in created["payload"]
@@ -326,10 +507,13 @@ def test_split_is_a_function_of_the_key(key: str) -> None:
         assert split_of(key, 0.6) == "test"  # a larger test share only adds keys
 
 
-def test_splits_are_by_run_and_about_the_asked_share(store: Store, tmp_path: Path) -> None:
-    for i in range(40):
-        write_run(store, standard_run(f"run{i:02d}", chatter=0))
-    report = run_export(store, tmp_path / "out", ["sft", "programs", "rollouts"], test_fraction=0.5)
+def test_run_splits_keep_a_runs_rows_together_at_about_the_asked_share(store: Store, tmp_path: Path) -> None:
+    for i in range(40):  # programs of their own, so no identical row joins two Runs
+        run = standard_run(f"run{i:02d}", chatter=0)
+        for planned in run.submissions:
+            planned.files = {"policy.py": planned.files["policy.py"] + f"RUN = {i}\n"}
+        write_run(store, run)
+    report = run_export(store, tmp_path / "out", ["sft", "programs", "rollouts"], test_fraction=0.5, split_by="run")
     loaded = datasets.load_dataset(str(tmp_path / "out"), "programs")
     by_split = {split: {r["run_id"] for r in loaded[split]} for split in loaded}
     assert not by_split["train"] & by_split["test"]
@@ -337,6 +521,133 @@ def test_splits_are_by_run_and_about_the_asked_share(store: Store, tmp_path: Pat
     sft_test = {r["run_id"] for r in datasets.load_dataset(str(tmp_path / "out"), "sft")["test"]}
     assert sft_test == by_split["test"] == {f"run{i:02d}" for i in range(40) if split_of(f"run{i:02d}", 0.5) == "test"}
     assert report.configs["sft"]["splits"]["test"]["rows"] == len(sft_test)
+    assert report.configs["sft"]["split_by"] == "run" and report.configs["sft"]["split_units"] == 40
+
+
+def test_a_unit_takes_the_split_most_of_its_groups_hash_to() -> None:
+    from evopolicygym_exporters.writer import Units
+
+    keys = [f"g{i}" for i in range(40)]
+    tests = [k for k in keys if split_of(k, 0.3) == "test"]
+    trains = [k for k in keys if split_of(k, 0.3) == "train"]
+    units = Units()
+    for group in (tests[0], trains[0], trains[1]):  # one program shared by three groups
+        units.add(group, b"shared")
+    units.add(tests[1], b"alone")
+    units.add(tests[2], None)
+    units.add(trains[2], b"pair")
+    units.add(tests[3], b"pair")  # a tie: the least group key decides
+    splits = units.assign(0.3)
+    assert {splits[g] for g in (tests[0], trains[0], trains[1])} == {"train"}
+    assert splits[tests[1]] == splits[tests[2]] == "test"
+    least = min(trains[2], tests[3])
+    assert splits[trains[2]] == splits[tests[3]] == split_of(least, 0.3)
+    assert units.count() == 4 and len(units.groups) == 7
+
+
+def _task_runs(tasks: int, runs: int, shared: bool = False) -> list[SynthRun]:
+    """``runs`` Runs on each of ``tasks`` Benchmarks, programs of their task's own (with
+    ``shared``, the Runs of the first half of the tasks also submit one program common to
+    them, on the same indices as a program of their own)."""
+    made = []
+    for t in range(tasks):
+        for r in range(runs):
+            own = {"policy.py": policy_source(0.5 + 10 * t)}
+            better = {"policy.py": policy_source(0.7 + 10 * t)}
+            common = {"policy.py": policy_source(99.0)}
+            submissions = [Planned(own, [0, 1], [1.0, 2.0]), Planned(better, [0, 1], [3.0, 4.0 + r])]
+            if shared and t < tasks // 2:
+                submissions += [Planned(common, [2, 3], [5.0, 5.0]), Planned(dict(own), [2, 3], [0.0, 1.0])]
+            made.append(
+                SynthRun(run_id=f"t{t:02d}-r{r}", submissions=submissions, benchmark_id=f"toy-{t:02d}", candidates=[2])
+            )
+    return made
+
+
+def _splits(out: Path, config: str) -> dict[str, list[dict[str, Any]]]:
+    loaded = datasets.load_dataset(str(out), config)
+    return {split: list(loaded[split]) for split in ("train", "test") if split in loaded}
+
+
+def test_task_splits_keep_a_tasks_rows_together(store: Store, tmp_path: Path) -> None:
+    from evopolicygym_exporters import read_histories
+    from evopolicygym_exporters.tasks import task_id
+
+    for run in _task_runs(12, 3):
+        write_run(store, run)
+    tasks = {h.run_id: task_id(h) for h in read_histories(store, RunFilter())}
+    assert len(set(tasks.values())) == 12
+    report = run_export(store, tmp_path / "out", test_fraction=0.5)  # the default: by task
+    # The toy traces are all alike: one Episode, so every task's rollouts form one unit.
+    assert report.configs["rollouts"]["split_units"] == 1
+    for config in ("sft", "distill", "dpo", "programs", "events"):
+        splits = _splits(tmp_path / "out", config)
+        assert set(splits) == {"train", "test"}, config
+        for split, rows in splits.items():
+            assert {split_of(tasks[r["run_id"]], 0.5) for r in rows} == {split}, config
+        assert report.configs[config]["split_by"] == "task"
+        assert report.configs[config]["split_groups"] == report.configs[config]["split_units"] == 12
+    rl = _splits(tmp_path / "out", "rl")
+    assert {s: {r["task_id"] for r in rows} for s, rows in rl.items()} == {
+        s: {t for t in tasks.values() if split_of(t, 0.5) == s} for s in ("train", "test")
+    }
+    (sft,) = (r for r in _splits(tmp_path / "out", "sft")["train"][:1])
+    assert sft["task_id"] == tasks[sft["run_id"]] and sft["benchmark_params"] == {}
+
+
+def _identity(config: str, row: dict[str, Any]) -> Any:
+    """What makes two rows the same: the same program, pair, conversation or Episode."""
+    if config == "programs":
+        return row["program_digest"]
+    if config == "dpo":
+        return tuple(sorted((row["chosen_program_digest"], row["rejected_program_digest"])))
+    keys = {"sft": ("messages", "tools"), "distill": ("messages", "tools"), "rollouts": ("observations", "actions")}
+    return json.dumps([row[k] for k in keys[config]], sort_keys=True)
+
+
+def overlaps(out: Path, config: str, old_rule: float | None = None) -> tuple[int, int]:
+    """(test rows, test rows identical to a train row) of a config; with ``old_rule``, as
+    the rule before split them: by the hash of their Run id at that test fraction."""
+    rows = [(split, r) for split, found in _splits(out, config).items() for r in found]
+    if old_rule is not None:
+        rows = [(split_of(r["run_id"], old_rule), r) for _, r in rows]
+    train = {_identity(config, r) for split, r in rows if split == "train"}
+    test = [r for split, r in rows if split == "test"]
+    return len(test), sum(_identity(config, r) in train for r in test)
+
+
+@pytest.mark.parametrize("split_by", ["task", "run"])
+def test_identical_rows_never_straddle_splits(store: Store, tmp_path: Path, split_by: str) -> None:
+    """A program common to half the tasks, and two Runs with the same conversation: by task
+    or by Run, identical rows land in one split, and the groups they join share it."""
+    runs = _task_runs(10, 2, shared=True)
+    twin = _task_runs(1, 1)[0]
+    twin.run_id, twin.benchmark_id = "twin", runs[0].benchmark_id
+    runs.append(twin)  # the same conversation as t00-r0 (same task), under another Run id
+    for run in runs:
+        write_run(store, run)
+    out = tmp_path / "out"
+    report = run_export(store, out, test_fraction=0.5, split_by=split_by)
+    for config in ("sft", "distill", "dpo", "programs", "rollouts"):
+        tested, overlap = overlaps(out, config)
+        assert overlap == 0, (config, tested)
+    # A task's Runs share its own programs, and the common program joins the first five
+    # tasks: six units, whether the groups are the 10 tasks or the 21 Runs.
+    groups = {"task": 10, "run": 21}[split_by]
+    assert (report.configs["programs"]["split_groups"], report.configs["programs"]["split_units"]) == (groups, 6)
+    programs = _splits(out, "programs")
+    common = Program.from_files({"policy.py": policy_source(99.0)}).digest
+    assert sum(common in {r["program_digest"] for r in rows} for rows in programs.values()) == 1
+    # The twin's conversation is t00-r0's: one split for both, even split by Run.
+    sft = _splits(out, "sft")
+    assert [s for s, rows in sft.items() for r in rows if r["run_id"] in ("twin", "t00-r0")] in (
+        ["train", "train"],
+        ["test", "test"],
+    )
+    for config in ("sft", "dpo", "programs"):
+        assert set(_splits(out, config)) == {"train", "test"}, config
+    # Before: the same rows split by Run id alone put identical rows on both sides.
+    assert overlaps(out, "programs", old_rule=0.5)[1] > 0 and overlaps(out, "dpo", old_rule=0.5)[1] > 0
 
 
 def test_an_unchanged_export_is_reused_and_a_new_run_rebuilds_it(store: Store, tmp_path: Path) -> None:
@@ -451,6 +762,14 @@ def test_the_card_lists_loadable_configs_with_their_features(store: Store, tmp_p
     features = datasets.Features._from_yaml_list(infos["sft"]["features"])
     assert features == EXPORTERS["sft"](store, ExportOptions()).features()
     assert "How the records were produced and filtered" in text
+    labels = text.split("## Labels\n", 1)[1]
+    for label in (
+        "handoff", "reference_score", "improved", "success", "final_score", "best_train_score", "parent_digest",
+        "matched_indices", "matched_score", "matched_delta", "matched_better", "best_so_far",
+        "best_so_far_basis", "best_so_far_matched", "matched", "submissions", "tools_inferred", "redacted",
+    ):
+        assert f"- `{label}`" in labels or f", `{label}`" in labels, label
+    assert "grouped by task" in text and "[REDACTED]" in text
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -467,6 +786,10 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
     assert summary["configs"]["dpo"]["rows"]["train"] + summary["configs"]["dpo"]["rows"]["test"] == 3
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0 and "unchanged" in again.output
+    by_run = CliRunner().invoke(main, [*args, "--split-by", "run", "--json"])  # a new grouping: rebuilt
+    assert by_run.exit_code == 0 and not any(c["unchanged"] for c in json.loads(by_run.output)["configs"].values())
+    manifest = json.loads((out / "export.json").read_text())
+    assert {c["split_by"] for c in manifest["configs"].values()} == {"run"}
 
     for bad, code, needle in [
         (["--format", "nope"], 2, "unknown format 'nope'"),
@@ -474,6 +797,7 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
         (["--format", "sft", "--max-shard-size", "lots"], 2, "is not a size"),
         (["--format", "sft", "--test-fraction", "1.5"], 2, "test fraction"),
         (["--format", "sft", "--create-pr"], 2, "go with --push-to-hub"),
+        (["--format", "sft", "--split-by", "row"], 2, "'row' is not one of 'task', 'run'"),
     ]:
         result = CliRunner().invoke(main, ["export", "--store", str(tmp_path / "store"), "-o", str(out), *bad])
         assert result.exit_code == code, (bad, result.output)
@@ -518,6 +842,58 @@ def real_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield store
 
 
+@pytest.fixture(scope="module")
+def real_tasks(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Four real Runs of the reference agent on CartPole: two tasks (budgets 6 and 8), two
+    Runs each, named so that splitting by Run id would put one of each task in test."""
+    from evopolicygym.agents.launcher import ProviderLauncher
+    from evopolicygym.agents.providers import agent_identity
+    from evopolicygym.run import RunHost, create_run
+    from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
+
+    root = tmp_path_factory.mktemp("real-tasks") / "store"
+    with open_store(root, create=True) as store:
+        for run_id, budget, seed in (("real-1", 6, 1), ("real-2", 6, 2), ("real-3", 8, 3), ("real-4", 8, 4)):
+            config = RunConfig(
+                episode_budget=budget,
+                seed=seed,
+                validation=ValidationConfig(episodes_per_candidate=2, max_candidates=2),
+                assessment=AssessmentConfig(episodes=2),
+            )
+            create_run(store, "cartpole", config, agent_identity("reference"), run_id=run_id)
+            RunHost(store, run_id, launcher=ProviderLauncher()).drive()
+        yield store
+
+
+def test_real_runs_split_by_task_and_identical_rows_never_straddle(real_tasks: Store, tmp_path: Path) -> None:
+    from evopolicygym_exporters import read_histories
+    from evopolicygym_exporters.tasks import task_id
+
+    assert [split_of(f"real-{i}", 0.5) for i in range(1, 5)] == ["test", "train", "test", "train"]
+    tasks = {h.run_id: task_id(h) for h in read_histories(real_tasks, RunFilter())}
+    assert len(tasks) == 4 and len(set(tasks.values())) == 2
+    found: dict[str, tuple[int, int]] = {}
+    for split_by in ("task", "run"):
+        out = tmp_path / split_by
+        run_export(real_tasks, out, ["sft", "dpo", "programs", "rollouts", "events"], test_fraction=0.5, split_by=split_by)
+        for config in ("sft", "dpo", "programs", "rollouts"):
+            found[f"{split_by}:{config}"] = overlaps(out, config)
+            found[f"run-id:{config}"] = overlaps(out, config, old_rule=0.5)  # the rule before
+            assert found[f"{split_by}:{config}"][1] == 0, (split_by, config, found)
+        if split_by == "task":
+            for config in ("sft", "dpo", "programs", "rollouts", "events"):
+                where: dict[str, set[str]] = {}
+                for split, rows in _splits(out, config).items():
+                    for row in rows:
+                        where.setdefault(tasks[row["run_id"]], set()).add(split)
+                assert all(len(splits) == 1 for splits in where.values()), config
+            assert set(_splits(out, "sft")) == {"train", "test"}  # the two tasks split apart
+    print("test rows / identical to a train row:", found)
+    # The reference agent writes the same programs whatever the seed: split by Run id alone,
+    # identical programs and pairs were on both sides.
+    assert found["run-id:programs"][1] > 0 and found["run-id:dpo"][1] > 0
+
+
 def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
     out = tmp_path / "out"
     report = run_export(real_store, out)
@@ -534,7 +910,9 @@ def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
         assert len(row["observations"]) == len(row["actions"]) + 1
         assert row["observations"][0] is not None and len(row["observations"][0]) == 4
         assert sum(row["rewards"]) == row["total_reward"] and row["complete"]
-    assert len(load(out, "events")) == len(events)
+    finals = {e.final_submission_id for e in events if type(e).__name__ == "RunFinished"}
+    unselected = [e for e in events if type(e).__name__ == "CandidateValidated" and e.submission_id not in finals]  # type: ignore[attr-defined]
+    assert len(load(out, "events")) == len(events) - len(unselected)
     assert len(load(out, "programs")) == sum(1 for e in events if type(e).__name__ == "EvaluationStarted")
     assert all(load(out, name) for name in ("rl", "distill"))
 

@@ -79,26 +79,36 @@ def load(directory: Path, config: str, cache: Path) -> datasets.DatasetDict:
 
 
 def _runs() -> list[SynthRun]:
-    """Eight Runs over three Benchmarks (three rl tasks), two agents, both score directions:
-    each has several Submissions on the same indices (dpo pairs), one elsewhere, one failed."""
+    """Eight Runs over three Benchmarks (three rl tasks, split by task), two agents, both
+    score directions: each has several Submissions on the same indices (dpo pairs), one
+    elsewhere, one failed. A task's programs and Episodes are its own, so no identical
+    row joins two tasks into one split."""
     runs = []
     for i in range(8):
         direction = "minimize" if i == 5 else "maximize"
+        task = i % 3
+        offset = 10.0 * task
         submissions = [
-            Planned({"policy.py": policy_source(gain)}, [0, 1, 2], [gain + i, gain * 2, gain])
+            Planned({"policy.py": policy_source(gain + offset)}, [0, 1, 2], [gain + i + offset, gain * 2 + offset, gain + offset])
             for gain in (0.5, 1.5, 2.5)
         ]
-        submissions.append(Planned({"policy.py": policy_source(9.0, structural=True)}, [3, 4], [1.0, 2.0]))
+        submissions.append(
+            Planned({"policy.py": policy_source(9.0 + offset, structural=True)}, [3, 4], [1.0 + offset, 2.0 + offset])
+        )
         if i % 2:
-            submissions.append(Planned({"policy.py": policy_source(4.0)}, [5], None))  # failed
+            submissions.append(Planned({"policy.py": policy_source(4.0 + offset)}, [5], None))  # failed
             submissions.append(
-                Planned({"policy.py": policy_source(3.5), "helpers.py": "SCALE = 2\n"}, [0, 1, 2], [7.0, 7.0, 7.0])
+                Planned(
+                    {"policy.py": policy_source(3.5 + offset), "helpers.py": "SCALE = 2\n"},
+                    [0, 1, 2],
+                    [7.0 + offset] * 3,
+                )
             )
         runs.append(
             SynthRun(
                 run_id=f"interop-{i:02d}",
                 submissions=submissions,
-                benchmark_id=f"toy-{i % 3}",
+                benchmark_id=f"toy-{task}",
                 agent=CLAUDE if i % 4 == 1 else AgentIdentity(name="reference", provider="reference"),
                 direction=direction,
                 candidates=[1, 2],
@@ -461,7 +471,8 @@ def test_every_shard_of_a_config_has_the_same_schema(tmp_path: Path, cache: Path
             final = None if i < 70 else float(i)
             run = SynthRun(run_id=f"shards-{i:03d}", submissions=planned, chatter=i % 3, assessment_score=final)
             write_run(store, run)
-        options = ExportOptions(test_fraction=0.5, max_shard_bytes=64 * 1024)
+        # One task: split by Run, so both splits have many Runs (and shards).
+        options = ExportOptions(test_fraction=0.5, max_shard_bytes=64 * 1024, split_by="run")
         out = tmp_path / "out"
         report = export(store, list(EXPORTERS), out, options)
         several = set()  # configs with several shards in each split

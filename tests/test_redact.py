@@ -1,4 +1,8 @@
-"""The redactor: credentials leave transcripts and raw output before they are recorded."""
+"""The redactor: credentials leave transcripts and raw output before they are recorded.
+
+The shapes and literals are the leaf ``evopolicygym.redaction`` (which the exporters use
+too); ``evopolicygym.agents.redact`` adds transcript messages.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evopolicygym.agents.redact import (
-    CREDENTIAL_VARIABLES,
-    MIN_SECRET_LENGTH,
-    REDACTED,
-    Redactor,
-    is_credential_name,
-)
+from evopolicygym import redaction
+from evopolicygym.agents import redact
+from evopolicygym.agents.redact import Redactor
 from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import AgentMessages, new_event
 from evopolicygym.records.store import EventStore
+from evopolicygym.redaction import (
+    CREDENTIAL_VARIABLES,
+    MIN_SECRET_LENGTH,
+    REDACTED,
+    is_credential_name,
+)
 from evopolicygym.transcript import Message, ToolCall, Usage
 
 REDACT = Redactor()
@@ -207,6 +213,26 @@ def test_value_recurses_over_json_like_values_and_leaves_scalars() -> None:
         3: REDACTED.encode(),
     }
     assert REDACT.value(7) == 7 and REDACT.value(None) is None
+
+
+def test_the_leaf_redacts_json_like_values_and_returns_unchanged_ones_themselves() -> None:
+    """What the exporters use: no transcript types, and ``value(v) is v`` exactly when
+    nothing was replaced, however deep (so a row can say whether it was redacted)."""
+    leaf = redaction.Redactor()
+    clean: Any = {"files": [{"path": "policy.py", "content": "GAIN = 0.5\n"}], "n": (1, "max_tokens")}
+    assert leaf.value(clean) is clean
+    dirty: Any = {"files": [{"path": "policy.py", "content": "# sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w\n"}], "n": (1,)}
+    out = leaf.value(dirty)
+    assert out is not dirty and out["n"] is dirty["n"]
+    assert out["files"][0] == {"path": "policy.py", "content": f"# {REDACTED}\n"}
+    assert dirty["files"][0]["content"].startswith("# sk-proj-")  # the input is left as it was
+    assert leaf.extended(["customsecretvalue"]).text("a customsecretvalue") == f"a {REDACTED}"
+    assert type(Redactor().extended(["customsecretvalue"])) is Redactor  # keeps its messages
+
+
+def test_the_agents_redactor_is_the_leafs_with_messages() -> None:
+    assert issubclass(redact.Redactor, redaction.Redactor)
+    assert redact.__all__ == ["Redactor"]  # the shapes, literals and names are the leaf's
 
 
 # --------------------------------------------------------------------------- literal secrets

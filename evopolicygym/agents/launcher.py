@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 
 from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import PROVIDERS, AgentLaunch, launch_for
-from evopolicygym.agents.redact import Redactor, is_credential_name
+from evopolicygym.agents.redact import Redactor
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.namespaces import containment_disabled
+from evopolicygym.redaction import is_credential_name
 from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = ["ProviderLauncher"]

@@ -196,7 +196,7 @@ def agent_identity(
 def _refuse_secrets(options: dict[str, Any]) -> None:
     """The identity is recorded as given (a resumed Run starts the same command), so a
     secret in it would be stored: refuse one, and say how to pass it instead."""
-    from evopolicygym.agents.redact import Redactor
+    from evopolicygym.redaction import Redactor
 
     redactor = Redactor.from_environment(())
     for key in ("command", "base_url"):

@@ -19,7 +19,7 @@ from evopolicygym.cli.output import emit_json
 from evopolicygym.records.events import TerminalReason
 from evopolicygym.records.location import open_store
 from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
-from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES
+from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES, SPLIT_BY
 
 __all__ = ["export_command"]
 
@@ -90,13 +90,29 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     help="Keep Runs whose final (held-out) score is at least as good as X, in the Benchmark's direction.",
 )
 @click.option("--since", callback=_since, metavar="DATE", help="Keep Runs created at or after DATE (UTC unless given).")
-@click.option("--success-only", is_flag=True, help="sft, distill: only Runs that selected and measured a program.")
+@click.option(
+    "--success-only",
+    is_flag=True,
+    help="sft, distill: only successful Runs (finished, the Agent handed off, and the final program beat the initial one).",
+)
 @click.option("--per-turn", is_flag=True, help="sft, distill: prompt/completion rows ending at each assistant turn.")
 @click.option("--teacher", multiple=True, metavar="NAME", help="distill: keep this agent name, provider or model.")
 @click.option("--dpo-min-margin", type=float, default=0.0, show_default=True, help="dpo: least score difference.")
 @click.option("--dpo-max-pairs", type=int, default=64, show_default=True, help="dpo: pairs per Run, widest first.")
 @click.option(
-    "--test-fraction", type=float, default=0.1, show_default=True, help="Share of Runs (tasks for rl) in the test split."
+    "--test-fraction",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Share of split groups (tasks, or Runs with --split-by run) in the test split, in [0, 1).",
+)
+@click.option(
+    "--split-by",
+    type=click.Choice(SPLIT_BY),
+    default="task",
+    show_default=True,
+    help="Group splits by task (Benchmark, parameters, initial program, limits) or by Run; "
+    "identical rows of a config share a split either way (rl rows are tasks).",
 )
 @click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard [default: 256MiB].")
 @click.option("--license", "license_id", default="other", show_default=True, help="License id for the dataset card.")
@@ -120,6 +136,7 @@ def export_command(
     dpo_min_margin: float,
     dpo_max_pairs: int,
     test_fraction: float,
+    split_by: str,
     max_shard_size: int,
     license_id: str,
     push_to_hub: str | None,
@@ -158,6 +175,7 @@ def export_command(
                 since=since,
             ),
             test_fraction=test_fraction,
+            split_by=split_by,
             max_shard_bytes=max_shard_size,
             success_only=success_only,
             per_turn=per_turn,

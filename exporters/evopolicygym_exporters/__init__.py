@@ -10,6 +10,7 @@ from evopolicygym_exporters.base import Exporter, ExportOptions
 from evopolicygym_exporters.history import RunFilter, RunHistory, read_histories
 from evopolicygym_exporters.pipeline import MANIFEST, ExportError, ExportReport, export
 from evopolicygym_exporters.registry import EXPORTERS
+from evopolicygym_exporters.rewards import RewardError, reward_function, score_program
 
 __all__ = [
     "EXPORTERS",
@@ -18,8 +19,11 @@ __all__ = [
     "ExportOptions",
     "ExportReport",
     "Exporter",
+    "RewardError",
     "RunFilter",
     "RunHistory",
     "export",
     "read_histories",
+    "reward_function",
+    "score_program",
 ]

@@ -17,6 +17,83 @@ def _flow(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
 
 
+# Every label the configs carry, one sentence each, as the Run rules define them.
+LABELS = """\
+- `handoff`: who named the candidates the Host validated: `agent` (the Agent's accepted
+  `finish`), `host` (the Host nominated the best published Submissions after the Agent
+  exited without a finish, which a Run does only when asked to) or `none` (nobody, so
+  the Run has no final program).
+- `reference_score`: the initial program's score on the same hidden Validation Episodes
+  as the candidates, measured as a reference that is never selectable, and so the
+  task's difficulty (in `rl` the mean over the task's Runs that measured it, of which
+  there are `reference_score_runs`).
+- `improved`: whether the final program's Validation score beats `reference_score` in
+  the Benchmark's direction on the same Episodes (null where that was not measured: no
+  final program, no Validation, or a Run recorded before the initial program was
+  validated).
+- `success`: true when the Run finished, the Agent handed off (`handoff` is `agent`)
+  and `improved` is true, and false otherwise (Runs recorded before the initial program
+  was validated included).
+- `final_score`: the final program's score on held-out Assessment Episodes, measured
+  once and never used to select.
+- `best_train_score`: the best published train score of the Run's Submissions, which
+  ran on different Episodes, so it is unmatched evidence: a reference point, not a
+  comparison.
+- `best_known_score` (`rl`): the best published train score over every Run of the
+  task, unmatched evidence as well.
+- `parent_digest`: the program an edit most likely started from, that is, of the
+  initial program and every earlier Submission's program the one with the smallest
+  diff to it (lines added plus lines removed), ties going to the most recent.
+- `parent_submission_id`: the parent's Submission, null when the parent is the initial
+  program (`previous_submission_id` and `previous_program_digest` name the previous
+  Submission instead, which is what the Host records as the parent).
+- `parent_distance`: the lines added plus lines removed from the parent, over which
+  `diff` and `edit_kind` are taken.
+- `matched_indices`: the pool indices both the Submission and its parent were evaluated
+  on, where a comparison is matched (identical Episodes); empty when there are none.
+- `matched_score`: the Submission's score on `matched_indices` (its published score
+  when both ran on the same indices, else its mean per-Episode score there, a failed
+  Episode at the Benchmark's failure score), null where no index is shared or the
+  Benchmark's score is not such a mean.
+- `parent_matched_score`: the parent's score on `matched_indices`, taken the same way.
+- `matched_delta`: `matched_score - parent_matched_score`, raw (lower is better when the
+  direction is `minimize`).
+- `matched_better`: whether the Submission beats its parent on `matched_indices` in the
+  Benchmark's direction (null where there is no matched comparison).
+- `best_so_far` (`programs`): whether the Submission's published train score beats
+  every earlier one of its Run, on whatever indices each ran.
+- `best_so_far_basis`: what `best_so_far` compared: `first` (nothing earlier), `matched`
+  (every earlier published Submission ran on the same indices) or `unmatched` (some did
+  not, so the comparison is not like for like).
+- `best_so_far_matched`: whether the Submission beats every earlier published
+  Submission it shares indices with, each on the shared indices (null when it shares
+  none with any).
+- `matched` (`dpo`): always true, because `chosen` and `rejected` were evaluated on the
+  same pool indices (`indices`).
+- `margin` (`dpo`): the difference between the chosen and the rejected program's train
+  scores on those indices.
+- `submissions` (`sft`, `distill`): per-Submission outcome labels for process
+  supervision (score, failures, `budget_spent`, `budget_used`, parent and the matched
+  comparison with it), each with the `turn` that asked for it: on a whole row every
+  Submission of the attempt, on a `--per-turn` row those of its own turn (null for a turn
+  that made none).
+- `turn`: the attempt's assistant turn, counted from 0, that asked for a Submission,
+  which is what `--per-turn` rows (and `programs` rows, with `attempt`) join on.
+- `budget_spent`: the Episodes the Submission was charged.
+- `budget_used`: the Run's Episodes charged so far, this Submission's included.
+- `tools_inferred`: whether `tools` was told from the conversation's calls instead of
+  recorded as the tools the Agent was offered.
+- `redacted`: whether the row holds a redacted secret.
+"""
+
+
+def _units(config: dict[str, Any]) -> str:
+    groups, units = config.get("split_groups"), config.get("split_units")
+    if groups is None or units is None:
+        return ""
+    return f" ({groups} groups, {units} once those sharing an identical row are joined)"
+
+
 def render_card(manifest: dict[str, Any], license_id: str) -> str:
     """The README for the configs in ``manifest`` (deterministic: no dates, sorted configs)."""
     configs = manifest["configs"]
@@ -66,7 +143,8 @@ def render_card(manifest: dict[str, Any], license_id: str) -> str:
         f"- `{name}` (exporter v{c['exporter_version']}): the log up to position "
         f"{c['store_head']} (head hash `{c['store_hash'] or 'none'}`); Run filter "
         f"{_flow(c['filter'])}; settings {_flow(c['settings'])}; "
-        f"{c['test_fraction']:g} of keys in `test`."
+        f"{c['test_fraction']:g} of split keys in `test`, grouped by {c.get('split_by', 'run')}"
+        f"{_units(c)}."
         for name, c in ((name, configs[name]) for name in names)
     )
     body = f"""# EvoPolicyGym recorded Runs
@@ -89,22 +167,45 @@ from datasets import load_dataset
 ## How the records were produced and filtered
 
 - Only Runs that had finished by the log position named below are included.
-- Splits: a row's split is fixed by hashing its Run id (its task id for `rl`),
-  never by row: all rows of one Run (or task) are in one split.
+- Splits are fixed by hashing, never drawn by row. By default rows are grouped by
+  task (the Benchmark, its parameters and environment digest, the initial program,
+  the train split and the budget and limits: `task_id`), so all rows of a task are
+  in one split; an export made with `--split-by run` groups by Run instead (`rl`
+  rows are tasks either way). Within a config, identical rows never straddle splits
+  whatever the grouping: the same program (`programs`), the same two programs
+  (`dpo`, whichever was chosen), the same conversation or turn (`sft`, `distill`:
+  the training columns), the same Episode (`rollouts`). Groups that share such a
+  row form one unit, whose split is the one most of its groups hash to (ties: its
+  least group key's).
 - Held out: no validation or assessment seed, Episode, per-Episode result or
   feedback content is in any column; `final_score` (`sft`, `distill`) is the
-  assessment score of the Run's final program, an outcome label. No Episode
+  assessment score of the Run's final program and `reference_score` the initial
+  program's Validation score, labels beside the training columns, never in them
+  (`events` holds the selected program's Validation and Assessment scores and the
+  initial program's, not other candidates'). No Episode
   seed or scenario is either; the train pool's seed, from which its Episodes
   follow, is in `rl`'s reward columns only, never in a prompt.
+- Redaction: every text of every row but `rollouts` (program files, diffs,
+  `chosen`/`rejected` edits, tool arguments, messages, event payloads) passes the
+  redactor the agents' transcripts pass when they are recorded: secrets of known
+  shapes (API keys, tokens, private keys, credentials in URLs and assignments)
+  become `[REDACTED]`. The store keeps programs as submitted, so a digest names the
+  program as submitted, and a redacted row's files may not hash to it. `redacted`
+  is true for a row holding a redaction, made here or when it was recorded.
 - Transcripts open with the Host's task as the system message; where the agent's
   transcript had no user turn, a fixed one is added: tool calls carry their
-  arguments as JSON objects, and `tools` lists what the conversation calls
-  (schemas inferred from the calls for tools of unknown agents). Every message
+  arguments as JSON objects, and `tools` lists the tools the Agent was offered, as
+  recorded when it started (exact for the built-in agents); where none were recorded
+  (CLI agents) it lists the tools the conversation calls, schemas inferred from the
+  calls, and `tools_inferred` is true. Every message
   has every key, null when unused; for chat templates that test whether a key
   is present, drop the nulls: `[{{k: v for k, v in m.items() if v is not None}}
   for m in messages]`.
 - Per config:
 {provenance}
 - A config or split with no rows is listed above but has no data files.
-"""
+
+## Labels
+
+{LABELS}"""
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n" + body

@@ -29,6 +29,7 @@ __all__ = [
     "plain",
     "tool_call",
     "tools_for",
+    "tools_offered",
 ]
 
 TOOL_CALL = {
@@ -123,6 +124,26 @@ def tools_for(agent: AgentIdentity, messages: Iterable[dict[str, Any]]) -> list[
                 kind = _JSON_TYPES.get(type(value))
                 properties.setdefault(key, {} if kind is None else {"type": kind})
     return [seen[name] for name in sorted(seen)]
+
+
+def tools_offered(
+    agent: AgentIdentity, offered: list[dict[str, Any]] | None, messages: Iterable[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """The tools an Agent attempt was offered, and whether any schema is inferred: the
+    recorded list (exact) where its AgentStarted has one, with a schema inferred from the
+    calls for any tool called but not in it; else ``tools_for`` the calls."""
+    if offered is None:
+        return tools_for(agent, messages), True
+    names = {tool.get("function", {}).get("name") for tool in offered}
+    called = [
+        message
+        for message in messages
+        if any(call["function"]["name"] not in names for call in message["tool_calls"] or ())
+    ]
+    extra = [
+        tool for tool in tools_for(agent, called) if tool["function"]["name"] not in names
+    ]
+    return [*offered, *extra], bool(extra)
 
 
 # Agent options never exported: a command line can hold local paths and inline secrets.

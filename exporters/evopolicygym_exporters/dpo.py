@@ -9,6 +9,10 @@ a first submission). ``chosen`` and ``rejected`` are one assistant turn each:
 the edit from the program in the workspace at that point (the previous
 Submission's, or the initial program) to the better and the worse Program, as
 ``write_file`` tool calls (and a ``bash`` removal for dropped files). Pairs per Run are capped, widest margins first.
+
+Every pair is matched evidence (``matched``: always true, the two ran on the same
+``indices``), and a pair of the same two programs is one row for the split: it never
+straddles splits, whichever Runs or prompts it came from.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from evopolicygym_exporters.chat import (
     conversation,
     plain,
     tool_call,
-    tools_for,
+    tools_offered,
 )
 from evopolicygym_exporters.history import RunHistory, SubmissionHistory
 
@@ -111,6 +115,10 @@ class DpoExporter(Exporter):
     def settings(self) -> dict[str, Any]:
         return {"min_margin": self.options.dpo_min_margin, "max_pairs": self.options.dpo_max_pairs}
 
+    def identity(self, row: dict[str, Any]) -> str | None:
+        # The same two programs, whichever was chosen: one preference, one split.
+        return "\0".join(sorted((row["chosen_program_digest"], row["rejected_program_digest"])))
+
     def features(self) -> Features:
         return Features(
             {
@@ -123,11 +131,15 @@ class DpoExporter(Exporter):
                 "tools": Json(),
                 "chosen_submission_id": Value("int32"),
                 "rejected_submission_id": Value("int32"),
+                "chosen_program_digest": Value("string"),
+                "rejected_program_digest": Value("string"),
                 "chosen_score": Value("float64"),
                 "rejected_score": Value("float64"),
                 "margin": Value("float64"),
                 "indices": List(Value("int32")),
+                "matched": Value("bool"),
                 "score_direction": Value("string"),
+                "redacted": Value("bool"),
             }
         )
 
@@ -149,6 +161,7 @@ class DpoExporter(Exporter):
         return pairs[: self.options.dpo_max_pairs]
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
+        group = self.group(run)
         for margin, a, b in self._pairs(run):
             assert a.score is not None and b.score is not None
             chosen, rejected = (a, b) if run.better(a.score, b.score) else (b, a)
@@ -165,14 +178,19 @@ class DpoExporter(Exporter):
                 "prompt": prompt,
                 "chosen": chosen_turn,
                 "rejected": rejected_turn,
-                "tools": tools_for(run.created.agent, [*prompt, *chosen_turn, *rejected_turn]),
+                "tools": tools_offered(
+                    run.created.agent, run.offered_tools.get(a.attempt), [*prompt, *chosen_turn, *rejected_turn]
+                )[0],
                 "chosen_submission_id": chosen.submission_id,
                 "rejected_submission_id": rejected.submission_id,
+                "chosen_program_digest": chosen.program_digest,
+                "rejected_program_digest": rejected.program_digest,
                 "chosen_score": chosen.score,
                 "rejected_score": rejected.score,
                 "margin": margin,
                 "indices": a.indices,
+                "matched": True,
                 "score_direction": run.direction,
             }
-            yield run.run_id, row
+            yield group, row
         self.forget()

@@ -4,9 +4,12 @@ Common facts are scalar columns (position, Run, type, time, Submission, score,
 budget, code, reason …) so DuckDB or pandas can group without parsing; the
 rest of each payload is the ``payload`` JSON column. What the Host keeps
 private is removed from the payload first: the Episode pool and every seed,
-the Run seed, held-out Episodes' results (their scores stay), the Assessment's
-public content and the text of Validation and Assessment failures; any other
-text (an error, a reason) is scrubbed of the Run's private seeds and scenarios.
+the Run seed, held-out Episodes' results (the selected program's and the initial
+program's scores stay), the Assessment's public content and the text of Validation
+and Assessment failures; any other text (an error, a reason) is scrubbed of the Run's
+private seeds and scenarios. The Validation results of candidates that were not
+selected are not exported at all: held-out evidence trains nobody. Every text passes
+the redactor (transcripts, program output), and ``redacted`` says where one was replaced.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ PRIVATE_FIELDS: dict[str, tuple[str, ...]] = {
     "AssessmentStarted": ("seed",),
     # Held-out Episodes: their scores stay, their per-Episode results and texts do not.
     "CandidateValidated": ("episodes",),
+    "ReferenceValidated": ("episodes",),
     "AssessmentCompleted": ("content", "episodes"),
     "ValidationFailed": ("error",),
     "AssessmentFailed": ("error",),
@@ -112,15 +116,19 @@ class EventsExporter(Exporter):
                 "recorded_at": Value("timestamp[us, tz=UTC]"),
                 **_SCALARS,
                 "payload": Json(),
+                "redacted": Value("bool"),
             }
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
         private = PrivateValues.of(run.created)
+        group = self.group(run)
         for envelope in self.store.events.read_stream(run.stream_id, 0):
             if envelope.position > run.last_position:
                 break  # appended since the history was read: the next export's
             payload = envelope.data()
+            if envelope.type == "CandidateValidated" and payload.get("submission_id") != run.finished.final_submission_id:
+                continue  # a candidate not selected: its held-out score stays with the Host
             row: dict[str, Any] = {
                 "position": envelope.position,
                 "run_id": run.run_id,
@@ -135,4 +143,4 @@ class EventsExporter(Exporter):
                 if isinstance(row[name], str):
                     row[name] = private.scrub(row[name])
             row["payload"] = public_payload(envelope.type, payload, private)
-            yield run.run_id, row
+            yield group, row

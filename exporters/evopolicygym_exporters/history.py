@@ -92,6 +92,11 @@ class RunHistory:
     last_position: int
     transcripts: dict[int, list[Message]] = field(default_factory=dict)
     submissions: list[SubmissionHistory] = field(default_factory=list)
+    # The tools each Agent attempt was offered, where its AgentStarted records them exactly
+    # (the built-in agents); None for an attempt whose tools only its calls tell.
+    offered_tools: dict[int, list[dict[str, Any]] | None] = field(default_factory=dict)
+    # The Submissions' parents and matched comparisons (``lineage.lineage_of``), once computed.
+    lineage: Any = field(default=None, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -128,7 +133,25 @@ class RunHistory:
 
     @property
     def success(self) -> bool:
+        """Finished, the Agent handed off, and the final program beat the initial one on
+        the same Validation Episodes (``RunSummary.success``)."""
         return self.summary.success
+
+    @property
+    def handoff(self) -> str:
+        """Who named the Validation candidates: ``agent``, ``host`` (nomination) or ``none``."""
+        return self.summary.handoff
+
+    @property
+    def improved(self) -> bool | None:
+        """Whether the final program beat the initial one on the same Validation Episodes
+        (None where that was not measured)."""
+        return self.summary.improved
+
+    @property
+    def reference_score(self) -> float | None:
+        """The initial program's Validation score, where it was measured."""
+        return self.summary.reference_score
 
     @property
     def task_text(self) -> str | None:
@@ -223,6 +246,7 @@ def _read(
     summary = RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
     summary.apply(created, version=first.stream_version, at=first.recorded_at)
     transcripts: dict[int, list[Message]] = {}
+    offered: dict[int, list[dict[str, Any]] | None] = {}
     extras: dict[int, SubmissionHistory] = {}
     attempt = 0
     finished: RunFinished | None = None
@@ -237,6 +261,7 @@ def _read(
             case AgentStarted():
                 attempt = event.attempt
                 transcripts.setdefault(attempt, [])
+                offered[attempt] = event.tools
             case AgentMessages():
                 transcripts.setdefault(event.attempt, []).extend(event.messages)
             case EvaluationStarted():
@@ -259,4 +284,5 @@ def _read(
         last_position=last,
         transcripts=transcripts,
         submissions=[extras[k] for k in sorted(extras)],
+        offered_tools=offered,
     )

@@ -33,7 +33,7 @@ from evopolicygym_exporters.base import Exporter, ExportOptions
 from evopolicygym_exporters.card import render_card
 from evopolicygym_exporters.history import read_histories
 from evopolicygym_exporters.registry import EXPORTERS
-from evopolicygym_exporters.writer import ConfigWriter, split_of
+from evopolicygym_exporters.writer import ConfigWriter
 
 __all__ = ["MANIFEST", "ExportError", "ExportReport", "export"]
 
@@ -74,6 +74,7 @@ def _fingerprint(exporter: Exporter, head: tuple[int, str], options: ExportOptio
         "filter": options.run_filter.describe(),
         "settings": exporter.settings(),
         "test_fraction": options.test_fraction,
+        "split_by": options.split_by,
         "max_shard_bytes": options.max_shard_bytes,
     }
     return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
@@ -213,35 +214,52 @@ def _build(
         report.skipped.append(f"{run_id}: {' '.join(reason.split())}")
 
     histories = read_histories(store, options.run_filter, on_run, head[0], on_skip=skip)
-    for run in histories:
-        try:  # a Run's rows are all written or, if its data cannot be read, none of them
-            rows = {name: list(exporter.rows(run)) for name, (exporter, _) in pending.items()}
-        except RUN_DATA_ERRORS as exc:
-            skip(run.stream_id, f"{type(exc).__name__}: {exc}")
-            for exporter, _ in pending.values():
+    try:
+        for run in histories:
+            try:  # a Run's rows are all written or, if its data cannot be read, none of them
+                rows = {
+                    name: [(key, exporter.finalize(row)) for key, row in exporter.rows(run)]
+                    for name, (exporter, _) in pending.items()
+                }
+            except RUN_DATA_ERRORS as exc:
+                skip(run.stream_id, f"{type(exc).__name__}: {exc}")
+                for exporter, _ in pending.values():
+                    exporter.forget()
+                continue
+            runs += 1
+            for name, pairs in rows.items():
+                exporter = pending[name][0]
+                for key, row in pairs:
+                    writers[name].add(key, exporter.identity(row), row)
                 exporter.forget()
-            continue
-        runs += 1
-        for name, pairs in rows.items():
-            for key, row in pairs:
-                writers[name].write(split_of(key, options.test_fraction), row)
-    for name, (exporter, fingerprint) in pending.items():
-        for key, row in exporter.finish():
-            writers[name].write(split_of(key, options.test_fraction), row)
-        report.configs[name] = manifest["configs"][name] = {
-            "name": name,
-            "fingerprint": fingerprint,
-            "tag": _tag(fingerprint),
-            "exporter_version": exporter.version,
-            "settings": exporter.settings(),
-            "summary": exporter.summary,
-            "task_categories": list(exporter.task_categories),
-            "training_columns": list(exporter.training_columns()),
-            "features": writers[name].features._to_yaml_list(),
-            "store_head": head[0],
-            "store_hash": head[1],
-            "filter": options.run_filter.describe(),
-            "test_fraction": options.test_fraction,
-            "splits": writers[name].finish(),
-        }
+        for name, (exporter, fingerprint) in pending.items():
+            for key, row in exporter.finish():
+                row = exporter.finalize(row)
+                writers[name].add(key, exporter.identity(row), row)
+            exporter.forget()
+            units = writers[name].units
+            report.configs[name] = manifest["configs"][name] = {
+                "name": name,
+                "fingerprint": fingerprint,
+                "tag": _tag(fingerprint),
+                "exporter_version": exporter.version,
+                "settings": exporter.settings(),
+                "summary": exporter.summary,
+                "task_categories": list(exporter.task_categories),
+                "training_columns": list(exporter.training_columns()),
+                "features": writers[name].features._to_yaml_list(),
+                "store_head": head[0],
+                "store_hash": head[1],
+                "filter": options.run_filter.describe(),
+                "test_fraction": options.test_fraction,
+                "split_by": options.split_by,
+                # Groups (tasks or Runs) with rows, and the units they form once groups
+                # that share an identical row are joined: a unit's rows share a split.
+                "split_groups": len(units.groups),
+                "split_units": units.count(),
+                "splits": writers[name].finish(options.test_fraction),
+            }
+    finally:
+        for writer in writers.values():
+            writer.close()
     return runs

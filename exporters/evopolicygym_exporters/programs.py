@@ -1,8 +1,13 @@
 """``programs``: one row per Submission, for the study of how programs evolve.
 
-A row holds the Submission's files, a unified diff to the previous Submission
-of the Run (the initial program for the first), what kind of edit that was,
-its train evidence and whether it was the best so far. The edit kind compares
+A row holds the Submission's files, its parent (``lineage``: the nearest earlier
+program of the Run by diff size, the initial program included, ties to the most
+recent; the previous Submission, which the Host records, is kept beside it), the
+unified diff from the parent, what kind of edit that was, its train evidence, the
+matched comparison with the parent (both scores on the indices they share) and
+whether it was the best so far (``best_so_far_basis``: on matched evidence or not;
+``best_so_far_matched``: on shared indices only). Rows of one program are identical
+for the split: they never straddle splits. The edit kind compares
 the programs' Python syntax trees with numeric constants blanked out: equal
 trees mean only numbers moved (``parametric``), a different tree, or a file
 added or removed, is new structure (``synthesis``); equal trees before
@@ -23,6 +28,7 @@ from datasets import Features, List, Value
 from evopolicygym.program import Program
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.history import RunHistory
+from evopolicygym_exporters.lineage import lineage_of
 
 __all__ = ["PROGRAM_FILES", "ProgramsExporter", "edit_kind", "file_rows", "program_diff"]
 
@@ -137,8 +143,8 @@ def program_diff(before: Program, after: Program) -> str:
 class ProgramsExporter(Exporter):
     name: ClassVar[str] = "programs"
     summary: ClassVar[str] = (
-        "one Submission: its files, the diff to the previous Submission, the edit kind, "
-        "train score and whether it was the best so far"
+        "one Submission: its files, its parent (the nearest earlier program), the diff and edit "
+        "kind from it, train score, the matched comparison with the parent and best-so-far"
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 128
@@ -146,15 +152,23 @@ class ProgramsExporter(Exporter):
     def training_columns(self) -> tuple[str, ...]:
         return ("files", "diff")
 
+    def identity(self, row: dict[str, Any]) -> str | None:
+        return str(row["program_digest"])  # one program is one row, wherever it was submitted
+
     def features(self) -> Features:
         return Features(
             {
                 "run_id": Value("string"),
                 "benchmark_id": Value("string"),
                 "submission_id": Value("int32"),
+                "attempt": Value("int32"),
+                "turn": Value("int32"),
                 "previous_submission_id": Value("int32"),
-                "program_digest": Value("string"),
                 "previous_program_digest": Value("string"),
+                "parent_submission_id": Value("int32"),
+                "parent_digest": Value("string"),
+                "parent_distance": Value("int64"),
+                "program_digest": Value("string"),
                 "files": PROGRAM_FILES,
                 "diff": Value("string"),
                 "edit_kind": Value("string"),
@@ -162,48 +176,64 @@ class ProgramsExporter(Exporter):
                 "status": Value("string"),  # published | failed
                 "score": Value("float64"),
                 "failures": Value("int32"),
+                "budget_spent": Value("int64"),
                 "budget_used": Value("int64"),
+                "matched_indices": List(Value("int32")),
+                "matched_score": Value("float64"),
+                "parent_matched_score": Value("float64"),
+                "matched_delta": Value("float64"),
+                "matched_better": Value("bool"),
                 "best_so_far": Value("bool"),
+                "best_so_far_basis": Value("string"),  # first | matched | unmatched
+                "best_so_far_matched": Value("bool"),
                 "selected": Value("bool"),
                 "score_direction": Value("string"),
+                "redacted": Value("bool"),
             }
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
+        group = self.group(run)
+        lineage = lineage_of(run, self.program)
         previous = self.program(run.created.initial_program_digest)
         previous_id: int | None = None
-        best: float | None = None
         selected = run.finished.final_submission_id
         for submission in run.submissions:
             program = self.program(submission.program_digest)
-            score = submission.score
-            new_best = run.better(score, best)
-            if new_best:
-                best = score
-            failures = (
-                submission.summary.failures
-                if submission.published
-                else sum(e.status != "ok" for e in submission.episodes)
-            )
+            outcome = lineage.outcomes[submission.submission_id]
+            parent = self.program(outcome.parent_digest)
             row = {
                 "run_id": run.run_id,
                 "benchmark_id": run.created.benchmark_id,
                 "submission_id": submission.submission_id,
+                "attempt": outcome.attempt,
+                "turn": outcome.turn,
                 "previous_submission_id": previous_id,
-                "program_digest": program.digest,
                 "previous_program_digest": previous.digest,
+                "parent_submission_id": outcome.parent_submission_id,
+                "parent_digest": outcome.parent_digest,
+                "parent_distance": outcome.parent_distance,
+                "program_digest": program.digest,
                 "files": file_rows(program),
-                "diff": program_diff(previous, program),
-                "edit_kind": edit_kind(previous, program),
+                "diff": program_diff(parent, program),
+                "edit_kind": edit_kind(parent, program),
                 "indices": submission.indices,
-                "status": "published" if submission.published else "failed",
-                "score": score,
-                "failures": failures,
-                "budget_used": submission.budget_used,
-                "best_so_far": new_best,
+                "status": outcome.status,
+                "score": outcome.score,
+                "failures": outcome.failures,
+                "budget_spent": outcome.budget_spent,
+                "budget_used": outcome.budget_used,
+                "matched_indices": outcome.matched_indices,
+                "matched_score": outcome.matched_score,
+                "parent_matched_score": outcome.parent_matched_score,
+                "matched_delta": outcome.matched_delta,
+                "matched_better": outcome.matched_better,
+                "best_so_far": outcome.best_so_far,
+                "best_so_far_basis": outcome.best_so_far_basis,
+                "best_so_far_matched": outcome.best_so_far_matched,
                 "selected": submission.submission_id == selected,
                 "score_direction": run.direction,
             }
-            yield run.run_id, row
+            yield group, row
             previous, previous_id = program, submission.submission_id
         self.forget()

@@ -6,19 +6,23 @@ budget and limits and the train split: Runs that share them share a row. The
 the Benchmark (id, environment digest, score direction) and the train Episodes
 (split, pool size, the pool seeds of the recorded Runs and how Episodes and
 policy seeds follow from a pool seed), with the baseline and the best train
-score recorded so far. Validation and Assessment seeds and evidence are never
+score recorded so far. ``baseline_score`` is one score the Host published for the
+initial program, and the row says on which Episodes: ``train_indices`` of the pool of
+``baseline_pool_seed`` (the task's first Run that submitted the initial program
+unchanged; its Submission with the most Episodes, the earliest of equals), so
+``rewards.score_program(row, initial program)`` reproduces it exactly. Validation and Assessment seeds and Episodes are never
 read here: a reward computed from these columns can only ever see train
-Episodes.
+Episodes. The task's difficulty is its parameters and ``reference_score``: the
+initial program's Validation score, averaged over the task's Runs that measured it
+(``reference_score_runs``), a label beside the prompt, never in it.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import msgspec
 from datasets import Features, Json, List, Value
 
 from evopolicygym.program import Program
@@ -27,6 +31,7 @@ from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import MESSAGES, plain
 from evopolicygym_exporters.history import RunHistory, read_history
 from evopolicygym_exporters.programs import PROGRAM_FILES, file_rows
+from evopolicygym_exporters.tasks import budget, task_id
 
 __all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
 
@@ -35,35 +40,6 @@ SEED_DERIVATION = (
     "Policy seed of index i: evopolicygym.seeds.derive_seed('policy', benchmark_id, train_split, "
     "pool_seed, i). Evaluate a program on them with evopolicygym.evaluate."
 )
-_BUDGET_KEYS = (
-    "episode_budget",
-    "episode_pool_size",
-    "max_submissions",
-    "max_episodes_per_submission",
-    "finish_budget_policy",
-    "episode_timeout",
-    "agent_timeout",
-)
-
-
-def _budget(config: dict[str, Any]) -> dict[str, Any]:
-    budget = {key: config.get(key) for key in _BUDGET_KEYS}
-    budget["max_candidates"] = (config.get("validation") or {}).get("max_candidates")
-    return budget
-
-
-def task_id(run: RunHistory) -> str:
-    """The task a Run was given, as a digest: Benchmark, parameters, initial program, limits."""
-    config = run.created.config
-    facts = {
-        "benchmark_id": run.created.benchmark_id,
-        "benchmark_params": config.get("benchmark_params", {}),
-        "environment_digest": run.created.environment_digest,
-        "initial_program_digest": run.created.initial_program_digest,
-        "train_split": config.get("train_split", "train"),
-        "budget": _budget(config),
-    }
-    return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
 
 
 def render_program(program: Program) -> str:
@@ -89,6 +65,9 @@ class RlExporter(Exporter):
     def training_columns(self) -> tuple[str, ...]:
         return ("prompt",)
 
+    def identity(self, row: dict[str, Any]) -> str | None:
+        return None  # a row is a task, and its group
+
     def features(self) -> Features:
         return Features(
             {
@@ -107,8 +86,13 @@ class RlExporter(Exporter):
                 "train_pool_seeds": List(Value("int64")),
                 "seed_derivation": Value("string"),
                 "baseline_score": Value("float64"),
+                "train_indices": List(Value("int64")),
+                "baseline_pool_seed": Value("int64"),
                 "best_known_score": Value("float64"),
+                "reference_score": Value("float64"),
+                "reference_score_runs": Value("int32"),
                 "runs": Value("int32"),
+                "redacted": Value("bool"),
             }
         )
 
@@ -121,11 +105,15 @@ class RlExporter(Exporter):
         pool_seed = run.created.seeds.get("pool")
         if pool_seed is not None:
             task.pool_seeds.add(pool_seed)
+        if run.reference_score is not None:
+            task.reference.append(run.reference_score)
         initial = run.created.initial_program_digest
         for submission in run.published:
             assert submission.score is not None
-            if submission.program_digest == initial:
-                task.baseline.append(submission.score)
+            if submission.program_digest == initial and pool_seed is not None and (
+                task.baseline is None or (task.baseline[0] == pool_seed and len(submission.indices) > len(task.baseline[1]))
+            ):
+                task.baseline = (pool_seed, list(submission.indices), submission.score)
             if run.better(submission.score, task.best):
                 task.best = submission.score
         return iter(())
@@ -161,13 +149,17 @@ class RlExporter(Exporter):
             "primary_metric": spec.get("primary_metric"),
             "initial_program_digest": program.digest,
             "initial_program": file_rows(program),
-            "budget": _budget(config),
+            "budget": budget(config),
             "train_split": config.get("train_split", "train"),
             "pool_size": config.get("episode_pool_size"),
             "train_pool_seeds": sorted(task.pool_seeds),
             "seed_derivation": SEED_DERIVATION,
-            "baseline_score": sum(task.baseline) / len(task.baseline) if task.baseline else None,
+            "baseline_score": None if task.baseline is None else task.baseline[2],
+            "train_indices": None if task.baseline is None else task.baseline[1],
+            "baseline_pool_seed": None if task.baseline is None else task.baseline[0],
             "best_known_score": task.best,
+            "reference_score": sum(task.reference) / len(task.reference) if task.reference else None,
+            "reference_score_runs": len(task.reference),
             "runs": task.runs,
         }
 
@@ -177,5 +169,7 @@ class _Task:
     first_stream: str
     runs: int = 0
     pool_seeds: set[int] = field(default_factory=set)
-    baseline: list[float] = field(default_factory=list)  # train scores of the initial program
+    # (pool seed, indices, score): the initial program as first submitted unchanged
+    baseline: tuple[int, list[int], float] | None = None
     best: float | None = None
+    reference: list[float] = field(default_factory=list)  # the initial program's Validation scores

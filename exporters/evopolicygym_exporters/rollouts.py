@@ -5,7 +5,8 @@ no Validation or Assessment Episode is ever here. ``observations`` has one
 more entry than ``actions``: the first is the observation from reset (null in
 traces recorded before it was kept), then the one after each action. Values
 of any space are JSON (arrays as nested lists). ``complete`` is false when the
-Episode ran longer than its recorded trace.
+Episode ran longer than its recorded trace. Identical Episodes (the same
+observations, actions and rewards, whichever program and Run) share a split.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class RolloutsExporter(Exporter):
     )
     task_categories: ClassVar[tuple[str, ...]] = ("reinforcement-learning", "robotics")
     batch_rows: ClassVar[int] = 64
+    redacts: ClassVar[bool] = False  # environment data, no recorded text
 
     def training_columns(self) -> tuple[str, ...]:
         return ("observations", "actions", "rewards")
@@ -71,6 +73,7 @@ class RolloutsExporter(Exporter):
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
+        group = self.group(run)
         for submission in run.submissions:
             for episode in submission.episodes:
                 if episode.trace_blob is None:
@@ -105,4 +108,4 @@ class RolloutsExporter(Exporter):
                     "terminations": [s[2] for s in steps],
                     "truncations": truncations,
                 }
-                yield run.run_id, row
+                yield group, row

@@ -7,6 +7,14 @@ and the tool results, in ``messages`` with the ``tools`` it called. With
 ``--per-turn`` a row is instead a ``prompt`` (everything before one assistant
 turn) and a ``completion`` (that turn). ``distill`` is the same rows kept to a
 teacher (``--teacher``) with the teacher's identity and token usage.
+
+Beside the conversation: the Run's labels (``handoff``, ``improved``, ``success``),
+the task (``task_id``, ``benchmark_params``) and its difficulty (``reference_score``,
+the initial program's Validation score), the ``tools`` the Agent was offered
+(``tools_inferred`` where they are told by its calls instead), and ``submissions``:
+the per-Submission outcome labels (``lineage.Outcome``) of the attempt's Submissions,
+each with the ``turn`` that asked for it; a ``--per-turn`` row carries those of its
+own turn (null for a turn that made none).
 """
 
 from __future__ import annotations
@@ -14,25 +22,50 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from datasets import Features, Json, Value
+from datasets import Features, Json, List, Value
 
 from evopolicygym.transcript import Message
 from evopolicygym_exporters.base import Exporter, Row
-from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_for
+from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_offered
 from evopolicygym_exporters.history import RunHistory
+from evopolicygym_exporters.lineage import lineage_of
+from evopolicygym_exporters.tasks import task_id
 
-__all__ = ["DistillExporter", "SftExporter"]
+__all__ = ["SUBMISSION_OUTCOME", "DistillExporter", "SftExporter"]
 
+# One Submission's outcome labels (see ``lineage.Outcome``), joinable to the turn that made it.
+SUBMISSION_OUTCOME = {
+    "submission_id": Value("int32"),
+    "turn": Value("int32"),
+    "program_digest": Value("string"),
+    "status": Value("string"),
+    "score": Value("float64"),
+    "failures": Value("int32"),
+    "budget_spent": Value("int64"),
+    "budget_used": Value("int64"),
+    "parent_submission_id": Value("int32"),
+    "parent_digest": Value("string"),
+    "matched_indices": List(Value("int32")),
+    "matched_score": Value("float64"),
+    "parent_matched_score": Value("float64"),
+    "matched_delta": Value("float64"),
+    "matched_better": Value("bool"),
+}
 _OUTCOME = {
     "run_id": Value("string"),
     "attempt": Value("int32"),
+    "task_id": Value("string"),
     "benchmark_id": Value("string"),
+    "benchmark_params": Json(),
     "environment_digest": Value("string"),
     "score_direction": Value("string"),
     "agent": AGENT,
     "num_submissions": Value("int32"),
     "best_train_score": Value("float64"),
     "final_score": Value("float64"),
+    "reference_score": Value("float64"),
+    "handoff": Value("string"),
+    "improved": Value("bool"),
     "success": Value("bool"),
     "terminal_reason": Value("string"),
 }
@@ -46,7 +79,8 @@ _USAGE = {
 class SftExporter(Exporter):
     name: ClassVar[str] = "sft"
     summary: ClassVar[str] = (
-        "one Agent conversation of a Run (`messages`, `tools`) with the Run's outcome"
+        "one Agent conversation of a Run (`messages`, `tools`) with the Run's outcome and labels "
+        "and its Submissions' outcomes by turn"
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 64
@@ -60,7 +94,17 @@ class SftExporter(Exporter):
             if self.options.per_turn
             else {"messages": MESSAGES}
         )
-        return Features({**_OUTCOME, **chat, "tools": Json(), **self.extra_features()})
+        return Features(
+            {
+                **_OUTCOME,
+                **chat,
+                "tools": Json(),
+                "tools_inferred": Value("bool"),
+                "submissions": List(SUBMISSION_OUTCOME),
+                **self.extra_features(),
+                "redacted": Value("bool"),
+            }
+        )
 
     def extra_features(self) -> dict[str, Any]:
         return {}
@@ -77,35 +121,52 @@ class SftExporter(Exporter):
     def rows(self, run: RunHistory) -> Iterator[Row]:
         if not self.admits(run):
             return
+        group = self.group(run)
         outcome = {
             "run_id": run.run_id,
+            "task_id": task_id(run),
             "benchmark_id": run.created.benchmark_id,
+            "benchmark_params": run.created.config.get("benchmark_params", {}),
             "environment_digest": run.created.environment_digest,
             "score_direction": run.direction,
             "agent": agent_value(run.created.agent),
             "num_submissions": len(run.submissions),
             "best_train_score": run.best_train_score,
             "final_score": run.final_score,
+            "reference_score": run.reference_score,
+            "handoff": run.handoff,
+            "improved": run.improved,
             "success": run.success,
             "terminal_reason": run.finished.reason,
         }
+        lineage = lineage_of(run, self.program)
         for attempt in sorted(run.transcripts):
             transcript = run.transcripts[attempt]
             if not any(m.role == "assistant" for m in transcript):
                 continue  # an Agent that never answered teaches nothing
             messages = conversation(transcript)
-            tools = tools_for(run.created.agent, messages)
-            base = {**outcome, "attempt": attempt, "tools": tools, **self.extra(run, transcript)}
+            tools, inferred = tools_offered(run.created.agent, run.offered_tools.get(attempt), messages)
+            by_turn = lineage.by_turn(attempt)
+            base = {
+                **outcome,
+                "attempt": attempt,
+                "tools": tools,
+                "tools_inferred": inferred,
+                **self.extra(run, transcript),
+            }
             if not self.options.per_turn:
-                yield run.run_id, {**base, "messages": messages}
+                made = [o.labels() for o in lineage.outcomes.values() if o.attempt == attempt]
+                yield group, {**base, "messages": messages, "submissions": made}
                 continue
             turn = 0
             for i, message in enumerate(messages):
                 if message["role"] != "assistant":
                     continue
-                row = {**base, "prompt": messages[:i], "completion": [message], "turn": turn}
+                labels = [o.labels() for o in by_turn.get(turn, ())] or None
+                row = {**base, "prompt": messages[:i], "completion": [message], "turn": turn, "submissions": labels}
                 turn += 1
-                yield run.run_id, row
+                yield group, row
+        self.forget()
 
 
 class DistillExporter(SftExporter):

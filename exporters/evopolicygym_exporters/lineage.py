@@ -1,0 +1,320 @@
+"""Each Submission's parent, its matched comparison with it, and the turn that made it.
+
+The Host records the previous Submission as a Submission's parent, which is often not
+the program the Agent edited (an agent that keeps its best and tries variations of it
+edits the best, not the last). Here the **parent** is the program the edit most likely
+started from: of the initial program and every earlier Submission's program, the one
+with the smallest diff to it (lines added plus lines removed, over every file; a file
+added or removed counts its lines), ties going to the most recent (an identical
+earlier program is therefore always the parent).
+
+Scores compare only on **matched** evidence: the same pool indices. A Submission and
+its parent are compared on the indices both were evaluated on (``matched_indices``):
+their published scores when they ran on the same indices, else each one's mean
+per-Episode score over the shared indices, where its published score is the mean of
+its per-Episode scores (a failed Episode scoring the Benchmark's failure score), which
+is how Gymnasium Benchmarks score. Where they share no index, or the Benchmark scores
+otherwise, there is no matched comparison (null). The initial program has no train
+evidence unless it was submitted, in which case that Submission is the parent.
+
+``best_so_far`` compares a published score with every earlier one, on whatever indices
+each ran (``best_so_far_basis`` says ``matched`` only when all ran on the same indices);
+``best_so_far_matched`` compares with the earlier published Submissions that share
+indices with it, on those indices only.
+
+A Submission is joined to the assistant turn that asked for it: the last assistant
+message of its Agent attempt recorded before the request (the Host records the tool
+call that made a session request before the request's events). ``turn`` counts the
+attempt's assistant messages from 0, as ``--per-turn`` rows do.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evopolicygym.program import Program
+from evopolicygym_exporters.history import RunHistory, SubmissionHistory
+
+__all__ = ["Lineage", "Outcome", "lineage_of", "program_distance"]
+
+Lines = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One Submission's labels: what it scored, against its parent on matched indices,
+    what it cost, and the turn that made it."""
+
+    submission_id: int
+    program_digest: str
+    status: str  # published | failed
+    indices: list[int]
+    score: float | None  # published train score
+    failures: int
+    budget_spent: int  # Episodes this Submission was charged
+    budget_used: int  # the Run's, after it
+    parent_submission_id: int | None  # None: the initial program
+    parent_digest: str
+    parent_distance: int  # lines changed from the parent
+    matched_indices: list[int]
+    matched_score: float | None
+    parent_matched_score: float | None
+    matched_delta: float | None  # matched_score - parent_matched_score
+    matched_better: bool | None  # beats the parent on matched_indices (Benchmark's direction)
+    best_so_far: bool
+    best_so_far_basis: str | None  # first | matched | unmatched; None when not published
+    best_so_far_matched: bool | None
+    attempt: int
+    turn: int | None  # the attempt's assistant turn that asked for it (from 0)
+
+    def labels(self) -> dict[str, object]:
+        """The per-Submission outcome labels as ``sft`` rows carry them."""
+        return {
+            "submission_id": self.submission_id,
+            "turn": self.turn,
+            "program_digest": self.program_digest,
+            "status": self.status,
+            "score": self.score,
+            "failures": self.failures,
+            "budget_spent": self.budget_spent,
+            "budget_used": self.budget_used,
+            "parent_submission_id": self.parent_submission_id,
+            "parent_digest": self.parent_digest,
+            "matched_indices": self.matched_indices,
+            "matched_score": self.matched_score,
+            "parent_matched_score": self.parent_matched_score,
+            "matched_delta": self.matched_delta,
+            "matched_better": self.matched_better,
+        }
+
+
+@dataclass(frozen=True)
+class Lineage:
+    outcomes: dict[int, Outcome]  # by Submission id, in Submission order
+
+    def by_turn(self, attempt: int) -> dict[int, list[Outcome]]:
+        """The attempt's Submissions by the turn that asked for them."""
+        found: dict[int, list[Outcome]] = {}
+        for outcome in self.outcomes.values():
+            if outcome.attempt == attempt and outcome.turn is not None:
+                found.setdefault(outcome.turn, []).append(outcome)
+        return found
+
+
+def lineage_of(run: RunHistory, program: Callable[[str], Program]) -> Lineage:
+    """The Run's lineage (computed once per history; ``program`` loads a Program by digest)."""
+    if run.lineage is None:
+        run.lineage = _Builder(run, program).build()
+    assert isinstance(run.lineage, Lineage)
+    return run.lineage
+
+
+# --------------------------------------------------------------------------- diff size
+
+
+def _lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8", "surrogateescape")
+    parts = text.split("\n")
+    return [line + "\n" for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _file_lines(program: Program) -> Lines:
+    return {path: _lines(data) for path, data in program.files}
+
+
+def program_distance(before: Program, after: Program) -> int:
+    """Lines added plus lines removed from ``before`` to ``after``, over every file."""
+    return _distance(_file_lines(before), _file_lines(after), {})
+
+
+def _lower_bound(old: Lines, new: Lines) -> int:
+    """A bound no diff of the two can be under: the difference in line counts per file."""
+    total = 0
+    for path in old.keys() | new.keys():
+        a, b = old.get(path), new.get(path)
+        if a is None or b is None:
+            total += max(1, len(a or b or ()))
+        else:
+            total += abs(len(a) - len(b))
+    return total
+
+
+def _distance(old: Lines, new: Lines, matchers: dict[str, difflib.SequenceMatcher[str]]) -> int:
+    total = 0
+    for path in sorted(old.keys() | new.keys()):
+        a, b = old.get(path), new.get(path)
+        if a is None or b is None:
+            total += max(1, len(a or b or ()))
+            continue
+        if a == b:
+            continue
+        matcher = matchers.get(path)
+        if matcher is None:  # the new program's side is analysed once per file
+            matcher = matchers[path] = difflib.SequenceMatcher(None, b=b)
+        matcher.set_seq1(a)
+        total += sum(
+            (i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"
+        )
+    return total
+
+
+# --------------------------------------------------------------------------- the fold
+
+
+class _Builder:
+    def __init__(self, run: RunHistory, program: Callable[[str], Program]) -> None:
+        self.run = run
+        self.program = program
+        self.lines: dict[str, Lines] = {}
+        spec = run.created.benchmark_spec or {}
+        floor = spec.get("failure_score")
+        self.floor = float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+
+    def _lines_of(self, digest: str) -> Lines:
+        found = self.lines.get(digest)
+        if found is None:
+            found = self.lines[digest] = _file_lines(self.program(digest))
+        return found
+
+    def _parent(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int]:
+        """The nearest earlier program: (its Submission or None for the initial, digest, distance)."""
+        digest = submission.program_digest
+        earlier: list[tuple[SubmissionHistory | None, str]] = [(None, self.run.created.initial_program_digest)]
+        earlier += [(s, s.program_digest) for s in self.run.submissions[:index]]
+        new = self._lines_of(digest)
+        matchers: dict[str, difflib.SequenceMatcher[str]] = {}
+        best: tuple[SubmissionHistory | None, str, int] | None = None
+        known: dict[str, int] = {}
+        for candidate, other in reversed(earlier):  # the most recent first: it wins ties
+            if other == digest:
+                return candidate, other, 0
+            distance = known.get(other)
+            if distance is None:
+                old = self._lines_of(other)
+                if best is not None and _lower_bound(old, new) >= best[2]:
+                    continue  # cannot be strictly nearer than the more recent one found
+                distance = known[other] = _distance(old, new, matchers)
+            if best is None or distance < best[2]:
+                best = (candidate, other, distance)
+        assert best is not None
+        return best
+
+    def _episode_scores(self, submission: SubmissionHistory) -> dict[int, float] | None:
+        """Per-index Episode scores, if the published score is their mean (else None)."""
+        if not submission.published or submission.score is None:
+            return None
+        maximize = self.run.direction != "minimize"
+        scores: dict[int, float] = {}
+        for episode in submission.episodes:
+            if episode.status != "ok":
+                if self.floor is None:
+                    return None
+                value = self.floor
+            else:
+                value = float(episode.total_reward)
+                if self.floor is not None:
+                    value = max(value, self.floor) if maximize else min(value, self.floor)
+            scores[episode.index] = value
+        if not scores or sorted(scores) != sorted(submission.indices):
+            return None
+        mean = statistics.fmean(scores.values())
+        if not math.isclose(mean, submission.score, rel_tol=1e-9, abs_tol=1e-9):
+            return None
+        return scores
+
+    def _matched(
+        self,
+        a: SubmissionHistory,
+        b: SubmissionHistory,
+        per_episode: dict[int, dict[int, float] | None],
+    ) -> tuple[list[int], float | None, float | None]:
+        """The indices ``a`` and ``b`` share, and each one's score on them (None: not known)."""
+        shared = sorted(set(a.indices) & set(b.indices))
+        if not shared or not (a.published and b.published):
+            return shared, None, None
+        if sorted(a.indices) == sorted(b.indices):
+            return shared, a.score, b.score
+        sa, sb = per_episode[a.submission_id], per_episode[b.submission_id]
+        if sa is None or sb is None:
+            return shared, None, None
+        return shared, statistics.fmean(sa[i] for i in shared), statistics.fmean(sb[i] for i in shared)
+
+    def _turn(self, submission: SubmissionHistory) -> int | None:
+        transcript = self.run.transcripts.get(submission.attempt) or []
+        mark = min(submission.transcript_mark, len(transcript))
+        for i in range(mark - 1, -1, -1):
+            if transcript[i].role == "assistant":
+                return sum(1 for m in transcript[:i] if m.role == "assistant")
+        return None
+
+    def build(self) -> Lineage:
+        run = self.run
+        per_episode = {s.submission_id: self._episode_scores(s) for s in run.submissions}
+        outcomes: dict[int, Outcome] = {}
+        best: float | None = None
+        published: list[SubmissionHistory] = []
+        for index, submission in enumerate(run.submissions):
+            parent, parent_digest, distance = self._parent(index, submission)
+            shared: list[int] = []
+            mine = theirs = None
+            if parent is not None:
+                shared, mine, theirs = self._matched(submission, parent, per_episode)
+            delta = None if mine is None or theirs is None else mine - theirs
+            better = None if delta is None else run.better(mine, theirs)
+            score = submission.score
+            basis: str | None = None
+            best_matched: bool | None = None
+            new_best = False
+            if submission.published:
+                new_best = run.better(score, best)
+                if not published:
+                    basis = "first"
+                elif all(sorted(p.indices) == sorted(submission.indices) for p in published):
+                    basis = "matched"
+                else:
+                    basis = "unmatched"
+                verdicts = []
+                for earlier in published:
+                    _, a, b = self._matched(submission, earlier, per_episode)
+                    if a is not None and b is not None:
+                        verdicts.append(run.better(a, b))
+                best_matched = all(verdicts) if verdicts else None
+                if new_best:
+                    best = score
+                published.append(submission)
+            failures = (
+                submission.summary.failures or 0
+                if submission.published
+                else sum(e.status != "ok" for e in submission.episodes)
+            )
+            spent = submission.summary.budget_reserved or 0
+            if not submission.published and submission.summary.budget_consumed is not None:
+                spent = submission.summary.budget_consumed
+            outcomes[submission.submission_id] = Outcome(
+                submission_id=submission.submission_id,
+                program_digest=submission.program_digest,
+                status="published" if submission.published else "failed",
+                indices=list(submission.indices),
+                score=score,
+                failures=failures,
+                budget_spent=spent,
+                budget_used=submission.budget_used,
+                parent_submission_id=None if parent is None else parent.submission_id,
+                parent_digest=parent_digest,
+                parent_distance=distance,
+                matched_indices=shared,
+                matched_score=mine,
+                parent_matched_score=theirs,
+                matched_delta=delta,
+                matched_better=better,
+                best_so_far=new_best,
+                best_so_far_basis=basis,
+                best_so_far_matched=best_matched,
+                attempt=submission.attempt,
+                turn=self._turn(submission),
+            )
+        return Lineage(outcomes)

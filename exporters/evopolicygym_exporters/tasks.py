@@ -1,0 +1,49 @@
+"""The task a Run was given, as a digest: what ``rl`` rows are and what splits group by.
+
+A task is a Benchmark with its parameters (and the environment digest they give), an
+initial program, the train split and the budget and limits: Runs that share them were
+asked the same question, so by default every config keeps a task's rows in one split
+(``ExportOptions.split_by``), and ``rl`` has one row per task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from evopolicygym_exporters.history import RunHistory
+
+__all__ = ["BUDGET_KEYS", "budget", "task_id"]
+
+BUDGET_KEYS = (
+    "episode_budget",
+    "episode_pool_size",
+    "max_submissions",
+    "max_episodes_per_submission",
+    "finish_budget_policy",
+    "episode_timeout",
+    "agent_timeout",
+)
+
+
+def budget(config: dict[str, Any]) -> dict[str, Any]:
+    """A Run's public budget and limits, from its recorded config (never its seed)."""
+    found = {key: config.get(key) for key in BUDGET_KEYS}
+    found["max_candidates"] = (config.get("validation") or {}).get("max_candidates")
+    return found
+
+
+def task_id(run: RunHistory) -> str:
+    """The task a Run was given, as a digest: Benchmark, parameters, initial program, limits."""
+    config = run.created.config
+    facts = {
+        "benchmark_id": run.created.benchmark_id,
+        "benchmark_params": config.get("benchmark_params", {}),
+        "environment_digest": run.created.environment_digest,
+        "initial_program_digest": run.created.initial_program_digest,
+        "train_split": config.get("train_split", "train"),
+        "budget": budget(config),
+    }
+    return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
