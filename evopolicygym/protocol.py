@@ -126,6 +126,9 @@ class SubmitRequest(Struct, tag="submit", tag_field="op", forbid_unknown_fields=
     episodes: Annotated[str, Meta(max_length=MAX_SELECTOR_CHARS)]
     files: Annotated[dict[str, bytes], Meta(max_length=MAX_FILES)] | None
     problem: str | None
+    # The Submission the program was edited from (0: the initial program), when the Agent
+    # says: what its edit is measured against. None: not said.
+    parent: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
 
     def __post_init__(self) -> None:
         # msgspec turns this into a ValidationError, so it reads like the other shape errors.

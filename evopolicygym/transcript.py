@@ -327,7 +327,8 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
 - `evopolicy session submit [DIR] --episodes SELECTOR` evaluates a program (default
   `program/`) on Episodes of the pool, addressed by index `0..{pool - 1}`:
   `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping). Reusing indices
-  compares programs on identical Episodes and costs budget again.
+  compares programs on identical Episodes and costs budget again. `--parent ID` says which
+  Submission the program was edited from (0: the initial program).
 - `evopolicy session finish ID [ID...]` ends your work, naming up to
   {candidates} Submission ids as candidates, best first. {unfinished}
 - Success prints JSON on stdout (exit 0); a rejection prints `{{"error": {{"code", "message"}}}}`

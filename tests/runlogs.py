@@ -60,6 +60,7 @@ class Planned:
     indices: list[int]
     rewards: list[float] | None
     traced: bool = True
+    parent: int | None = None  # the Submission the Agent says it edited (0: the initial program)
 
 
 @dataclass
@@ -194,6 +195,7 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
                 indices=list(planned.indices),
                 budget_reserved=len(planned.indices),
                 budget_used=used,
+                parent_submission_id=planned.parent,
             )
         )
         if planned.rewards is None:

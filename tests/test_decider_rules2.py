@@ -9,9 +9,14 @@ state machine over both."""
 from __future__ import annotations
 
 import pytest
-from test_decider import DB, P0, Run, make_config
+from test_decider import DA, DB, P0, Run, make_config
 
-from evopolicygym.records.events import ReferenceValidated, RunFinished, ValidationStarted
+from evopolicygym.records.events import (
+    EvaluationStarted,
+    ReferenceValidated,
+    RunFinished,
+    ValidationStarted,
+)
 from evopolicygym.run.config import RULES, RunConfig, RunConfigError, ValidationConfig
 from evopolicygym.run.decider import (
     AgentExit,
@@ -23,6 +28,7 @@ from evopolicygym.run.decider import (
     StartAgent,
     StartAssessment,
     StartValidation,
+    Submit,
     Validate,
     next_step,
 )
@@ -146,3 +152,19 @@ def test_rules_1_records_none_of_it() -> None:
     run.accept(AgentExit(exit_code=0))
     (started,) = run.accept(StartValidation())  # the Host nominated, as rules 1 did
     assert isinstance(started, ValidationStarted) and started.handoff is None
+
+
+def test_the_agent_may_say_which_submission_it_edited() -> None:
+    run = rules2(episode_budget=8)
+    first = run.publish("0:2")
+    run.publish("2:4", DB)
+    (started,) = run.accept(Submit(request_id="p", selector="4:6", program_digest=DA, parent=first))
+    assert isinstance(started, EvaluationStarted)
+    # The parent is what the Agent named (Submission 1), not the previous Submission (DB).
+    assert (started.parent_submission_id, started.parent_program_digest) == (first, DA)
+    run.complete()
+    (from_initial,) = run.accept(Submit(request_id="q", selector="6:8", program_digest=DB, parent=0))
+    assert isinstance(from_initial, EvaluationStarted)
+    assert (from_initial.parent_submission_id, from_initial.parent_program_digest) == (0, P0)
+    run.complete()
+    run.reject(Submit(request_id="r", selector="0", program_digest=DA, parent=9), "invalid_request")

@@ -335,6 +335,21 @@ def test_programs_classify_edits_and_track_the_best(store: Store, tmp_path: Path
     assert [r["budget_used"] for r in rows] == [3, 6, 8, 9, 12]
 
 
+def test_a_parent_the_agent_names_is_the_parent(store: Store, tmp_path: Path) -> None:
+    """An Agent that says what it edited (submit --parent) is taken at its word: the diff
+    and the edit kind are against that program, even where another is nearer."""
+    run = standard_run("stated")
+    run.submissions[2].parent = 1  # 3 says it edited 1 (the nearest is 2)
+    run.submissions[4].parent = 0  # 5 says it edited the initial program
+    write_run(store, run)
+    run_export(store, tmp_path / "out", ["programs"])
+    rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
+    assert [r["parent_basis"] for r in rows] == ["nearest", "nearest", "stated", "nearest", "stated"]
+    assert [r["parent_submission_id"] for r in rows] == [None, 1, 1, 3, None]
+    assert rows[4]["parent_digest"] == Program.from_files(run.initial).digest
+    assert "-    gain = 0.5\n+    gain = 0.9\n" in rows[2]["diff"]  # against 1, not 2 (0.7)
+
+
 def test_the_parent_is_the_nearest_earlier_program_and_compares_on_shared_indices(
     store: Store, tmp_path: Path
 ) -> None:

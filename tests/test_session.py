@@ -144,7 +144,11 @@ def test_submit_sends_the_program_and_selector(
         "lib/data.bin": b"\x00\xff binary",
     }
     assert req["problem"] is None
+    assert req["parent"] is None  # not said
     assert len(req["request_id"]) == 32
+    proc = cli("submit", str(program), "--episodes", "1", "--parent", "0", env={SESSION_ENV: server.path})
+    assert proc.returncode == 0, proc.stderr
+    assert handler.requests[-1]["parent"] == 0  # edited from the initial program
 
 
 def test_submit_defaults_to_the_workspace_program(

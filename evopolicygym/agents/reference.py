@@ -272,10 +272,16 @@ class SessionAgent:
         return rel
 
     def evaluate(
-        self, files: Mapping[str, str], indices: Sequence[int], *, reuse: bool = True
+        self,
+        files: Mapping[str, str],
+        indices: Sequence[int],
+        *,
+        reuse: bool = True,
+        parent: int | None = None,
     ) -> Outcome:
-        """Submit ``files`` on ``indices``; with ``reuse``, what an earlier start published
-        for the same program on the same Episodes is taken instead of submitting it again."""
+        """Submit ``files`` on ``indices`` (``parent``: the Submission they were edited from,
+        0 the initial program); with ``reuse``, what an earlier start published for the same
+        program on the same Episodes is taken instead of submitting it again."""
         digest = files_digest(files)
         known = self.earlier.pop((digest, tuple(indices)), None) if reuse else None
         if known is not None:
@@ -286,7 +292,7 @@ class SessionAgent:
             )
             return replace(known, budget_left=self.budget_left)
         rel = self.write_candidate(files)
-        reply = self.session.submit(rel, format_selector(indices)).accepted()
+        reply = self.session.submit(rel, format_selector(indices), parent).accepted()
         sid = reply.get("submission_id")
         data = None
         if isinstance(sid, int):

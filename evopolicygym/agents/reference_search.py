@@ -19,6 +19,7 @@ budget plan in ``reference_budget``.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import math
@@ -91,7 +92,8 @@ class Outcome:
     charged: bool = True
 
 
-EvaluateFn = Callable[[Mapping[str, str], Sequence[int]], "float | Outcome"]
+# (files, indices) -> score or Outcome; it may also take ``parent=`` (see _Search.submit).
+EvaluateFn = Callable[..., "float | Outcome"]
 ProbeFn = Callable[[Mapping[str, str]], "edits.ProbeResult | None"]
 EditLabel = Literal["baseline", "synthesis", "parametric"]
 
@@ -191,6 +193,8 @@ class _Search:
     ) -> None:
         self.task = task
         self.evaluate_fn = evaluate_fn
+        # Whether the evaluation takes the edit's parent (the session does; an in-process one need not).
+        self._states_parents = "parent" in inspect.signature(evaluate_fn).parameters
         self.probe_fn = probe_fn
         self.say = say
         self.rng = random.Random(seed)
@@ -236,9 +240,16 @@ class _Search:
 
     # ----------------------------------------------------------------- evaluation
 
-    def submit(self, files: Mapping[str, str], indices: Sequence[int]) -> Outcome:
-        """Evaluate; raises Rejected. Keeps the budget and submission counts in step."""
-        result = self.evaluate_fn(dict(files), list(indices))
+    def submit(
+        self, files: Mapping[str, str], indices: Sequence[int], parent: int | None = None
+    ) -> Outcome:
+        """Evaluate; raises Rejected. Keeps the budget and submission counts in step.
+        ``parent``: the Submission the program was edited from (0: the initial program), told
+        to an evaluation that takes it (the session records it as the edit's parent)."""
+        if parent is not None and self._states_parents:
+            result = self.evaluate_fn(dict(files), list(indices), parent=parent)
+        else:
+            result = self.evaluate_fn(dict(files), list(indices))
         outcome = result if isinstance(result, Outcome) else Outcome(score=float(result))
         self.subs_used += outcome.charged
         self.idle_rejections = 0
@@ -336,10 +347,18 @@ class _Search:
             parent=None if parent is None else parent.number,
         )
 
+    def parent_submission(self, candidate: Candidate) -> int | None:
+        """The Submission ``candidate`` was edited from: its parent candidate's (0, the
+        initial program, for the baseline itself); None where that one was never submitted."""
+        if candidate.parent is None:
+            return 0
+        parent = self.candidates[candidate.parent]
+        return parent.outcome.submission_id if parent.outcome is not None else None
+
     def evaluate_matched(self, candidate: Candidate) -> None:
         key = (candidate.digest, tuple(self.matched))
         try:
-            outcome = self.submit(candidate.files, self.matched)
+            outcome = self.submit(candidate.files, self.matched, self.parent_submission(candidate))
         except Rejected as exc:
             self.rejected(exc)
             self.refused.add(key)
@@ -563,7 +582,9 @@ class _Search:
                     break
                 continue
             try:
-                outcome = self.submit(leader.files, indices)
+                # A re-evaluation edits nothing: the program is its own parent.
+                sid = leader.outcome.submission_id if leader.outcome is not None else None
+                outcome = self.submit(leader.files, indices, sid)
             except Rejected as exc:
                 self.rejected(exc)
                 if exc.code == "budget_allocation" and size > 1:

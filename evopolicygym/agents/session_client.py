@@ -117,8 +117,11 @@ class SessionClient:
         self.cwd = cwd
         self.run = run or self._run
 
-    def submit(self, directory: str, episodes: str) -> SessionResult:
-        return self.call("submit", directory, "--episodes", episodes)
+    def submit(self, directory: str, episodes: str, parent: int | None = None) -> SessionResult:
+        """Submit ``directory`` on ``episodes``; ``parent``: the Submission it was edited from
+        (0: the initial program), which the Host records as its parent."""
+        stated = () if parent is None else ("--parent", str(parent))
+        return self.call("submit", directory, "--episodes", episodes, *stated)
 
     def finish(self, ids: Iterable[int]) -> SessionResult:
         return self.call("finish", *(str(i) for i in ids))

@@ -46,8 +46,16 @@ def session() -> None:
     metavar="SELECTOR",
     help="Which Episodes of the Run's pool to evaluate on (see above).",
 )
+@click.option(
+    "--parent",
+    type=click.IntRange(min=0, max=_MAX_ID),
+    default=None,
+    metavar="ID",
+    help="The Submission this program was edited from (0: the initial program); "
+    "its edit is measured against that one [default: not said].",
+)
 @_socket_option
-def submit(program: str | None, episodes: str, socket_path: str | None) -> None:
+def submit(program: str | None, episodes: str, parent: int | None, socket_path: str | None) -> None:
     """Submit PROGRAM (a directory with a policy.py) for evaluation.
 
     PROGRAM defaults to $EVOPOLICY_WORKSPACE/program.
@@ -83,6 +91,7 @@ def submit(program: str | None, episodes: str, socket_path: str | None) -> None:
             "episodes": episodes,
             "files": files,
             "problem": problem,
+            "parent": parent,
         },
     )
 

@@ -162,10 +162,13 @@ class SubmissionRejected(Event, frozen=True, kw_only=True):
 class EvaluationStarted(Event, frozen=True, kw_only=True):
     submission_id: int
     program_digest: str
+    # The program the edit started from: the one the Agent named (parent_submission_id;
+    # 0 is the initial program), else the previous Submission's (the Host's guess).
     parent_program_digest: str | None = None
     indices: list[int]
     budget_reserved: int
     budget_used: int  # after this reservation
+    parent_submission_id: int | None = None
 
 
 class EpisodeCompleted(Event, frozen=True, kw_only=True):

@@ -484,6 +484,7 @@ SUBMISSIONS_TABLE = _Table(
         ("submission_id", "INTEGER"),
         ("program_digest", "VARCHAR"),
         ("parent_program_digest", "VARCHAR"),
+        ("parent_submission_id", "INTEGER"),  # the parent the Agent named (0: the initial program)
         ("indices", "INTEGER[]"),  # pool indices: the Agent's own choice, not Host-private
         ("budget_reserved", "INTEGER"),
         ("started_at", "TIMESTAMP"),
@@ -559,7 +560,7 @@ def _apply_submissions(connection: Connection, batch: Batch) -> None:
 
 SUBMISSIONS = Projection(
     name="submissions",
-    version=1,
+    version=2,
     tables=("submissions",),
     create=SUBMISSIONS_TABLE.create,
     apply=_apply_submissions,

@@ -129,6 +129,7 @@ class SubmissionSummary:
     submission_id: int
     program_digest: str | None = None
     parent_program_digest: str | None = None
+    parent_submission_id: int | None = None  # the parent the Agent named (0: the initial program)
     indices: list[int] = field(default_factory=list)
     budget_reserved: int | None = None
     budget_used: int | None = None  # the Run's, after this Submission's reservation
@@ -152,6 +153,7 @@ class SubmissionSummary:
             case EvaluationStarted():
                 self.program_digest = event.program_digest
                 self.parent_program_digest = event.parent_program_digest
+                self.parent_submission_id = event.parent_submission_id
                 self.indices = list(event.indices)
                 self.budget_reserved = event.budget_reserved
                 self.budget_used = event.budget_used

@@ -68,6 +68,7 @@ class SessionGateway:
                     selector=request.get("episodes") or "",
                     program_digest=program.digest if program is not None else None,
                     problem=problem,
+                    parent=request.get("parent"),
                 )
             )
         if isinstance(decision, Rejection):

@@ -41,9 +41,13 @@ LABELS = """\
   comparison.
 - `best_known_score` (`rl`): the best published train score over every Run of the
   task, unmatched evidence as well.
-- `parent_digest`: the program an edit most likely started from, that is, of the
-  initial program and every earlier Submission's program the one with the smallest
-  diff to it (lines added plus lines removed), ties going to the most recent.
+- `parent_digest`: the program an edit started from: the one the Agent named when it
+  submitted (`evopolicy session submit --parent ID`), else the one it most likely
+  started from, that is, of the initial program and every earlier Submission's program
+  the one with the smallest diff to it (lines added plus lines removed), ties going to
+  the most recent.
+- `parent_basis`: `stated` when the Agent named the parent, `nearest` when it is the
+  smallest diff.
 - `parent_submission_id`: the parent's Submission, null when the parent is the initial
   program (`previous_submission_id` and `previous_program_digest` name the previous
   Submission instead, which is what the Host records as the parent).

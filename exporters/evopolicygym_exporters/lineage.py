@@ -1,12 +1,14 @@
 """Each Submission's parent, its matched comparison with it, and the turn that made it.
 
-The Host records the previous Submission as a Submission's parent, which is often not
-the program the Agent edited (an agent that keeps its best and tries variations of it
-edits the best, not the last). Here the **parent** is the program the edit most likely
-started from: of the initial program and every earlier Submission's program, the one
-with the smallest diff to it (lines added plus lines removed, over every file; a file
-added or removed counts its lines), ties going to the most recent (an identical
-earlier program is therefore always the parent).
+The **parent** is the program the edit started from. An Agent may say which
+(``evopolicy session submit --parent ID``; the Host records it as the Submission's
+``parent_submission_id``): then that one (``parent_basis`` ``stated``). Otherwise it is
+the program the edit most likely started from (``nearest``): of the initial program and
+every earlier Submission's program, the one with the smallest diff to it (lines added
+plus lines removed, over every file; a file added or removed counts its lines), ties
+going to the most recent (an identical earlier program is therefore always the parent);
+the previous Submission, which is what the Host records otherwise, is often not what an
+agent that keeps its best and tries variations of it edited.
 
 Scores compare only on **matched** evidence: the same pool indices. A Submission and
 its parent are compared on the indices both were evaluated on (``matched_indices``):
@@ -60,6 +62,7 @@ class Outcome:
     parent_submission_id: int | None  # None: the initial program
     parent_digest: str
     parent_distance: int  # lines changed from the parent
+    parent_basis: str  # stated (the Agent named it) or nearest (the smallest diff)
     matched_indices: list[int]
     matched_score: float | None
     parent_matched_score: float | None
@@ -84,6 +87,7 @@ class Outcome:
             "budget_used": self.budget_used,
             "parent_submission_id": self.parent_submission_id,
             "parent_digest": self.parent_digest,
+            "parent_basis": self.parent_basis,
             "matched_indices": self.matched_indices,
             "matched_score": self.matched_score,
             "parent_matched_score": self.parent_matched_score,
@@ -180,6 +184,21 @@ class _Builder:
             found = self.lines[digest] = _file_lines(self.program(digest))
         return found
 
+    def _stated(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int] | None:
+        """The parent the Agent named, if it named an earlier program."""
+        stated = submission.summary.parent_submission_id
+        if stated is None:
+            return None
+        if stated == 0:
+            parent, digest = None, self.run.created.initial_program_digest
+        else:
+            parent = next((s for s in self.run.submissions[:index] if s.submission_id == stated), None)
+            if parent is None:
+                return None
+            digest = parent.program_digest
+        distance = _distance(self._lines_of(digest), self._lines_of(submission.program_digest), {})
+        return parent, digest, distance
+
     def _parent(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int]:
         """The nearest earlier program: (its Submission or None for the initial, digest, distance)."""
         digest = submission.program_digest
@@ -258,7 +277,8 @@ class _Builder:
         best: float | None = None
         published: list[SubmissionHistory] = []
         for index, submission in enumerate(run.submissions):
-            parent, parent_digest, distance = self._parent(index, submission)
+            stated = self._stated(index, submission)
+            parent, parent_digest, distance = stated or self._parent(index, submission)
             shared: list[int] = []
             mine = theirs = None
             if parent is not None:
@@ -306,6 +326,7 @@ class _Builder:
                 parent_submission_id=None if parent is None else parent.submission_id,
                 parent_digest=parent_digest,
                 parent_distance=distance,
+                parent_basis="nearest" if stated is None else "stated",
                 matched_indices=shared,
                 matched_score=mine,
                 parent_matched_score=theirs,

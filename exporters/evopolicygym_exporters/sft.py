@@ -45,6 +45,7 @@ SUBMISSION_OUTCOME = {
     "budget_used": Value("int64"),
     "parent_submission_id": Value("int32"),
     "parent_digest": Value("string"),
+    "parent_basis": Value("string"),
     "matched_indices": List(Value("int32")),
     "matched_score": Value("float64"),
     "parent_matched_score": Value("float64"),

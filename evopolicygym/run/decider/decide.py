@@ -125,6 +125,17 @@ def _submit(state: RunState, command: Submit) -> list[Event] | Rejection:
         indices = parse_selector(command.selector)
     except SelectorError as exc:
         return reject("invalid_request", f"--episodes: {exc}")
+    parent_digest = state.latest_program_digest  # unless the Agent says what it edited
+    if command.parent is not None:
+        if command.parent == 0:
+            parent_digest = state.initial_program_digest
+        elif (stated := state.submission(command.parent)) is not None:
+            parent_digest = stated.program_digest
+        else:
+            return reject(
+                "invalid_request",
+                f"--parent {command.parent}: no such Submission (0 is the initial program)",
+            )
     if indices[-1] >= config.pool_size:
         return reject(
             "invalid_request",
@@ -172,7 +183,8 @@ def _submit(state: RunState, command: Submit) -> list[Event] | Rejection:
         EvaluationStarted(
             submission_id=len(state.submissions) + 1,
             program_digest=command.program_digest,
-            parent_program_digest=state.latest_program_digest,
+            parent_program_digest=parent_digest,
+            parent_submission_id=command.parent,
             indices=indices,
             budget_reserved=count,
             budget_used=state.budget_used + count,

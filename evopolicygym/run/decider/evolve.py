@@ -99,6 +99,7 @@ def evolve(state: RunState, event: Event) -> RunState:
                     request_id="",
                     selector=format_selector(list(event.indices)),
                     program_digest=event.program_digest,
+                    parent=event.parent_submission_id,
                 ),
             )
             if not isinstance(again, list) or again != [event]:
