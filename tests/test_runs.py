@@ -162,6 +162,17 @@ def test_success_is_finished_handed_off_and_improved(
     assert row == (handoff, improved, success, reference)
 
 
+def test_the_best_says_whether_it_rests_on_matched_evidence(store: Store) -> None:
+    write_run(store, SynthRun("same", [Planned(_files(g), [0, 1], [g, g]) for g in (1.0, 2.0)]))
+    write_run(store, SynthRun("apart", [Planned(_files(1.0), [0, 1], [1.0, 1.0]), Planned(_files(2.0), [2, 3], [2.0, 2.0])]))
+    assert summarize(store.events, "run-same").best_basis == "matched"
+    assert summarize(store.events, "run-same").published_indices == [0, 1]
+    assert summarize(store.events, "run-apart").best_basis == "unmatched"
+    replay = replay_run(store, "apart")
+    marks = [(e.best_so_far, e.best_so_far_basis) for e in replay.timeline if hasattr(e, "best_so_far")]
+    assert marks == [(True, "single"), (True, "unmatched")]
+
+
 def test_a_minimizing_run_keeps_the_lowest_score(store: Store) -> None:
     run = SynthRun(
         "low",
@@ -231,7 +242,7 @@ def test_every_reader_of_a_run_agrees_with_its_summary(
         with open_read_models(store, read_only=True) as db:
             row = db.execute(
                 "SELECT submissions, published, failed, budget_used, best_score, "
-                "best_submission_id, final_submission_id, status FROM runs WHERE run_id = 'r'"
+                "best_submission_id, final_submission_id, status, best_basis FROM runs WHERE run_id = 'r'"
             ).fetchone()
         assert row == (
             summary.started,
@@ -242,7 +253,12 @@ def test_every_reader_of_a_run_agrees_with_its_summary(
             summary.best_submission_id,
             summary.final_submission_id,
             summary.status,
+            summary.best_basis,
         )
+        # Like with like only when every Submission ran on the same indices.
+        index_sets = {tuple(range(len(r or [0]))) for r in plans}
+        expected_basis = "single" if len(plans) == 1 else "matched" if len(index_sets) == 1 else "unmatched"
+        assert summary.best_basis == expected_basis
 
         (history,) = read_histories(store, RunFilter())
         assert history.best_train_score == summary.best_score

@@ -64,7 +64,8 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
             detail = f"#{entry.submission_id} Episodes {entry.selector} ({entry.episodes}) "
             if entry.status == "published":
                 detail += f"score {_num(entry.score)} failures {_num(entry.failures)}"
-                detail += " best-so-far" if entry.best_so_far else ""
+                if entry.best_so_far:
+                    detail += " best-so-far" + (" (unmatched evidence)" if entry.best_so_far_basis == "unmatched" else "")
             elif entry.status == "failed":
                 detail += f"FAILED: {entry.error or ''}"
             else:

@@ -331,6 +331,8 @@ RUNS_TABLE = _Table(
         ("rejected", "INTEGER"),  # submit requests refused before evaluation
         ("budget_used", "BIGINT"),
         ("best_score", "DOUBLE"),  # best published score in the Benchmark's direction
+        ("best_basis", "VARCHAR"),  # single, matched (all on the same indices) or unmatched
+        ("published_indices", "INTEGER[]"),  # the indices every Submission ran on, if the same
         ("best_submission_id", "INTEGER"),
         ("final_submission_id", "INTEGER"),
         ("validation_score", "DOUBLE"),
@@ -391,6 +393,8 @@ def _run_summary(row: dict[str, Any]) -> RunSummary:
         rejected_submissions=row["rejected"] or 0,
         budget_used=row["budget_used"] or 0,
         best_score=row["best_score"],
+        best_basis=row["best_basis"],
+        published_indices=row["published_indices"],
         best_submission_id=row["best_submission_id"],
         final_submission_id=row["final_submission_id"],
         final_score=row["validation_score"],
@@ -430,6 +434,8 @@ def _run_row(summary: RunSummary) -> dict[str, Any]:
         "rejected": summary.rejected_submissions,
         "budget_used": summary.budget_used,
         "best_score": summary.best_score,
+        "best_basis": summary.best_basis,
+        "published_indices": summary.published_indices,
         "best_submission_id": summary.best_submission_id,
         "final_submission_id": summary.final_submission_id,
         "validation_score": summary.final_score,
@@ -467,7 +473,7 @@ def _apply_runs(connection: Connection, batch: Batch) -> None:
 
 RUNS = Projection(
     name="runs",
-    version=2,
+    version=3,
     tables=("runs",),
     create=RUNS_TABLE.create,
     apply=_apply_runs,

@@ -218,6 +218,12 @@ class RunSummary:
     finish_candidates: list[int] | None = None
     best_submission_id: int | None = None  # the best published Submission (see _rank)
     best_score: float | None = None
+    # What the best rests on: ``single`` (one Submission so far), ``matched`` (every
+    # Submission ran on the same indices, ``published_indices``) or ``unmatched`` (scores
+    # taken on different Episodes: a reference point, not a comparison). Told from every
+    # Submission started, so it holds across the read models' batches.
+    best_basis: str | None = None
+    published_indices: list[int] | None = None
     final_submission_id: int | None = None
     final_program_digest: str | None = None
     final_score: float | None = None  # the selected Submission's Validation score
@@ -353,6 +359,7 @@ class RunSummary:
                 self.started += 1
                 self.budget_used = max(self.budget_used, event.budget_used)
                 self._reserved()
+                self._evidence(list(event.indices))
                 self.submission(event.submission_id).apply(event, at)
             case EpisodeCompleted() | CandidateValidated():
                 self.submission(event.submission_id).apply(event, at)
@@ -416,6 +423,15 @@ class RunSummary:
         budget = self.episode_budget
         if budget is not None:
             self.budget_left = budget - self.budget_used
+
+    def _evidence(self, indices: list[int]) -> None:
+        """Whether the Submissions so far compare like with like (see ``best_basis``)."""
+        if self.best_basis is None:
+            self.best_basis, self.published_indices = "single", indices
+        elif self.best_basis != "unmatched" and indices != self.published_indices:
+            self.best_basis, self.published_indices = "unmatched", None
+        elif self.best_basis == "single":
+            self.best_basis = "matched"
 
     def _rank(self, submission_id: int, score: float) -> None:
         """Keep the best published Submission: the better score in the Benchmark's

@@ -127,6 +127,9 @@ class SubmissionEntry(_Entry, tag="submission"):
     score: float | None = None
     failures: int | None = None
     best_so_far: bool = False  # strictly better than every earlier published Submission
+    # single, matched (every Submission so far on the same indices) or unmatched: whether
+    # best_so_far compares like with like
+    best_so_far_basis: str | None = None
     parent_program_digest: str | None = None  # the program the edit started from
     error: str | None = None
     completed_version: int | None = None
@@ -500,6 +503,7 @@ class _Builder:
                     found.completed_version = version
                     # The summary has folded this event: is it the best published now?
                     found.best_so_far = self.summary.best_submission_id == event.submission_id
+                    found.best_so_far_basis = self.summary.best_basis
             case EvaluationFailed():
                 found = self.submissions.get(event.submission_id)
                 if found is not None:
