@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shlex
 import socket
 import struct
 import time
@@ -30,6 +31,7 @@ from evopolicygym.program import MAX_FILES
 
 __all__ = [
     "CLI_ENV",
+    "CLI_SHIM",
     "MAX_FRAME_BYTES",
     "MAX_SELECTOR_CHARS",
     "READ_TIMEOUT_S",
@@ -40,6 +42,7 @@ __all__ = [
     "SelectorError",
     "SessionUnavailable",
     "SubmitRequest",
+    "cli_shim",
     "decode_request",
     "encode",
     "error_reply",
@@ -54,6 +57,14 @@ __all__ = [
 SESSION_ENV = "EVOPOLICY_SESSION"
 WORKSPACE_ENV = "EVOPOLICY_WORKSPACE"
 CLI_ENV = "EVOPOLICY_CLI"  # a JSON list: the command line that runs `evopolicy`
+# An executable in the workspace root that runs the same command line: the Agent's way to
+# the session whatever shell it uses (a login shell may reset PATH and lose `evopolicy`).
+CLI_SHIM = "evopolicy"
+
+
+def cli_shim(cli: Sequence[str]) -> bytes:
+    """The text of the workspace's ``./evopolicy``: ``cli`` with the arguments appended."""
+    return f'#!/bin/sh\n# The session commands of this Run (see TASK.md).\nexec {shlex.join(cli)} "$@"\n'.encode()
 
 # --------------------------------------------------------------------------- selectors
 

@@ -30,11 +30,13 @@ __all__ = [
     "READ_CHARS",
     "REFERENCE_TOOLS",
     "TOOLS_NOTE",
+    "AgentFault",
     "AgentIdentity",
     "Message",
     "TaskFacts",
     "ToolCall",
     "Usage",
+    "fault_line",
     "offered_tools",
     "task_files",
 ]
@@ -64,10 +66,23 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     cached_tokens: int = 0
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
-    """One normalized transcript message; maps one-to-one onto the chat format trainers use."""
+class AgentFault(msgspec.Struct, frozen=True, kw_only=True):
+    """What an ``error`` record says went wrong: ``kind`` as the CLI names it (an API error
+    type, ``authentication``, ``synthetic`` for a message the CLI made up itself, a failed
+    turn) and the HTTP ``status`` where one was given."""
 
-    role: Literal["system", "user", "assistant", "tool"]
+    kind: str
+    status: int | None = None
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One normalized transcript message; maps one-to-one onto the chat format trainers use.
+
+    ``role == "error"`` is not a message of the conversation but a record of a failure the
+    Agent's CLI reported (``content`` its text, ``error`` what it was): shown by ``record``
+    and ``replay``, never exported as a turn."""
+
+    role: Literal["system", "user", "assistant", "tool", "error"]
     content: str = ""
     reasoning: str | None = None
     tool_calls: list[ToolCall] = []
@@ -75,6 +90,16 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     name: str | None = None
     usage: Usage | None = None
     at: int = 0
+    error: AgentFault | None = None
+
+
+def fault_line(message: Message) -> str:
+    """An error record as one line: ``kind status: text`` (at most 300 characters)."""
+    error = message.error
+    kind = error.kind if error is not None else "error"
+    status = f" {error.status}" if error is not None and error.status is not None else ""
+    text = f"{kind}{status}: {' '.join(message.content.split())}"
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 # --------------------------------------------------------------------------- tool schemas
@@ -324,12 +349,14 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
 - `task.json` — these facts in machine-readable form, with the Benchmark's public spec.
 
 ## Session (your only access to the Environment)
-- `evopolicy session submit [DIR] --episodes SELECTOR` evaluates a program (default
+Run the session commands from the workspace root as `./evopolicy session ...` (an
+`evopolicy` on PATH, where there is one, is the same command).
+- `./evopolicy session submit [DIR] --episodes SELECTOR` evaluates a program (default
   `program/`) on Episodes of the pool, addressed by index `0..{pool - 1}`:
   `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping). Reusing indices
   compares programs on identical Episodes and costs budget again. `--parent ID` says which
   Submission the program was edited from (0: the initial program).
-- `evopolicy session finish ID [ID...]` ends your work, naming up to
+- `./evopolicy session finish ID [ID...]` ends your work, naming up to
   {candidates} Submission ids as candidates, best first. {unfinished}
 - Success prints JSON on stdout (exit 0); a rejection prints `{{"error": {{"code", "message"}}}}`
   on stderr (exit 1).

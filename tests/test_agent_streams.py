@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evopolicygym.agents.streams import PARSERS, NativeParser, StreamParser, parser_for
-from evopolicygym.transcript import Message, ToolCall, Usage
+from evopolicygym.transcript import AgentFault, Message, ToolCall, Usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "agent-streams"
 PROVIDERS = ("native", "codex", "claude-code", "kimi", "qoder")
@@ -879,7 +879,8 @@ def test_codex_unfinished_commands_are_emitted_at_eof() -> None:
     assert unknown == {}
 
 
-def test_codex_failures_and_errors_are_counted() -> None:
+def test_codex_errors_are_error_records_and_the_rest_is_counted() -> None:
+    body = '{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}'
     out, unknown = feed_all(
         "codex",
         [
@@ -889,10 +890,51 @@ def test_codex_failures_and_errors_are_counted() -> None:
             {"type": "turn.failed", "error": {"message": "stream disconnected"}},
             {"type": "item.completed"},
             {"item": {}},
+            completed(id="e", type="error", message="Model metadata for `x` not found."),
+            {"type": "error", "message": "unexpected status 401 Unauthorized: " + body},
+            {"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized: " + body}},
         ],
     )
-    assert out == [Message(role="assistant", content="partial")]
-    assert unknown == {"error": 1, "item:web_search": 1, "turn.failed": 1, "malformed": 2}
+    assert out == [
+        Message(role="error", content="Reconnecting... 1/5", error=AgentFault(kind="error")),
+        Message(role="assistant", content="partial"),
+        Message(role="error", content="stream disconnected", error=AgentFault(kind="turn_failed")),
+        Message(role="error", content="Model metadata for `x` not found.", error=AgentFault(kind="cli_error")),
+        # said twice by codex (error, then turn.failed), recorded once, its status read off
+        Message(
+            role="error",
+            content="unexpected status 401 Unauthorized: " + body,
+            error=AgentFault(kind="error", status=401),
+        ),
+    ]
+    assert unknown == {"item:web_search": 1, "malformed": 2}
+
+
+def test_claude_synthetic_messages_are_error_records_with_the_results_status() -> None:
+    synthetic = {
+        "type": "assistant",
+        "error": "authentication_failed",
+        "message": {
+            "id": "x",
+            "model": "<synthetic>",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Not logged in · Please run /login"}],
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        },
+    }
+    result = {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 401, "result": "Not logged in"}
+    out, unknown = feed_all("claude-code", [synthetic, result])
+    assert out == [
+        Message(
+            role="error",
+            content="Not logged in · Please run /login",
+            error=AgentFault(kind="authentication_failed", status=401),
+        )
+    ]
+    # a failing result with nothing before it is its own record
+    out, _ = feed_all("qoder", [{"type": "result", "subtype": "error_during_execution", "is_error": True, "result": "boom"}])
+    assert out == [Message(role="error", content="boom", error=AgentFault(kind="error_during_execution"))]
+    assert unknown == {}
 
 
 # --------------------------------------------------------------------------- claude details

@@ -78,6 +78,13 @@ class AgentProcess:
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def unknown_kinds(self) -> dict[str, int]:
+        counts = dict(self._parser.unknown)
+        if self.dropped:
+            counts["too-deep"] = counts.get("too-deep", 0) + self.dropped
+        return counts
+
     def _read(self) -> None:
         assert self.process.stdout is not None
         stream = self.process.stdout

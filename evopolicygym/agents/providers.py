@@ -16,9 +16,11 @@ hide the store); their sandboxes would also block the session socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from typing import Any
 
@@ -26,7 +28,7 @@ import msgspec
 
 from evopolicygym.transcript import AgentIdentity
 
-__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "launch_for"]
+__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "kimi_flavour", "launch_for"]
 
 # What an Agent inherits from the Host's environment; everything else (credentials, the
 # store's location) stays with the Host unless the user passes it on with --agent-env.
@@ -63,6 +65,23 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True):
     model: bool = False  # takes --model
     effort: bool = False  # takes --effort
 
+
+# Kimi Code's model from the environment (its documented KIMI_MODEL_* variables).
+_KIMI_MODEL_VARIABLES = (
+    "NAME",
+    "API_KEY",
+    "BASE_URL",
+    "PROVIDER_TYPE",
+    "MAX_CONTEXT_SIZE",
+    "MAX_OUTPUT_SIZE",
+    "CAPABILITIES",
+    "DISPLAY_NAME",
+    "REASONING_KEY",
+    "ADAPTIVE_THINKING",
+    "THINKING_EFFORT",
+    "TEMPERATURE",
+    "TOP_P",
+)
 
 _EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
 
@@ -107,9 +126,16 @@ PROVIDERS: dict[str, Provider] = {
         ),
         Provider(
             name="kimi",
-            description="Kimi Code CLI: kimi --print --output-format stream-json",
+            description="Kimi Code (kimi -p --output-format stream-json) or kimi-cli 1.x (kimi --print ...)",
             executable="kimi",
-            env=("MOONSHOT_API_KEY", "KIMI_API_KEY", "KIMI_BASE_URL", "KIMI_MODEL_NAME"),
+            env=(
+                "MOONSHOT_API_KEY",
+                "KIMI_API_KEY",
+                "KIMI_BASE_URL",
+                "KIMI_SHARE_DIR",  # kimi-cli's home
+                "KIMI_CODE_HOME",
+                *(f"KIMI_MODEL_{name}" for name in _KIMI_MODEL_VARIABLES),
+            ),
             stream="kimi",
             model=True,
         ),
@@ -207,6 +233,31 @@ def _refuse_secrets(options: dict[str, Any]) -> None:
             )
 
 
+_FLAVOURS: dict[tuple[str, int], str] = {}
+
+
+def kimi_flavour(env: dict[str, str]) -> str:
+    """Which CLI ``kimi`` on ``env``'s PATH is: ``kimi-code`` (the Node CLI, 2.x) or
+    ``kimi-cli`` (the Python CLI, 1.x), told by its ``--version``; their flags differ."""
+    executable = shutil.which("kimi", path=env.get("PATH"))
+    if executable is None:
+        return "kimi-code"
+    with contextlib.suppress(OSError):
+        key = (os.path.realpath(executable), os.stat(executable).st_mtime_ns)
+        if key not in _FLAVOURS:
+            try:
+                done = subprocess.run(
+                    [executable, "--version"], capture_output=True, text=True, timeout=30, env=env
+                )
+                said = done.stdout + done.stderr
+            except (OSError, subprocess.SubprocessError):
+                said = ""
+            # kimi-cli says "kimi, version 1.51.0"; Kimi Code prints the bare version.
+            _FLAVOURS[key] = "kimi-cli" if "kimi, version" in said else "kimi-code"
+        return _FLAVOURS[key]
+    return "kimi-code"
+
+
 def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
     """The command line and environment (before the session variables) for ``identity``;
     ``task`` (the Host's task text) is the prompt of the CLI providers."""
@@ -258,9 +309,16 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
             if model:
                 argv += ["--model", model]
         case "kimi":
-            argv = ["kimi", "--print", "-p", prompt, "--output-format", "stream-json"]
-            if model:
-                argv += ["--model", model]
+            if kimi_flavour(env) == "kimi-cli":
+                argv = ["kimi", "--print", "-p", prompt, "--output-format", "stream-json"]
+                if model:
+                    argv += ["--model", model]
+            else:
+                # Kimi Code: prompt mode runs without asking. Its --model takes an alias of its
+                # config; a model given by KIMI_MODEL_NAME is its default and needs none.
+                argv = ["kimi", "-p", prompt, "--output-format", "stream-json"]
+                if model and "KIMI_MODEL_NAME" not in env:
+                    argv += ["--model", model]
         case "qoder":
             argv = ["qodercli", "-p", prompt, "--output-format", "stream-json"]
             # Headless, anything needing confirmation is denied (the session commands too).

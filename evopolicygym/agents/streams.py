@@ -92,12 +92,13 @@ saying where its format is documented):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
 
-from evopolicygym.transcript import Message, ToolCall, Usage
+from evopolicygym.transcript import AgentFault, Message, ToolCall, Usage
 
 __all__ = [
     "PARSERS",
@@ -262,6 +263,27 @@ def _anthropic_usage(value: Any) -> Usage | None:
     )
 
 
+_STATUS = re.compile(r"\b(?:status|Error:?)\s*([45]\d\d)\b")
+
+
+def _fault(text: str, kind: str, status: int | None = None) -> Message:
+    """An ``error`` record: a failure the CLI reported, never a turn of the conversation."""
+    if status is None:
+        found = _STATUS.search(text)
+        status = int(found.group(1)) if found else None
+    return Message(role="error", content=text, error=AgentFault(kind=kind[:_MAX_KIND_CHARS] or "error", status=status))
+
+
+def _error_text(value: Any) -> tuple[str, str | None]:
+    """(message, type) of an error given as text that may be an API's JSON error body."""
+    text = _str(value) or ""
+    body = _decode(text.encode()) if text.startswith("{") else None
+    error = _dict(body.get("error")) if isinstance(body, dict) else None
+    if error is not None:
+        return _str(error.get("message")) or text, _str(error.get("type")) or _str(error.get("code"))
+    return text, None
+
+
 def _join(parts: list[str], separator: str = "\n") -> str:
     return separator.join(p for p in parts if p)
 
@@ -371,6 +393,7 @@ class CodexParser(_JsonLines):
         self._reasoning_chars = 0
         self._held: Message | None = None  # a text-only assistant message awaiting usage
         self._open: dict[str, dict[str, Any]] = {}  # tool items started, not completed
+        self._last_error: str | None = None
 
     def _event(self, event: dict[str, Any]) -> list[Message]:
         kind = _str(event.get("type"))
@@ -386,9 +409,17 @@ class CodexParser(_JsonLines):
         if kind == "turn.completed":
             return self._end_turn(_openai_usage(event.get("usage")))
         if kind == "turn.failed":
-            self._count(kind)
-            return self._end_turn(None)
-        self._count(kind)  # "error" (a stream error or a retry notice) and anything newer
+            text, error_type = _error_text((_dict(event.get("error")) or {}).get("message"))
+            out = self._end_turn(None)
+            if text and text != self._last_error:  # codex says it twice: as "error", then here
+                out.append(_fault(text, error_type or "turn_failed"))
+            self._last_error = None
+            return out
+        if kind == "error":  # a stream or API error, or a retry notice
+            text, error_type = _error_text(event.get("message"))
+            self._last_error = text
+            return [*self._release(), _fault(text, error_type or "error")]
+        self._count(kind)  # anything newer
         return []
 
     def _close(self) -> list[Message]:
@@ -449,6 +480,8 @@ class CodexParser(_JsonLines):
                 )
             )
             return out
+        if item_type == "error":  # a notice of the CLI's own (an unknown model, a config problem)
+            return [*self._release(), _fault(_str(item.get("message")) or "", "cli_error")]
         self._count(f"item:{item_type}" if item_type else "malformed")
         return []
 
@@ -548,9 +581,16 @@ class ClaudeCodeParser(_JsonLines):
         self._group: list[dict[str, Any]] = []  # lines of one API message (same message.id)
         self._group_id: str | None = None
         self._since_result: Usage | None = None  # usage given to messages since the last result
+        self._fault: Message | None = None  # a synthetic error awaiting its result line
 
     def _event(self, event: dict[str, Any]) -> list[Message]:
         kind = _str(event.get("type"))
+        held: list[Message] = []
+        if self._fault is not None and kind != "result":
+            held, self._fault = [self._fault], None
+        return held + self._line(kind, event)
+
+    def _line(self, kind: str | None, event: dict[str, Any]) -> list[Message]:
         if kind is None:
             self._count("malformed")
             return []
@@ -570,7 +610,8 @@ class ClaudeCodeParser(_JsonLines):
         return []
 
     def _close(self) -> list[Message]:
-        return self._flush()
+        held, self._fault = ([self._fault] if self._fault is not None else []), None
+        return self._flush() + held
 
     # ---- assistant
 
@@ -589,6 +630,18 @@ class ClaudeCodeParser(_JsonLines):
         message = self._message_of(event)
         if message is None:
             return []
+        if message.get("model") == "<synthetic>" or event.get("error") is not None:
+            # Made up by the CLI (an API error, "Not logged in"): a failure, not a turn. Held
+            # for the result line that follows with the HTTP status.
+            pending = self._flush()
+            texts = [
+                _str(block.get("text")) or ""
+                for block in _list(message.get("content"))
+                if isinstance(block, dict) and block.get("type") == "text"
+            ]
+            kind = _str(event.get("error")) or "synthetic"
+            self._fault = _fault(_join(texts), "synthetic" if kind == "unknown" else kind)
+            return pending
         message_id = _str(message.get("id"))
         out: list[Message] = []
         if self._group and (message_id is None or message_id != self._group_id):
@@ -702,6 +755,19 @@ class ClaudeCodeParser(_JsonLines):
         return _join(texts)
 
     def _result(self, event: dict[str, Any]) -> list[Message]:
+        fault, self._fault = self._fault, None
+        if event.get("is_error") is True:
+            status = event.get("api_error_status")
+            status = status if isinstance(status, int) and not isinstance(status, bool) else None
+            if fault is None:
+                subtype = _str(event.get("subtype")) or "result"
+                fault = _fault(_str(event.get("result")) or "", subtype if subtype != "success" else "result")
+            if status is not None and fault.error is not None:
+                fault = msgspec.structs.replace(fault, error=AgentFault(kind=fault.error.kind, status=status))
+        out = self._usage_of_result(event)
+        return out if fault is None else [*out, fault]
+
+    def _usage_of_result(self, event: dict[str, Any]) -> list[Message]:
         totals = _anthropic_usage(event.get("usage"))
         if totals is None:
             out = self._flush()

@@ -184,6 +184,9 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
         ],
         "rejected_submissions": summary.rejected_submissions,
         "agent_attempts": summary.agent_attempts,
+        "agent_errors": summary.agent_errors,
+        "last_agent_error": summary.last_agent_error,
+        "unknown_stream_kinds": dict(sorted(summary.unknown_stream_kinds.items())),
         "final_submission": None
         if summary.final_program_digest is None
         else {
@@ -243,6 +246,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("budget", f"{summary['budget_used']} used, {_fmt(summary['budget_left'])} left"),
         ("rejected", str(summary["rejected_submissions"])),
     ]
+    if summary["agent_errors"]:
+        rows.append(("agent errors", f"{summary['agent_errors']} (last: {summary['last_agent_error'] or '-'})"))
+    if summary["unknown_stream_kinds"]:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in summary["unknown_stream_kinds"].items())
+        rows.append(("unparsed lines", kinds))
     if final is not None:
         rows.append(("final", f"submission {final['submission_id']} ({_fmt(final['score'])})"))
     if summary["validation_error"]:

@@ -23,6 +23,7 @@ from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentExited,
+    AgentMessages,
     AgentStarted,
     AssessmentCompleted,
     CandidateValidated,
@@ -50,6 +51,7 @@ from evopolicygym.run import (
     create_run,
 )
 from evopolicygym.run.skills import SkillError, load_skill
+from evopolicygym.transcript import fault_line
 
 __all__ = ["carry", "resume", "run"]
 
@@ -358,6 +360,9 @@ class RunView:
                 return f"submission {event.submission_id}: evaluation failed: {event.error}"
             case FinishAccepted():
                 return f"finished with candidates {', '.join(map(str, event.candidates))}"
+            case AgentMessages():
+                faults = [fault_line(m) for m in event.messages if m.role == "error"]
+                return "\n".join(f"agent error: {fault}" for fault in faults) or None
             case AgentExited():
                 return f"agent exited ({event.reason}, code {event.exit_code})"
             case CandidateValidated():

@@ -219,6 +219,12 @@ class AgentExited(Event, frozen=True, kw_only=True):
     reason: str = ""
     stdout_blob: str | None = None
     stderr_blob: str | None = None
+    # What the stream parser made of the attempt's stdout beyond its messages: the kinds
+    # of lines it did not know, with their counts (they stay in the raw stream), and the
+    # error records (API errors, a failed login) with the last one's text.
+    unknown_kinds: dict[str, int] = {}
+    errors: int = 0
+    last_error: str | None = None
 
 
 class ValidationStarted(Event, frozen=True, kw_only=True):

@@ -215,6 +215,9 @@ class RunSummary:
     rejected_finishes: int = 0
     agent_attempts: int = 0
     agent_exits: int = 0
+    agent_errors: int = 0  # error records of the Agent's CLI (API errors, a failed login)
+    last_agent_error: str | None = None
+    unknown_stream_kinds: dict[str, int] = field(default_factory=dict)  # lines no parser knew
     finish_candidates: list[int] | None = None
     best_submission_id: int | None = None  # the best published Submission (see _rank)
     best_score: float | None = None
@@ -351,6 +354,10 @@ class RunSummary:
             case AgentExited():
                 self.agent_attempts = max(self.agent_attempts, event.attempt)
                 self.agent_exits += 1
+                self.agent_errors += event.errors
+                self.last_agent_error = event.last_error or self.last_agent_error
+                for kind, count in event.unknown_kinds.items():
+                    self.unknown_stream_kinds[kind] = self.unknown_stream_kinds.get(kind, 0) + count
             case SubmissionRejected():
                 self.rejected_submissions += 1
             case FinishRejected():

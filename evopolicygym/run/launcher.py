@@ -77,6 +77,11 @@ class RunningAgent(Protocol):
         """After it exited: end what it left running, read its stdout to the end."""
         ...
 
+    @property
+    def unknown_kinds(self) -> dict[str, int]:
+        """Kinds of stdout lines its stream parser did not know, with their counts."""
+        ...
+
     def stdout_since(self, offset: int) -> builtins.bytes:
         """Its raw stdout from byte ``offset`` on, as read so far."""
         ...

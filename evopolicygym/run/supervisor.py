@@ -9,19 +9,22 @@ sees a secret cut in two); its stdout and stderr are kept as blobs with its exit
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
+from pathlib import Path
 
 import msgspec
 
-from evopolicygym.protocol import CLI_ENV, SESSION_ENV, WORKSPACE_ENV
+from evopolicygym.hostdirs import remove_tree
+from evopolicygym.protocol import CLI_ENV, CLI_SHIM, SESSION_ENV, WORKSPACE_ENV, cli_shim
 from evopolicygym.run.decider import AgentExit, RecordMessages, StartAgent
 from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.publisher import Publisher
 from evopolicygym.run.session import Handler, SessionServer
-from evopolicygym.transcript import Message, offered_tools
+from evopolicygym.transcript import Message, fault_line, offered_tools
 
 __all__ = ["FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
 
@@ -44,6 +47,8 @@ class AgentSupervisor:
         self._raw_held = b""  # read but not yet recorded: an unfinished line or secret block
         self._agent_done = False
         self._last_flush = 0.0
+        self._errors = 0  # error records of the running attempt
+        self._last_error: str | None = None
 
     @property
     def redactor(self) -> Redaction:
@@ -70,8 +75,15 @@ class AgentSupervisor:
             env[SESSION_ENV] = server.path
             env[WORKSPACE_ENV] = str(workspace)
             env.setdefault(CLI_ENV, msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
+            try:
+                _write_shim(workspace, msgspec.json.decode(env[CLI_ENV], type=list[str]))
+            except (OSError, msgspec.ValidationError, msgspec.DecodeError) as exc:
+                ledger.must(StartAgent(command=[], pid=None))
+                ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+                return
             with ledger.lock:
                 self._raw_held = b""
+                self._errors, self._last_error = 0, None
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.
                 self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
                 try:
@@ -109,6 +121,9 @@ class AgentSupervisor:
                 reason=status.reason,
                 stdout_blob=ledger.store.blobs.put(redactor.bytes(stdout)),
                 stderr_blob=ledger.store.blobs.put(redactor.bytes(stderr)),
+                unknown_kinds=dict(agent.unknown_kinds),
+                errors=self._errors,
+                last_error=self._last_error,
             )
         )
 
@@ -139,6 +154,9 @@ class AgentSupervisor:
         redacted = self.redactor.message(message)  # before anything of it is recorded
         with self._ledger.lock:
             self._pending_messages.append(redacted)
+            if redacted.role == "error":
+                self._errors += 1
+                self._last_error = fault_line(redacted)
 
     def flush(self, force: bool = False) -> None:
         """Record the messages received so far (when due, or ``force``) with their raw stream."""
@@ -162,6 +180,20 @@ class AgentSupervisor:
                 raw, self._raw_held = _whole_lines(self._raw_held + fresh, final=self._agent_done)
                 raw_blob = ledger.store.blobs.put(self.redactor.bytes(raw)) if raw else None
             ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob))
+
+
+def _write_shim(workspace: Path, cli: list[str]) -> None:
+    """``./evopolicy`` in the workspace root, replaced whole: whatever the Agent left there,
+    the session command of this attempt is the Host's."""
+    shim = workspace / CLI_SHIM
+    fresh = workspace / f".{CLI_SHIM}.new"
+    fresh.unlink(missing_ok=True)
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+    with os.fdopen(fd, "wb") as out:
+        out.write(cli_shim(cli))
+    if shim.is_dir() and not shim.is_symlink():
+        remove_tree(shim)
+    os.replace(fresh, shim)
 
 
 _PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")

@@ -87,6 +87,9 @@ LABELS = """\
 - `budget_used`: the Run's Episodes charged so far, this Submission's included.
 - `tools_inferred`: whether `tools` was told from the conversation's calls instead of
   recorded as the tools the Agent was offered.
+- `agent_errors`: the errors the Agent's CLI reported in the attempt (`kind`, HTTP
+  `status` where given, `message`): API errors, failed logins, messages the CLI made up
+  itself. They are never turns of the conversation.
 - `redacted`: whether the row holds a redacted secret.
 """
 

@@ -95,6 +95,8 @@ class RunHistory:
     # The tools each Agent attempt was offered, where its AgentStarted records them exactly
     # (the built-in agents); None for an attempt whose tools only its calls tell.
     offered_tools: dict[int, list[dict[str, Any]] | None] = field(default_factory=dict)
+    # The error records of each attempt (role "error"), kept out of ``transcripts``.
+    agent_errors: dict[int, list[Message]] = field(default_factory=dict)
     # The Submissions' parents and matched comparisons (``lineage.lineage_of``), once computed.
     lineage: Any = field(default=None, repr=False, compare=False)
 
@@ -247,6 +249,7 @@ def _read(
     summary.apply(created, version=first.stream_version, at=first.recorded_at)
     transcripts: dict[int, list[Message]] = {}
     offered: dict[int, list[dict[str, Any]] | None] = {}
+    faults: dict[int, list[Message]] = {}
     extras: dict[int, SubmissionHistory] = {}
     attempt = 0
     finished: RunFinished | None = None
@@ -263,7 +266,11 @@ def _read(
                 transcripts.setdefault(attempt, [])
                 offered[attempt] = event.tools
             case AgentMessages():
-                transcripts.setdefault(event.attempt, []).extend(event.messages)
+                # Error records (API errors, "Not logged in") are failures the CLI reported,
+                # not turns: no conversation an exporter writes holds them.
+                kept = [m for m in event.messages if m.role != "error"]
+                transcripts.setdefault(event.attempt, []).extend(kept)
+                faults.setdefault(event.attempt, []).extend(m for m in event.messages if m.role == "error")
             case EvaluationStarted():
                 extras[event.submission_id] = SubmissionHistory(
                     summary=summary.submission(event.submission_id),
@@ -285,4 +292,5 @@ def _read(
         transcripts=transcripts,
         submissions=[extras[k] for k in sorted(extras)],
         offered_tools=offered,
+        agent_errors=faults,
     )

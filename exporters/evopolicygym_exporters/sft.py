@@ -76,6 +76,10 @@ _USAGE = {
     "cached_tokens": Value("int64"),
 }
 
+# An error the Agent's CLI reported in this attempt (an API error, a failed login): never
+# a turn of ``messages``, listed here instead.
+AGENT_ERROR = {"kind": Value("string"), "status": Value("int64"), "message": Value("string")}
+
 
 class SftExporter(Exporter):
     name: ClassVar[str] = "sft"
@@ -101,6 +105,7 @@ class SftExporter(Exporter):
                 **chat,
                 "tools": Json(),
                 "tools_inferred": Value("bool"),
+                "agent_errors": List(AGENT_ERROR),
                 "submissions": List(SUBMISSION_OUTCOME),
                 **self.extra_features(),
                 "redacted": Value("bool"),
@@ -153,6 +158,14 @@ class SftExporter(Exporter):
                 "attempt": attempt,
                 "tools": tools,
                 "tools_inferred": inferred,
+                "agent_errors": [
+                    {
+                        "kind": m.error.kind if m.error else "error",
+                        "status": m.error.status if m.error else None,
+                        "message": m.content,
+                    }
+                    for m in run.agent_errors.get(attempt, ())
+                ],
                 **self.extra(run, transcript),
             }
             if not self.options.per_turn:

@@ -140,6 +140,9 @@ class AgentExit(Command, frozen=True, kw_only=True):
     reason: str = ""
     stdout_blob: str | None = None
     stderr_blob: str | None = None
+    unknown_kinds: dict[str, int] = {}
+    errors: int = 0
+    last_error: str | None = None
 
 
 class StartValidation(Command, frozen=True, kw_only=True):

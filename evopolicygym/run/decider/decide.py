@@ -323,6 +323,9 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     reason=command.reason,
                     stdout_blob=command.stdout_blob,
                     stderr_blob=command.stderr_blob,
+                    unknown_kinds=command.unknown_kinds,
+                    errors=command.errors,
+                    last_error=command.last_error,
                 )
             ]
         case StartValidation():

@@ -1,0 +1,228 @@
+"""The released agent CLIs, end to end: each drives a whole Run against a loopback model.
+
+The CLIs are installed at pinned versions by ``.ci/agent-clis`` (into a cache directory
+outside the checkout) and each is pointed at ``modelserver`` speaking its API: codex the
+Responses API, Claude Code the Messages API, Kimi Code and kimi-cli Chat Completions.
+The scripted model reads the task, edits the program with the CLI's own edit tool,
+submits through ``./evopolicy session``, finishes; the test then compares the recorded
+transcript with what the server sent. Where the registry cannot be reached the tests skip
+and say so (under ``EVOPOLICY_REQUIRE_EXTRAS=1``, as in CI, they fail instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from modelserver import Call, HttpError, ModelServer, Turn
+
+from evopolicygym.records.events import AgentExited, AgentMessages, AgentStarted, Event, RunFinished
+from evopolicygym.records.location import open_store
+from evopolicygym.run import load_run
+from evopolicygym.transcript import Message
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "sk-loopback-test-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def clis() -> Path:
+    """The directory of the installed CLIs' launchers (``bin/``)."""
+    done = subprocess.run([str(ROOT / ".ci" / "agent-clis")], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        _unavailable(f"the agent CLIs could not be installed: {done.stderr.strip()[-400:]}")
+    return Path(done.stdout.strip().splitlines()[-1]) / "bin"
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def _need(clis: Path, name: str) -> None:
+    if not (clis / name).exists():
+        missing = (clis.parent / "missing").read_text().split() if (clis.parent / "missing").exists() else []
+        _unavailable(f"{name} is not installed ({'the registry did not give it' if missing else 'unknown'})")
+
+
+def run_agent(
+    tmp_path: Path, clis: Path, agent: str, env: dict[str, str], *, model: str = "test-model"
+) -> tuple[list[Event], subprocess.CompletedProcess[str]]:
+    """``evopolicy run`` with ``agent``, its CLI first on PATH; the Run's events."""
+    store = tmp_path / "store"
+    argv = [sys.executable, "-m", "evopolicygym.cli", "run", "--store", str(store), "--benchmark", "cartpole"]
+    argv += ["--agent", agent, "--model", model, "--budget", "4", "--validation-episodes", "2"]
+    argv += ["--max-candidates", "1", "--assessment-episodes", "2", "--agent-timeout", "240"]
+    argv += ["--max-agent-attempts", "1", "--jobs", "2"]
+    for name in env:
+        argv += ["--agent-env", name]
+    full = {**os.environ, **env, "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env=full, timeout=500)
+    with open_store(store) as opened:
+        run_id = opened.events.streams("run-")[0].stream_id.removeprefix("run-")
+        _, events = load_run(opened, run_id)
+    return events, done
+
+
+def messages_of(events: list[Event]) -> list[Message]:
+    return [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+
+
+def assert_finished(events: list[Event], done: subprocess.CompletedProcess[str]) -> None:
+    finished = [e for e in events if isinstance(e, RunFinished)]
+    exits = [e for e in events if isinstance(e, AgentExited)]
+    assert finished and finished[0].reason == "finished", (done.stdout[-2000:], done.stderr[-2000:], exits)
+    assert finished[0].final_submission_id == 1
+
+
+POLICY_PATCH = """*** Begin Patch
+*** Add File: program/notes.py
++# Edited by the model: a gain it may tune.
++GAIN = 1.0
+*** End Patch
+"""
+
+
+@pytest.fixture
+def codex_home(tmp_path: Path) -> Iterator[Path]:
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    yield home
+
+
+def codex_config(home: Path, server: ModelServer) -> None:
+    (home / "config.toml").write_text(
+        f"""model = "test-model"
+model_provider = "loopback"
+
+[model_providers.loopback]
+name = "loopback"
+base_url = "{server.url}"
+wire_api = "responses"
+env_key = "LOOPBACK_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+    )
+
+
+def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path, codex_home: Path) -> None:
+    _need(clis, "codex")
+    script: list[Turn | HttpError] = [
+        Turn(reasoning="Read the task first.", calls=(Call("exec_command", {"cmd": "cat TASK.md"}),)),
+        Turn(text="Adding a tunable gain.", calls=(Call("exec_command", {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}),)),
+        Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session finish 1"}),)),
+        Turn(text="Finished with submission 1."),
+    ]
+    with ModelServer("responses", script) as server:
+        codex_config(codex_home, server)
+        events, done = run_agent(tmp_path, clis, "codex", {"CODEX_HOME": str(codex_home), "LOOPBACK_KEY": KEY})
+    assert_finished(events, done)
+    assert server.remaining == 0
+    started = next(e for e in events if isinstance(e, AgentStarted))
+    assert started.command[0] == "codex"
+    messages = messages_of(events)
+    # codex warns that it has no metadata for the model: an error record, not a turn
+    faults = [m for m in messages if m.role == "error"]
+    assert faults and faults[0].error is not None and faults[0].error.kind == "cli_error"
+    assert all("Model metadata" not in m.content for m in messages if m.role == "assistant")
+
+
+def _dump(messages: list[Message]) -> str:
+    return json.dumps([{"role": m.role, "content": m.content[:80], "calls": [(c.name, c.arguments) for c in m.tool_calls]} for m in messages], indent=1)[:6000]
+
+
+def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
+    _need(clis, "claude")
+    script: list[Turn | HttpError] = [
+        Turn(reasoning="Read the task first.", calls=(Call("Bash", {"command": "cat TASK.md", "description": "Read the task"}),)),
+        Turn(
+            text="Adding a tunable gain.",
+            calls=(Call("Write", {"file_path": "program/notes.py", "content": "GAIN = 1.0\n"}),),
+        ),
+        Turn(calls=(Call("Bash", {"command": "./evopolicy session submit --episodes 0:2 --parent 0", "description": "Submit"}),)),
+        Turn(calls=(Call("Bash", {"command": "./evopolicy session finish 1", "description": "Finish"}),)),
+        Turn(text="Finished with submission 1."),
+    ]
+    with ModelServer("messages", script, model="claude-sonnet-4-5") as server:
+        env = {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+        events, done = run_agent(tmp_path, clis, "claude-code", env, model="claude-sonnet-4-5")
+    assert_finished(events, done)
+    messages = messages_of(events)
+    calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
+    assert ("Bash", "./evopolicy session finish 1") in calls, _dump(messages)
+
+
+def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
+    _need(clis, "kimi")
+    script: list[Turn | HttpError] = [
+        Turn(reasoning="Read the task first.", calls=(Call("Bash", {"command": "cat TASK.md"}),)),
+        Turn(text="Adding a tunable gain.", calls=(Call("Write", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),)),
+        Turn(calls=(Call("Bash", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(calls=(Call("Bash", {"command": "./evopolicy session finish 1"}),)),
+        Turn(text="Finished with submission 1."),
+    ]
+    with ModelServer("chat", script) as server:
+        env = {
+            "KIMI_MODEL_NAME": "test-model",
+            "KIMI_MODEL_API_KEY": KEY,
+            "KIMI_MODEL_BASE_URL": server.url,
+            "KIMI_MODEL_PROVIDER_TYPE": "kimi",
+            "KIMI_CODE_HOME": str(tmp_path / "kimi-home"),
+        }
+        events, done = run_agent(tmp_path, clis, "kimi", env)
+    assert_finished(events, done)
+    messages = messages_of(events)
+    calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
+    assert ("Bash", "./evopolicy session finish 1") in calls, _dump(messages)
+
+
+def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
+    """The PyPI kimi-cli (1.x, the same command name, other flags) keeps working."""
+    _need(clis, "kimi-cli")
+    only = tmp_path / "kimi-cli-bin"
+    only.mkdir()
+    (only / "kimi").symlink_to(clis / "kimi-cli")
+    script: list[Turn | HttpError] = [
+        Turn(reasoning="Read the task first.", calls=(Call("Shell", {"command": "cat TASK.md"}),)),
+        Turn(text="Adding a tunable gain.", calls=(Call("WriteFile", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),)),
+        Turn(calls=(Call("Shell", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(calls=(Call("Shell", {"command": "./evopolicy session finish 1"}),)),
+        Turn(text="Finished with submission 1."),
+    ]
+    with ModelServer("chat", script) as server:
+        env = {
+            "KIMI_MODEL_NAME": "test-model",
+            "KIMI_API_KEY": KEY,
+            "KIMI_BASE_URL": server.url,
+            "KIMI_SHARE_DIR": str(tmp_path / "kimi-share"),
+        }
+        events, done = run_agent(tmp_path, only, "kimi", env)
+    assert_finished(events, done)
+    started = next(e for e in events if isinstance(e, AgentStarted))
+    assert started.command[:2] == ["kimi", "--print"]
+    messages = messages_of(events)
+    calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
+    assert ("Shell", "./evopolicy session finish 1") in calls, _dump(messages)
+
+
+def test_qoder_not_logged_in_is_one_clear_line(tmp_path: Path, clis: Path) -> None:
+    """qodercli cannot be pointed at a local endpoint; without a login it says so, and the
+    Run says so in one line, with no assistant turn recorded for it."""
+    _need(clis, "qodercli")
+    events, done = run_agent(tmp_path, clis, "qoder", {"QODER_CONFIG_PROBE": "1"})
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "agent_failed" and finished.final_submission_id is None
+    assert "Not logged in" in done.stdout + done.stderr
+    messages = messages_of(events)
+    assert not [m for m in messages if m.role == "assistant"], _dump(messages)
