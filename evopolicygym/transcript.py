@@ -61,9 +61,13 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens of one model response (or, where a CLI tells no more, of several)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of input_tokens, read from the provider's cache
+    cache_write_tokens: int = 0  # of input_tokens, written to it
+    reasoning_tokens: int = 0  # of output_tokens, spent reasoning
 
 
 class AgentFault(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,6 +95,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage | None = None
     at: int = 0
     error: AgentFault | None = None
+    model: str | None = None  # the model that wrote an assistant message, where known
 
 
 def fault_line(message: Message) -> str:

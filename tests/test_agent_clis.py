@@ -17,7 +17,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 from modelserver import Call, HttpError, ModelServer, Turn
 
@@ -74,7 +76,65 @@ def run_agent(
 
 
 def messages_of(events: list[Event]) -> list[Message]:
-    return [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+    """The live stream's messages."""
+    return [m for e in events if isinstance(e, AgentMessages) and e.source is None for m in e.messages]
+
+
+def session_transcript(events: list[Event], source: str) -> list[Message]:
+    chunks = [e for e in events if isinstance(e, AgentMessages) and e.source is not None]
+    assert [e.source for e in chunks] == [source]
+    return chunks[0].messages
+
+
+def assert_as_sent(messages: list[Message], server: ModelServer, *, model: str, anthropic: bool = False) -> None:
+    """Each model response the server sent is one assistant message, exactly."""
+    said = [m for m in messages if m.role == "assistant"]
+    assert len(said) == len(server.sent), _dump(messages)
+    for message, turn in zip(said, server.sent, strict=True):
+        assert message.content == turn.text
+        assert (message.reasoning or "") == turn.reasoning
+        assert [(c.id, c.name, c.arguments) for c in message.tool_calls] == [
+            (c.id, c.name, c.arguments) for c in turn.calls
+        ]
+        assert message.model == model
+        assert message.usage is not None
+        usage = message.usage
+        if anthropic:  # input_tokens there leaves out the cache; ours counts all the prompt
+            expected = turn.input_tokens + turn.cached_tokens + turn.cache_write_tokens
+            assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+                expected,
+                turn.cached_tokens,
+                turn.cache_write_tokens,
+                turn.output_tokens,
+            )
+        else:
+            assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens) == (
+                turn.input_tokens,
+                turn.cached_tokens,
+                turn.output_tokens,
+                turn.reasoning_tokens,
+            )
+    results = {m.tool_call_id for m in messages if m.role == "tool"}
+    assert results == {c.id for t in server.sent for c in t.calls}
+
+
+def sft_rows(tmp_path: Path, events: list[Event]) -> list[dict[str, Any]]:
+    """The Run's sft rows, written by the exporter and loaded back with ``datasets``."""
+    from datasets import load_dataset
+
+    out = tmp_path / "export"
+    done = subprocess.run(
+        [sys.executable, "-m", "evopolicygym.cli", "export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, Any]] = []
+    for split in ("train", "test"):
+        files = sorted((out / "sft").glob(f"{split}*")) or sorted((out / "sft").glob(f"*/{split}*"))
+        if files:
+            rows += list(load_dataset(str(out / "sft"), split=split))
+    return rows
 
 
 def assert_finished(events: list[Event], done: subprocess.CompletedProcess[str]) -> None:
@@ -131,6 +191,17 @@ def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path, codex_home: Path) ->
     assert server.remaining == 0
     started = next(e for e in events if isinstance(e, AgentStarted))
     assert started.command[0] == "codex"
+    # The rollout is the transcript: one assistant message per model response, the model's
+    # own tool names and arguments (the patch body too), its usage and model.
+    recorded = session_transcript(events, "codex-rollout")
+    assert_as_sent(recorded, server, model="test-model")
+    assert not any("evopolicy-" in json.dumps(msgspec.to_builtins(m)) for m in recorded)  # no workspace path
+    rows = sft_rows(tmp_path, events)
+    assert len(rows) == 1
+    exported = [c["function"] for m in rows[0]["messages"] for c in m["tool_calls"] or ()]
+    assert {"name": "exec_command", "arguments": {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}} in exported
+    assert [r["input_tokens"] for r in rows[0]["responses"]] == [t.input_tokens for t in server.sent]
+    assert {r["model"] for r in rows[0]["responses"]} == {"test-model"}
     messages = messages_of(events)
     # codex warns that it has no metadata for the model: an error record, not a turn
     faults = [m for m in messages if m.role == "error"]
@@ -161,6 +232,11 @@ def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
     assert ("Bash", "./evopolicy session finish 1") in calls, _dump(messages)
+    # The session file is the transcript: per-message usage (not the stream's placeholder 1)
+    recorded = session_transcript(events, "claude-session")
+    assert_as_sent(recorded, server, model="claude-sonnet-4-5", anthropic=True)
+    rows = sft_rows(tmp_path, events)
+    assert [r["output_tokens"] for r in rows[0]["responses"]] == [t.output_tokens for t in server.sent]
 
 
 def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:

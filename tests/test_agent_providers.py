@@ -57,8 +57,19 @@ def test_every_cli_provider_gets_its_command_line_and_only_its_credentials(
     claude = launch_for(agent_identity("claude-code", model="sonnet"), task)
     assert claude.argv[:3] == ["claude", "-p", task] and "stream-json" in claude.argv
     assert "ANTHROPIC_API_KEY" in claude.env and "OPENAI_API_KEY" not in claude.env
-    kimi = launch_for(agent_identity("kimi"), task)
-    assert kimi.argv[:4] == ["kimi", "--print", "-p", task] and "MOONSHOT_API_KEY" in kimi.env
+    kimi = launch_for(agent_identity("kimi", model="k2"), task)
+    # Kimi Code (its --version prints a bare version): prompt mode, no --print
+    assert kimi.argv[:3] == ["kimi", "-p", task] and "MOONSHOT_API_KEY" in kimi.env
+    assert kimi.argv[-2:] == ["--model", "k2"]
+    monkeypatch.setenv("KIMI_MODEL_NAME", "k2")
+    monkeypatch.setenv("KIMI_MODEL_BASE_URL", "http://127.0.0.1:1/v1")
+    kimi = launch_for(agent_identity("kimi", model="k2"), task)
+    assert "--model" not in kimi.argv  # the model comes from KIMI_MODEL_NAME, not an alias
+    assert kimi.env["KIMI_MODEL_NAME"] == "k2" and kimi.env["KIMI_MODEL_BASE_URL"].endswith("/v1")
+    # kimi-cli 1.x says "kimi, version ..." and takes --print
+    (fake_clis / "kimi").write_text("#!/bin/sh\necho 'kimi, version 1.51.0'\n")
+    old_cli = launch_for(agent_identity("kimi", model="k2"), task)
+    assert old_cli.argv[:4] == ["kimi", "--print", "-p", task]
     qoder = launch_for(agent_identity("qoder"), task)
     assert qoder.argv[:3] == ["qodercli", "-p", task]
     for launch in (codex, claude, kimi, qoder):

@@ -199,7 +199,7 @@ CLAUDE_USAGE += [(1, 1034, 17135, 143), (1, 122, 18169, 58)]
 
 def anthropic(usage: tuple[int, int, int, int]) -> Usage:
     fresh, created, read, output = usage
-    return Usage(input_tokens=fresh + created + read, output_tokens=output, cached_tokens=read)
+    return Usage(input_tokens=fresh + created + read, output_tokens=output, cached_tokens=read, cache_write_tokens=created)
 
 
 CLAUDE_EXPECTED = [

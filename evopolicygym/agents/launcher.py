@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import msgspec
 
 from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import PROVIDERS, AgentLaunch, launch_for
 from evopolicygym.agents.redact import Redactor
+from evopolicygym.agents.sessions import SessionRecord, read_session, relative_to_workspace
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.namespaces import containment_disabled
 from evopolicygym.redaction import is_credential_name
 from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = ["ProviderLauncher"]
+
+
+class _Session(Protocol):
+    @property
+    def session_id(self) -> str | None: ...
 
 
 class ProviderLauncher:
@@ -57,3 +66,11 @@ class ProviderLauncher:
         return AgentProcess(
             [*jail, "--", *argv], cwd=cwd, env=env, on_message=on_message, parser=PARSERS[stream]()
         )
+
+    def session_record(
+        self, agent: AgentIdentity, running: _Session, env: dict[str, str], workspace: str
+    ) -> SessionRecord | None:
+        record = read_session(agent.provider, running.session_id, env)
+        if record is None:
+            return None
+        return msgspec.structs.replace(record, messages=relative_to_workspace(record.messages, workspace))

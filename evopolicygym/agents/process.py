@@ -79,6 +79,10 @@ class AgentProcess:
         return self.process.pid
 
     @property
+    def session_id(self) -> str | None:
+        return getattr(self._parser, "session_id", None)
+
+    @property
     def unknown_kinds(self) -> dict[str, int]:
         counts = dict(self._parser.unknown)
         if self.dropped:

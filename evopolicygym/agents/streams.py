@@ -108,6 +108,7 @@ __all__ = [
     "NativeParser",
     "QoderParser",
     "StreamParser",
+    "anthropic_usage",
     "parser_for",
 ]
 
@@ -224,6 +225,8 @@ def _add(a: Usage | None, b: Usage | None) -> Usage | None:
         input_tokens=min(a.input_tokens + b.input_tokens, _MAX_INT),
         output_tokens=min(a.output_tokens + b.output_tokens, _MAX_INT),
         cached_tokens=min(a.cached_tokens + b.cached_tokens, _MAX_INT),
+        cache_write_tokens=min(a.cache_write_tokens + b.cache_write_tokens, _MAX_INT),
+        reasoning_tokens=min(a.reasoning_tokens + b.reasoning_tokens, _MAX_INT),
     )
 
 
@@ -236,6 +239,8 @@ def _max(a: Usage | None, b: Usage | None) -> Usage | None:
         input_tokens=max(a.input_tokens, b.input_tokens),
         output_tokens=max(a.output_tokens, b.output_tokens),
         cached_tokens=max(a.cached_tokens, b.cached_tokens),
+        cache_write_tokens=max(a.cache_write_tokens, b.cache_write_tokens),
+        reasoning_tokens=max(a.reasoning_tokens, b.reasoning_tokens),
     )
 
 
@@ -247,10 +252,12 @@ def _openai_usage(value: Any) -> Usage | None:
         input_tokens=_int(usage.get("input_tokens")),
         output_tokens=_int(usage.get("output_tokens")),
         cached_tokens=_int(usage.get("cached_input_tokens")),
+        cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
+        reasoning_tokens=_int(usage.get("reasoning_output_tokens")),
     )
 
 
-def _anthropic_usage(value: Any) -> Usage | None:
+def anthropic_usage(value: Any) -> Usage | None:
     usage = _dict(value)
     if usage is None:
         return None
@@ -260,6 +267,7 @@ def _anthropic_usage(value: Any) -> Usage | None:
         input_tokens=min(_int(usage.get("input_tokens")) + read + created, _MAX_INT),
         output_tokens=_int(usage.get("output_tokens")),
         cached_tokens=read,
+        cache_write_tokens=created,
     )
 
 
@@ -311,6 +319,7 @@ class _JsonLines:
 
     def __init__(self) -> None:
         self.unknown: dict[str, int] = {}
+        self.session_id: str | None = None  # the CLI's id of its session, where it says one
         self._names = _Names()
         self._anonymous = 0
 
@@ -400,7 +409,10 @@ class CodexParser(_JsonLines):
         if kind is None:
             self._count("malformed")
             return []
-        if kind in ("thread.started", "turn.started"):
+        if kind == "thread.started":
+            self.session_id = _str(event.get("thread_id")) or self.session_id
+            return []
+        if kind == "turn.started":
             return []
         if kind in ("item.started", "item.updated"):
             return self._started(_dict(event.get("item")))
@@ -603,7 +615,9 @@ class ClaudeCodeParser(_JsonLines):
             return self._result(event)
         if kind == "system":
             subtype = _str(event.get("subtype"))
-            if subtype != "init":
+            if subtype == "init":
+                self.session_id = _str(event.get("session_id")) or self.session_id
+            else:
                 self._count(f"system:{subtype}" if subtype else "system")
             return []
         self._count(kind)  # stream_event, tool_progress, control messages, anything newer
@@ -662,7 +676,7 @@ class ClaudeCodeParser(_JsonLines):
         calls: list[ToolCall] = []
         usage: Usage | None = None
         for message in group:
-            usage = _max(usage, _anthropic_usage(message.get("usage")))
+            usage = _max(usage, anthropic_usage(message.get("usage")))
             content = message.get("content")
             if isinstance(content, str):
                 texts.append(content)
@@ -768,7 +782,7 @@ class ClaudeCodeParser(_JsonLines):
         return out if fault is None else [*out, fault]
 
     def _usage_of_result(self, event: dict[str, Any]) -> list[Message]:
-        totals = _anthropic_usage(event.get("usage"))
+        totals = anthropic_usage(event.get("usage"))
         if totals is None:
             out = self._flush()
         elif self._group:

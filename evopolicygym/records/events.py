@@ -149,6 +149,11 @@ class AgentMessages(Event, frozen=True, kw_only=True):
     chunk: int
     messages: list[Message]
     raw_blob: str | None = None
+    # None: a chunk of the live stream. Else the attempt's whole transcript as the CLI's
+    # own session record holds it (say ``codex-rollout``), read when the attempt ended:
+    # the model's exact calls and per-response usage, where the stream shows less. The
+    # stream's chunks stay; readers that want what the model saw and said take this one.
+    source: str | None = None
 
 
 class SubmissionRejected(Event, frozen=True, kw_only=True):

@@ -82,6 +82,11 @@ class RunningAgent(Protocol):
         """Kinds of stdout lines its stream parser did not know, with their counts."""
         ...
 
+    @property
+    def session_id(self) -> str | None:
+        """The id its CLI gave its session (codex's thread id), as its stream said."""
+        ...
+
     def stdout_since(self, offset: int) -> builtins.bytes:
         """Its raw stdout from byte ``offset`` on, as read so far."""
         ...
@@ -121,3 +126,21 @@ class Launcher(Protocol):
         """Start ``argv`` where the ``hide`` directories are out of its sight, parsing its
         stdout as ``stream``. Raises OSError when the process cannot be started."""
         ...
+
+    def session_record(
+        self, agent: AgentIdentity, running: RunningAgent, env: dict[str, str], workspace: str
+    ) -> SessionTranscript | None:
+        """After ``running`` ended: its transcript as its CLI's own session record holds it,
+        where the CLI keeps one (None otherwise)."""
+        ...
+
+
+class SessionTranscript(Protocol):
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def raw(self) -> builtins.bytes: ...
+
+    @property
+    def messages(self) -> list[Message]: ...

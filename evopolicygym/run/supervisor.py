@@ -9,6 +9,7 @@ sees a secret cut in two); its stdout and stderr are kept as blobs with its exit
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -27,6 +28,8 @@ from evopolicygym.run.session import Handler, SessionServer
 from evopolicygym.transcript import Message, fault_line, offered_tools
 
 __all__ = ["FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
+
+log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 2.0  # transcript chunks reach the log at least this often
 FLUSH_MESSAGES = 64
@@ -110,6 +113,7 @@ class AgentSupervisor:
         with ledger.lock:
             self._agent_done = True
         self.flush(force=True)
+        self._record_session(agent, env, str(workspace))
         with ledger.lock:
             self._agent, self._agent_done = None, False
         stdout, stderr = agent.outputs()
@@ -126,6 +130,23 @@ class AgentSupervisor:
                 last_error=self._last_error,
             )
         )
+
+    def _record_session(self, agent: RunningAgent, env: dict[str, str], workspace: str) -> None:
+        """The attempt's transcript from its CLI's own session record, where it keeps one.
+        The record is the Agent's to write, so it is read as untrusted input: bounded,
+        redacted, and never able to stop the Run."""
+        ledger = self._ledger
+        try:
+            record = self._launcher.session_record(ledger.created.agent, agent, env, workspace)
+        except Exception:  # a CLI's record in a shape we do not know: the stream stands
+            log.warning("could not read the Agent's session record", exc_info=True)
+            return
+        if record is None:
+            return
+        redactor = self.redactor
+        messages = [redactor.message(m) for m in record.messages]
+        raw_blob = ledger.store.blobs.put(redactor.bytes(record.raw))
+        ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source))
 
     def _supervise(self, agent: RunningAgent) -> str:
         """Wait for the Agent; stop it on timeout or once its session has closed."""

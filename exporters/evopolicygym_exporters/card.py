@@ -87,6 +87,9 @@ LABELS = """\
 - `budget_used`: the Run's Episodes charged so far, this Submission's included.
 - `tools_inferred`: whether `tools` was told from the conversation's calls instead of
   recorded as the tools the Agent was offered.
+- `responses`: per assistant turn (`turn`), the `model` that gave it and its tokens
+  (`input_tokens`, of them `cached_tokens` and `cache_write_tokens`; `output_tokens`, of
+  them `reasoning_tokens`), null where the Agent's record tells none.
 - `agent_errors`: the errors the Agent's CLI reported in the attempt (`kind`, HTTP
   `status` where given, `message`): API errors, failed logins, messages the CLI made up
   itself. They are never turns of the conversation.

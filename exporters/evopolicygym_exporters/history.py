@@ -11,6 +11,7 @@ asked for (the context a preference pair's prompt ends at).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +166,15 @@ class RunHistory:
         return None
 
 
+def _reply_index(transcript: list[Message], submission_id: int) -> int | None:
+    """The index of the first tool result that is the session's reply naming ``submission_id``."""
+    pattern = re.compile(rf'"submission_id"\s*:\s*{submission_id}\b')
+    for i, message in enumerate(transcript):
+        if message.role == "tool" and pattern.search(message.content):
+            return i
+    return None
+
+
 @dataclass(frozen=True)
 class RunFilter:
     benchmark: tuple[str, ...] = ()
@@ -250,6 +260,7 @@ def _read(
     transcripts: dict[int, list[Message]] = {}
     offered: dict[int, list[dict[str, Any]] | None] = {}
     faults: dict[int, list[Message]] = {}
+    recorded: dict[int, list[Message]] = {}
     extras: dict[int, SubmissionHistory] = {}
     attempt = 0
     finished: RunFinished | None = None
@@ -265,6 +276,10 @@ def _read(
                 attempt = event.attempt
                 transcripts.setdefault(attempt, [])
                 offered[attempt] = event.tools
+            case AgentMessages() if event.source is not None:
+                # The attempt as the CLI's own session record holds it (the model's exact
+                # calls, per-response usage): taken instead of the live stream's chunks.
+                recorded[event.attempt] = [m for m in event.messages if m.role != "error"]
             case AgentMessages():
                 # Error records (API errors, "Not logged in") are failures the CLI reported,
                 # not turns: no conversation an exporter writes holds them.
@@ -284,6 +299,16 @@ def _read(
                 finished = event
     if finished is None:  # still running or interrupted: nothing final to export yet
         return None
+    for number, messages in recorded.items():
+        live = transcripts.get(number, [])
+        transcripts[number] = live[:1] + messages if live and live[0].role == "system" else messages
+    for extra in extras.values():
+        # Where the Submission's reply is in the transcript: the call before it asked for it.
+        # The live mark is taken when the evaluation starts, which is before a CLI that
+        # prints a call only with its result has printed it, and indexes the live stream.
+        found = _reply_index(transcripts.get(extra.attempt, []), extra.submission_id)
+        if found is not None:
+            extra.transcript_mark = found
     return RunHistory(
         summary=summary,
         created=created,

@@ -33,6 +33,19 @@ from evopolicygym_exporters.tasks import task_id
 
 __all__ = ["SUBMISSION_OUTCOME", "DistillExporter", "SftExporter"]
 
+# One model response (an assistant turn): the model that gave it and its tokens, where the
+# Agent's record tells them (per response for the built-in agents and where a CLI's session
+# record was read; else as the CLI's stream gives them, possibly a total on a turn's last).
+RESPONSE = {
+    "turn": Value("int32"),
+    "model": Value("string"),
+    "input_tokens": Value("int64"),
+    "cached_tokens": Value("int64"),
+    "cache_write_tokens": Value("int64"),
+    "output_tokens": Value("int64"),
+    "reasoning_tokens": Value("int64"),
+}
+
 # One Submission's outcome labels (see ``lineage.Outcome``), joinable to the turn that made it.
 SUBMISSION_OUTCOME = {
     "submission_id": Value("int32"),
@@ -106,6 +119,7 @@ class SftExporter(Exporter):
                 "tools": Json(),
                 "tools_inferred": Value("bool"),
                 "agent_errors": List(AGENT_ERROR),
+                "responses": List(RESPONSE),
                 "submissions": List(SUBMISSION_OUTCOME),
                 **self.extra_features(),
                 "redacted": Value("bool"),
@@ -153,6 +167,7 @@ class SftExporter(Exporter):
             messages = conversation(transcript)
             tools, inferred = tools_offered(run.created.agent, run.offered_tools.get(attempt), messages)
             by_turn = lineage.by_turn(attempt)
+            responses = [_response(turn, m) for turn, m in enumerate(m for m in transcript if m.role == "assistant")]
             base = {
                 **outcome,
                 "attempt": attempt,
@@ -170,17 +185,37 @@ class SftExporter(Exporter):
             }
             if not self.options.per_turn:
                 made = [o.labels() for o in lineage.outcomes.values() if o.attempt == attempt]
-                yield group, {**base, "messages": messages, "submissions": made}
+                yield group, {**base, "messages": messages, "submissions": made, "responses": responses}
                 continue
             turn = 0
             for i, message in enumerate(messages):
                 if message["role"] != "assistant":
                     continue
                 labels = [o.labels() for o in by_turn.get(turn, ())] or None
-                row = {**base, "prompt": messages[:i], "completion": [message], "turn": turn, "submissions": labels}
+                row = {
+                    **base,
+                    "prompt": messages[:i],
+                    "completion": [message],
+                    "turn": turn,
+                    "submissions": labels,
+                    "responses": responses[turn : turn + 1],
+                }
                 turn += 1
                 yield group, row
         self.forget()
+
+
+def _response(turn: int, message: Message) -> dict[str, Any]:
+    usage = message.usage
+    return {
+        "turn": turn,
+        "model": message.model,
+        "input_tokens": usage.input_tokens if usage else None,
+        "cached_tokens": usage.cached_tokens if usage else None,
+        "cache_write_tokens": usage.cache_write_tokens if usage else None,
+        "output_tokens": usage.output_tokens if usage else None,
+        "reasoning_tokens": usage.reasoning_tokens if usage else None,
+    }
 
 
 class DistillExporter(SftExporter):

@@ -132,6 +132,7 @@ class StartAgent(Command, frozen=True, kw_only=True):
 class RecordMessages(Command, frozen=True, kw_only=True):
     messages: list[Message]
     raw_blob: str | None = None
+    source: str | None = None  # see AgentMessages.source
 
 
 class AgentExit(Command, frozen=True, kw_only=True):

@@ -310,6 +310,7 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     chunk=state.transcript_chunks,
                     messages=command.messages,
                     raw_blob=command.raw_blob,
+                    source=command.source,
                 )
             ]
         case AgentExit():

@@ -1,0 +1,363 @@
+"""The session records the agent CLIs keep of their own, read back into transcript messages.
+
+A CLI's stdout stream (``streams``) is what it chooses to print: codex prints its own
+rendering of a tool call (``shell`` with a login-shell command line for the model's
+``exec_command``, a patch's paths without its body) and one usage total per turn. The
+record it keeps for resuming holds what the model saw and said: codex's rollout
+(``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread id>.jsonl``) has every response
+item with the model's exact tool names and arguments and a usage record per model
+response. ``read_session`` finds an attempt's record (by the session id the stream
+parser saw) and ``codex_rollout`` turns it into one assistant message per model
+response (its text, reasoning, parallel calls, usage and model), the tool results and
+the CLI's errors, so the Host can record it beside the live stream.
+
+The CLI's own instructions (codex's developer messages, the environment context) stay in
+the record, kept raw; the transcript starts where the task does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from evopolicygym.agents.streams import anthropic_usage
+from evopolicygym.transcript import AgentFault, Message, ToolCall, Usage
+
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "SessionRecord",
+    "claude_session",
+    "codex_rollout",
+    "read_session",
+    "relative_to_workspace",
+]
+
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # a larger record is not read
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One attempt's session record: where it came from, its bytes, its messages."""
+
+    source: str  # "codex-rollout"
+    raw: bytes
+    messages: list[Message]
+
+
+def read_session(
+    provider: str, session_id: str | None, env: Mapping[str, str]
+) -> SessionRecord | None:
+    """The session record of ``provider``'s attempt ``session_id`` (None where the CLI keeps
+    none, it cannot be found, or it is too large)."""
+    if not session_id or "/" in session_id or session_id.startswith("."):
+        return None
+    home = Path(env.get("HOME") or "~").expanduser()
+    if provider == "codex":
+        where = Path(env.get("CODEX_HOME") or home / ".codex") / "sessions"
+        pattern, source, parse = (
+            f"*/*/*/rollout-*-{session_id}.jsonl",
+            "codex-rollout",
+            codex_rollout,
+        )
+    elif provider == "claude-code":
+        where = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "projects"
+        pattern, source, parse = f"*/{session_id}.jsonl", "claude-session", claude_session
+    else:
+        return None
+    with contextlib.suppress(OSError):
+        found = sorted(where.glob(pattern))
+        if not found or found[-1].stat().st_size > MAX_RECORD_BYTES:
+            return None
+        raw = found[-1].read_bytes()
+        return SessionRecord(source=source, raw=raw, messages=parse(raw.splitlines()))
+    return None
+
+
+def _text(content: Any) -> str:
+    """The text of a Responses API content list (or a plain string)."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    """A function call's arguments as the model wrote them: a JSON object, else ``{"input": text}``."""
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(raw)
+            if isinstance(value, dict):
+                return value
+        return {"input": raw}
+    return {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+class _Response:
+    """What one model response said so far: its reasoning, text and calls."""
+
+    def __init__(self) -> None:
+        self.reasoning: list[str] = []
+        self.texts: list[str] = []
+        self.calls: list[ToolCall] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.reasoning or self.texts or self.calls)
+
+    def message(self, usage: Usage | None, model: str | None) -> Message:
+        return Message(
+            role="assistant",
+            content="\n".join(self.texts),
+            reasoning="\n\n".join(self.reasoning) or None,
+            tool_calls=self.calls,
+            usage=usage,
+            model=model,
+        )
+
+
+def codex_rollout(lines: Iterable[bytes]) -> list[Message]:
+    """A codex rollout's conversation: one assistant message per model response (closed by
+    its usage record), tool results, user messages after the first (the task), errors."""
+    out: list[Message] = []
+    response = _Response()
+    names: dict[str, str] = {}
+    model: str | None = None
+    seen_task = False
+
+    def close(usage: Usage | None = None) -> None:
+        nonlocal response
+        if response or usage is not None:
+            out.append(response.message(usage, model))
+        response = _Response()
+
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("payload"), dict):
+            continue
+        kind, payload = entry.get("type"), entry["payload"]
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            model = payload["model"]
+        elif kind == "token_usage_record":
+            usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+            close(
+                Usage(
+                    input_tokens=_int(usage.get("input_tokens")),
+                    cached_tokens=_int(usage.get("cached_input_tokens")),
+                    cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
+                    output_tokens=_int(usage.get("output_tokens")),
+                    reasoning_tokens=_int(usage.get("reasoning_output_tokens")),
+                )
+            )
+        elif kind == "event_msg" and payload.get("type") in ("error", "stream_error"):
+            close()
+            message = payload.get("message")
+            out.append(
+                Message(
+                    role="error",
+                    content=str(message or ""),
+                    error=AgentFault(kind=str(payload["type"])),
+                )
+            )
+        elif kind == "response_item":
+            item_type = payload.get("type")
+            if item_type == "reasoning":
+                summary = _text(payload.get("summary"))
+                if summary:
+                    response.reasoning.append(summary)
+            elif item_type == "message" and payload.get("role") == "assistant":
+                response.texts.append(_text(payload.get("content")))
+            elif item_type == "message" and payload.get("role") == "user":
+                text = _text(payload.get("content"))
+                if text.startswith("<environment_context>"):
+                    continue  # the CLI's own context, kept in the raw record
+                if not seen_task:
+                    seen_task = True  # the task: the transcript's system message already
+                    continue
+                close()
+                out.append(Message(role="user", content=text))
+            elif item_type in ("function_call", "custom_tool_call", "local_shell_call"):
+                call_id = str(
+                    payload.get("call_id") or payload.get("id") or f"codex-call-{len(names)}"
+                )
+                name = str(
+                    payload.get("name")
+                    or ("local_shell" if item_type == "local_shell_call" else "?")
+                )
+                raw = (
+                    payload.get("arguments")
+                    if item_type == "function_call"
+                    else payload.get("input")
+                )
+                if item_type == "local_shell_call":
+                    raw = payload.get("action")
+                names[call_id] = name
+                response.calls.append(ToolCall(id=call_id, name=name, arguments=_arguments(raw)))
+            elif item_type in ("function_call_output", "custom_tool_call_output"):
+                close()
+                call_id = str(payload.get("call_id") or "")
+                output = payload.get("output")
+                if isinstance(output, dict):  # {"content": ..., "success": ...} in some versions
+                    output = output.get("content", "")
+                out.append(
+                    Message(
+                        role="tool",
+                        content=_text(output),
+                        tool_call_id=call_id,
+                        name=names.get(call_id),
+                    )
+                )
+    close()
+    return out
+
+
+def claude_session(lines: Iterable[bytes]) -> list[Message]:
+    """A Claude Code session file's conversation: the lines of one API message (one per
+    content block, sharing ``message.id``) as one assistant message with that message's
+    final usage and model; tool results; user text after the task; the CLI's synthetic
+    messages as errors. Side chains (subagents) are left out."""
+    out: list[Message] = []
+    group: list[dict[str, Any]] = []
+    seen_task = False
+
+    def close() -> None:
+        if not group:
+            return
+        texts: list[str] = []
+        thoughts: list[str] = []
+        calls: list[ToolCall] = []
+        for message in group:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
+                    thoughts.append(block["thinking"])
+                elif block.get("type") == "tool_use":
+                    given = block.get("input")
+                    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+                    calls.append(
+                        ToolCall(
+                            id=str(block.get("id") or ""),
+                            name=str(block.get("name") or "?"),
+                            arguments=arguments,
+                        )
+                    )
+        last = group[-1]
+        out.append(
+            Message(
+                role="assistant",
+                content="\n".join(texts),
+                reasoning="\n\n".join(thoughts) or None,
+                tool_calls=calls,
+                usage=anthropic_usage(last.get("usage")),
+                model=last.get("model") if isinstance(last.get("model"), str) else None,
+            )
+        )
+        group.clear()
+
+    names: dict[str, str] = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("isSidechain") is True:
+            continue
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            continue
+        if entry.get("type") == "assistant":
+            if message.get("model") == "<synthetic>":
+                close()
+                text = "\n".join(
+                    str(b.get("text"))
+                    for b in message.get("content") or ()
+                    if isinstance(b, dict) and b.get("type") == "text"
+                )
+                kind = str(entry.get("error") or "synthetic")
+                out.append(
+                    Message(
+                        role="error",
+                        content=text,
+                        error=AgentFault(kind="synthetic" if kind == "unknown" else kind),
+                    )
+                )
+                continue
+            if group and message.get("id") != group[-1].get("id"):
+                close()
+            group.append(message)
+            for block in message.get("content") or ():
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    names[str(block.get("id") or "")] = str(block.get("name") or "?")
+        elif entry.get("type") == "user":
+            close()
+            content = message.get("content")
+            if isinstance(content, str):
+                if seen_task:
+                    out.append(Message(role="user", content=content))
+                seen_task = True  # the first is the task: the transcript's system message already
+                continue
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    call_id = str(block.get("tool_use_id") or "")
+                    out.append(
+                        Message(
+                            role="tool",
+                            content=_text(block.get("content")),
+                            tool_call_id=call_id,
+                            name=names.get(call_id),
+                        )
+                    )
+                elif isinstance(block, dict) and block.get("type") == "text":
+                    if seen_task:
+                        out.append(Message(role="user", content=str(block.get("text") or "")))
+                    seen_task = True
+    close()
+    return out
+
+
+def relative_to_workspace(messages: list[Message], workspace: str) -> list[Message]:
+    """``messages`` with the workspace's absolute path written as ``.``: a temporary path of
+    the Host's machine is nothing a trainer should learn."""
+    if not workspace or workspace == "/":
+        return messages
+    root = workspace.rstrip(os.sep)
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(root + os.sep, "").replace(root, ".")
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return [
+        msgspec.structs.replace(
+            m,
+            content=fix(m.content),
+            reasoning=fix(m.reasoning),
+            tool_calls=[
+                msgspec.structs.replace(c, arguments=fix(c.arguments)) for c in m.tool_calls
+            ],
+        )
+        for m in messages
+    ]
