@@ -73,6 +73,8 @@ class ModelServer:
     dialect: Dialect
     script: list[Turn | HttpError]
     model: str = "test-model"
+    # The answer once the script has run out (a CLI may retry a refused key).
+    exhausted: HttpError = field(default_factory=lambda: HttpError(400, "modelserver: script exhausted"))
     requests: list[dict[str, Any]] = field(default_factory=list)
     side_requests: list[dict[str, Any]] = field(default_factory=list)
     sent: list[Turn] = field(default_factory=list)
@@ -149,7 +151,7 @@ class ModelServer:
                 item: Turn | HttpError = Turn(text="ok")
             else:
                 self.requests.append(body)
-                item = self.script.pop(0) if self.script else HttpError(400, "modelserver: script exhausted")
+                item = self.script.pop(0) if self.script else self.exhausted
                 if isinstance(item, Turn):
                     item = self._numbered(item, len(self.requests))
                     self.sent.append(item)

@@ -23,7 +23,15 @@ import msgspec
 import pytest
 from modelserver import Call, HttpError, ModelServer, Turn
 
-from evopolicygym.records.events import AgentExited, AgentMessages, AgentStarted, Event, RunFinished
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentMessages,
+    AgentStarted,
+    EvaluationStarted,
+    Event,
+    FinishAccepted,
+    RunFinished,
+)
 from evopolicygym.records.location import open_store
 from evopolicygym.run import load_run
 from evopolicygym.transcript import Message
@@ -86,7 +94,9 @@ def session_transcript(events: list[Event], source: str) -> list[Message]:
     return chunks[0].messages
 
 
-def assert_as_sent(messages: list[Message], server: ModelServer, *, model: str, anthropic: bool = False) -> None:
+def assert_as_sent(
+    messages: list[Message], server: ModelServer, *, model: str, anthropic: bool = False, reasoning_tokens: bool = True
+) -> None:
     """Each model response the server sent is one assistant message, exactly."""
     said = [m for m in messages if m.role == "assistant"]
     assert len(said) == len(server.sent), _dump(messages)
@@ -108,12 +118,13 @@ def assert_as_sent(messages: list[Message], server: ModelServer, *, model: str, 
                 turn.output_tokens,
             )
         else:
-            assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens, usage.reasoning_tokens) == (
+            assert (usage.input_tokens, usage.cached_tokens, usage.output_tokens) == (
                 turn.input_tokens,
                 turn.cached_tokens,
                 turn.output_tokens,
-                turn.reasoning_tokens,
             )
+            if reasoning_tokens:  # Kimi Code keeps no reasoning count
+                assert usage.reasoning_tokens == turn.reasoning_tokens
     results = {m.tool_call_id for m in messages if m.role == "tool"}
     assert results == {c.id for t in server.sent for c in t.calls}
 
@@ -135,6 +146,24 @@ def sft_rows(tmp_path: Path, events: list[Event]) -> list[dict[str, Any]]:
         if files:
             rows += list(load_dataset(str(out / "sft"), split=split))
     return rows
+
+
+def assert_calls_precede(events: list[Event], tool: str) -> None:
+    """In the log, the live chunk holding the call that submitted (and the one that
+    finished) comes before the Submission's (the finish's) first event."""
+
+    def first_call(words: str) -> int:
+        for i, event in enumerate(events):
+            if isinstance(event, AgentMessages) and event.source is None:
+                for message in event.messages:
+                    if any(c.name == tool and words in json.dumps(c.arguments) for c in message.tool_calls):
+                        return i
+        raise AssertionError(f"no {tool} call with {words!r} in the live stream")
+
+    started = next(i for i, e in enumerate(events) if isinstance(e, EvaluationStarted))
+    accepted = next(i for i, e in enumerate(events) if isinstance(e, FinishAccepted))
+    assert first_call("session submit") < started
+    assert first_call("session finish") < accepted
 
 
 def assert_finished(events: list[Event], done: subprocess.CompletedProcess[str]) -> None:
@@ -202,6 +231,9 @@ def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path, codex_home: Path) ->
     assert {"name": "exec_command", "arguments": {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}} in exported
     assert [r["input_tokens"] for r in rows[0]["responses"]] == [t.input_tokens for t in server.sent]
     assert {r["model"] for r in rows[0]["responses"]} == {"test-model"}
+    # the Submission joins the turn that asked for it (the third response), though codex
+    # printed that call only after its result
+    assert [(o["submission_id"], o["turn"]) for o in rows[0]["submissions"]] == [(1, 2)]
     messages = messages_of(events)
     # codex warns that it has no metadata for the model: an error record, not a turn
     faults = [m for m in messages if m.role == "error"]
@@ -226,17 +258,20 @@ def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
         Turn(text="Finished with submission 1."),
     ]
     with ModelServer("messages", script, model="claude-sonnet-4-5") as server:
-        env = {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+        env = {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
         events, done = run_agent(tmp_path, clis, "claude-code", env, model="claude-sonnet-4-5")
     assert_finished(events, done)
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
     assert ("Bash", "./evopolicy session finish 1") in calls, _dump(messages)
+    # The live stream records the call before the events it caused
+    assert_calls_precede(events, "Bash")
     # The session file is the transcript: per-message usage (not the stream's placeholder 1)
     recorded = session_transcript(events, "claude-session")
     assert_as_sent(recorded, server, model="claude-sonnet-4-5", anthropic=True)
     rows = sft_rows(tmp_path, events)
     assert [r["output_tokens"] for r in rows[0]["responses"]] == [t.output_tokens for t in server.sent]
+    assert [(o["submission_id"], o["turn"]) for o in rows[0]["submissions"]] == [(1, 2)]
 
 
 def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
@@ -261,6 +296,11 @@ def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
     assert ("Bash", "./evopolicy session finish 1") in calls, _dump(messages)
+    # Kimi Code prints a call only with its result (as codex does): the live stream cannot
+    # put it first; its wire file is the transcript, with reasoning and usage the stream lacks
+
+    recorded = session_transcript(events, "kimi-wire")
+    assert_as_sent(recorded, server, model="test-model", reasoning_tokens=False)
 
 
 def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
@@ -302,3 +342,98 @@ def test_qoder_not_logged_in_is_one_clear_line(tmp_path: Path, clis: Path) -> No
     assert "Not logged in" in done.stdout + done.stderr
     messages = messages_of(events)
     assert not [m for m in messages if m.role == "assistant"], _dump(messages)
+
+
+# --------------------------------------------------------------------------- scenarios per CLI
+
+
+class Cli:
+    """How the tier drives one CLI: its launcher's name, agent, API and shell tool."""
+
+    def __init__(self, name: str, agent: str, dialect: str, shell: str, key: str, source: str | None, model: str) -> None:
+        self.name, self.agent, self.dialect, self.shell, self.key = name, agent, dialect, shell, key
+        self.source, self.model = source, model
+
+    def call(self, command: str) -> Call:
+        return Call(self.shell, {self.key: command})
+
+    def env(self, server: ModelServer, tmp_path: Path) -> dict[str, str]:
+        if self.agent == "codex":
+            home = tmp_path / "codex-home"
+            home.mkdir(exist_ok=True)
+            codex_config(home, server)
+            return {"CODEX_HOME": str(home), "LOOPBACK_KEY": KEY}
+        if self.agent == "claude-code":
+            return {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        return {
+            "KIMI_MODEL_NAME": self.model,
+            "KIMI_MODEL_API_KEY": KEY,
+            "KIMI_MODEL_BASE_URL": server.url,
+            "KIMI_MODEL_PROVIDER_TYPE": "kimi",
+            "KIMI_CODE_HOME": str(tmp_path / "kimi-home"),
+        }
+
+
+SCENARIO_CLIS = [
+    Cli("codex", "codex", "responses", "exec_command", "cmd", "codex-rollout", "test-model"),
+    Cli("claude", "claude-code", "messages", "Bash", "command", "claude-session", "claude-sonnet-4-5"),
+    Cli("kimi", "kimi", "chat", "Bash", "command", "kimi-wire", "test-model"),
+]
+
+
+def transcript_of(events: list[Event], cli: Cli) -> list[Message]:
+    """What the exports take: the session record's transcript where the CLI keeps one."""
+    return session_transcript(events, cli.source) if cli.source else messages_of(events)
+
+
+@pytest.mark.parametrize("cli", SCENARIO_CLIS, ids=lambda c: c.name)
+def test_two_parallel_calls_are_one_response(tmp_path: Path, clis: Path, cli: Cli) -> None:
+    _need(clis, cli.name)
+    script: list[Turn | HttpError] = [
+        Turn(text="Reading both at once.", calls=(cli.call("cat TASK.md"), cli.call("ls program"))),
+        Turn(calls=(cli.call("./evopolicy session submit --episodes 0:2"),)),
+        Turn(calls=(cli.call("./evopolicy session finish 1"),)),
+        Turn(text="Done."),
+    ]
+    with ModelServer(cli.dialect, script, model=cli.model) as server:  # type: ignore[arg-type]
+        events, done = run_agent(tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model)
+    assert_finished(events, done)
+    transcript = transcript_of(events, cli)
+    said = [m for m in transcript if m.role == "assistant" and m.tool_calls]
+    assert [len(m.tool_calls) for m in said][:1] == [2], _dump(transcript)
+    assert [c.arguments[cli.key] for c in said[0].tool_calls] == ["cat TASK.md", "ls program"]
+    answered = [m.tool_call_id for m in transcript if m.role == "tool"]
+    assert set(answered[:2]) == {c.id for c in server.sent[0].calls}
+    assert_as_sent(
+        transcript, server, model=cli.model, anthropic=cli.dialect == "messages", reasoning_tokens=cli.agent != "kimi"
+    )
+
+
+@pytest.mark.parametrize("status", [400, 401])
+@pytest.mark.parametrize("cli", SCENARIO_CLIS, ids=lambda c: c.name)
+def test_an_api_error_is_an_error_record_never_a_turn(tmp_path: Path, clis: Path, cli: Cli, status: int) -> None:
+    """A refused request mid-Run (400) or a refused key (401): the CLI stops, the Run ends
+    without a final program, and the error is recorded as an error record with its status
+    where the CLI tells it, never as an assistant turn in the record or the exports."""
+    _need(clis, cli.name)
+    words = "scripted refusal 7f3a"
+    script: list[Turn | HttpError] = [Turn(text="Reading.", calls=(cli.call("cat TASK.md"),))] if status == 400 else []
+    script.append(HttpError(status, words))
+    refusal = HttpError(status, words)  # for a CLI that retries it
+    with ModelServer(cli.dialect, script, model=cli.model, exhausted=refusal) as server:  # type: ignore[arg-type]
+        events, done = run_agent(tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model)
+        assert server.remaining == 0
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.final_submission_id is None
+    everything = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
+    assert not [m for m in everything if m.role == "assistant" and words in m.content], _dump(everything)
+    faults = [m for m in everything if m.role == "error"]
+    exited = next(e for e in events if isinstance(e, AgentExited))
+    assert any(words in m.content for m in faults), _dump(everything)
+    assert exited.errors >= 1 and exited.last_error is not None and words in exited.last_error
+    assert "agent error: " in done.stdout + done.stderr  # run says so as it happens
+    statuses = {m.error.status for m in faults if m.error is not None}
+    # codex tells the status of a refused key, not of a refused request; the others both
+    assert status in statuses or (cli.agent == "codex" and status == 400)
+    for row in sft_rows(tmp_path, events):
+        assert words not in json.dumps(row["messages"])

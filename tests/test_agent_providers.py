@@ -135,8 +135,12 @@ def test_agents_list_names_every_provider(fake_clis: Path) -> None:
     assert set(rows) == set(PROVIDERS) == {"reference", "chat", "codex", "claude-code", "kimi", "qoder", "command"}
     assert rows["codex"]["installed"] is True and "--effort" in rows["codex"]["options"]
     assert rows["chat"]["options"] == ["--model", "--base-url", "--api-key-env"]
+    assert rows["kimi"]["flavour"] == "kimi-code" and rows["codex"]["flavour"] is None
     table = CliRunner().invoke(main, ["agents", "list"])
     assert table.exit_code == 0 and "claude-code" in table.output
+    (fake_clis / "kimi").write_text("#!/bin/sh\necho 'kimi, version 1.51.0'\n")
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["agents", "list", "--json"]).output)}
+    assert rows["kimi"]["flavour"] == "kimi-cli"
 
 
 # --------------------------------------------------------------------------- skills

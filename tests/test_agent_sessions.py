@@ -133,3 +133,44 @@ def test_the_workspace_path_is_written_as_dot() -> None:
     (fixed,) = relative_to_workspace([message], "/tmp/ws-1")
     assert fixed.content == "wrote program/p.py in ."
     assert fixed.tool_calls[0].arguments == {"path": ["a"]}
+
+
+def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
+    def appended(message: dict[str, Any], **meta: Any) -> dict[str, Any]:
+        return {"type": "agent.message.appended", "message": {"message": message, "meta": meta}}
+
+    record = lines(
+        {"type": "llm.request", "model": "k2"},
+        appended({"role": "user", "content": [{"type": "text", "text": "# Task"}]}),
+        appended({"role": "user", "content": [{"type": "text", "text": "<system-reminder>date</system-reminder>"}]}),
+        appended(
+            {
+                "role": "assistant",
+                "content": [{"type": "think", "think": "Both."}, {"type": "text", "text": "Go."}],
+                "toolCalls": [
+                    {"id": "a", "name": "Bash", "arguments": '{"command": "ls"}'},
+                    {"id": "b", "name": "Read", "arguments": '{"path": "TASK.md"}'},
+                ],
+            },
+            usage={"inputOther": 50, "output": 6, "inputCacheRead": 20, "inputCacheCreation": 0},
+        ),
+        appended({"role": "tool", "content": [{"type": "text", "text": "x"}], "toolCallId": "a"}),
+        {"type": "usage.record"},
+        b"[]",
+    )
+    from evopolicygym.agents.sessions import kimi_wire
+
+    assert kimi_wire(record) == [
+        Message(
+            role="assistant",
+            content="Go.",
+            reasoning="Both.",
+            tool_calls=[
+                ToolCall(id="a", name="Bash", arguments={"command": "ls"}),
+                ToolCall(id="b", name="Read", arguments={"path": "TASK.md"}),
+            ],
+            usage=Usage(input_tokens=70, cached_tokens=20, output_tokens=6),
+            model="k2",
+        ),
+        Message(role="tool", content="x", tool_call_id="a", name="Bash"),
+    ]

@@ -59,6 +59,8 @@ class AgentProcess:
         self._parser = parser if parser is not None else PARSERS["native"]()
         self._stdout = bytearray()
         self._stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in outputs()
+        self._outputs: tuple[bytes, bytes] | None = None
+        self._parse_lock = threading.Lock()  # the reader and a draining request share the parser
         self.started = time.monotonic()
         host = os.getpid()
         self.process = subprocess.Popen(
@@ -77,6 +79,16 @@ class AgentProcess:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def drain(self) -> None:
+        """Deliver what the parser holds back (a message it would complete from later lines):
+        a session request is arriving, and what led to it must be recorded first."""
+        drain = getattr(self._parser, "drain", None)
+        if drain is None:
+            return
+        with self._parse_lock:  # never held while delivering: delivery takes the Host's lock
+            messages = drain()
+        self._deliver(messages)
 
     @property
     def session_id(self) -> str | None:
@@ -97,7 +109,9 @@ class AgentProcess:
             # Bounded reads: a line without end must not grow the Host's memory.
             line = stream.readline(MAX_LINE_BYTES)
             if not line:
-                self._deliver(self._parser.close())
+                with self._parse_lock:
+                    messages = self._parser.close()
+                self._deliver(messages)
                 return
             if len(self._stdout) < MAX_KEPT_BYTES:
                 self._stdout += line[: MAX_KEPT_BYTES - len(self._stdout)]
@@ -105,7 +119,9 @@ class AgentProcess:
             if too_long or not complete:
                 too_long = not complete
                 continue
-            self._deliver(self._parser.feed(line.rstrip(b"\r\n")))
+            with self._parse_lock:
+                messages = self._parser.feed(line.rstrip(b"\r\n"))
+            self._deliver(messages)
 
     def _deliver(self, messages: list[Message]) -> None:
         for message in messages:
@@ -152,9 +168,17 @@ class AgentProcess:
         return bytes(self._stdout[offset:])
 
     def outputs(self) -> tuple[bytes, bytes]:
-        """stdout and stderr as kept, once the process has exited."""
+        """stdout and stderr as kept, once the process has exited. The first call also
+        delivers the error records a parser reads off stderr (a CLI that reports a failed
+        run there only)."""
         self._reader.join(timeout=10.0)
-        self._stderr_file.seek(0)
-        stderr = self._stderr_file.read(MAX_KEPT_BYTES)
-        self._stderr_file.close()
-        return bytes(self._stdout), stderr
+        if self._outputs is None:
+            self._stderr_file.seek(0)
+            stderr = self._stderr_file.read(MAX_KEPT_BYTES)
+            self._stderr_file.close()
+            self._outputs = (bytes(self._stdout), stderr)
+            read_stderr = getattr(self._parser, "stderr", None)
+            if read_stderr is not None:
+                with contextlib.suppress(Exception):  # a parser bug must not lose the exit
+                    self._deliver(read_stderr(stderr.decode("utf-8", "replace")))
+        return self._outputs

@@ -120,6 +120,7 @@ PROVIDERS: dict[str, Provider] = {
                 "CLAUDE_CONFIG_DIR",
                 "CLAUDE_CODE_USE_BEDROCK",
                 "CLAUDE_CODE_USE_VERTEX",
+                "CLAUDE_CODE_MAX_RETRIES",
             ),
             stream="claude-code",
             model=True,

@@ -34,6 +34,7 @@ __all__ = [
     "SessionRecord",
     "claude_session",
     "codex_rollout",
+    "kimi_wire",
     "read_session",
     "relative_to_workspace",
 ]
@@ -67,6 +68,9 @@ def read_session(
     elif provider == "claude-code":
         where = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "projects"
         pattern, source, parse = f"*/{session_id}.jsonl", "claude-session", claude_session
+    elif provider == "kimi":  # Kimi Code 2.x; kimi-cli 1.x says no session id on stdout
+        where = Path(env.get("KIMI_CODE_HOME") or home / ".kimi-code") / "sessions"
+        pattern, source, parse = f"*/{session_id}/agents/main/wire.jsonl", "kimi-wire", kimi_wire
     else:
         return None
     with contextlib.suppress(OSError):
@@ -332,6 +336,74 @@ def claude_session(lines: Iterable[bytes]) -> list[Message]:
                     seen_task = True
     close()
     return out
+
+
+def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
+    """Kimi Code's wire file, by its ``agent.message.appended`` records: each model step's
+    message (thinking, text, calls) with the step's usage, tool results, and the model the
+    loop asked (``llm.request``)."""
+    out: list[Message] = []
+    model: str | None = None
+    names: dict[str, str] = {}
+    seen_task = False
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") == "llm.request" and isinstance(entry.get("model"), str):
+            model = entry["model"]
+            continue
+        if entry.get("type") != "agent.message.appended" or not isinstance(entry.get("message"), dict):
+            continue
+        envelope = entry["message"]
+        message, meta = envelope.get("message"), envelope.get("meta")
+        if not isinstance(message, dict):
+            continue
+        meta = meta if isinstance(meta, dict) else {}
+        role = message.get("role")
+        given = message.get("content")
+        parts: list[Any] = given if isinstance(given, list) else []
+        texts = [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        thoughts = [str(p.get("think") or "") for p in parts if isinstance(p, dict) and p.get("type") == "think"]
+        if role == "assistant":
+            calls = []
+            for call in message.get("toolCalls") or ():
+                if isinstance(call, dict):
+                    call_id = str(call.get("id") or "")
+                    names[call_id] = str(call.get("name") or "?")
+                    calls.append(ToolCall(id=call_id, name=names[call_id], arguments=_arguments(call.get("arguments"))))
+            usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else None
+            out.append(
+                Message(
+                    role="assistant",
+                    content="\n".join(texts),
+                    reasoning="\n\n".join(thoughts) or None,
+                    tool_calls=calls,
+                    usage=None if usage is None else _kimi_usage(usage),
+                    model=model,
+                )
+            )
+        elif role == "tool":
+            call_id = str(message.get("toolCallId") or "")
+            out.append(Message(role="tool", content="\n".join(texts), tool_call_id=call_id, name=names.get(call_id)))
+        elif role == "user":
+            if seen_task and not any(t.startswith("<system-reminder>") for t in texts):
+                out.append(Message(role="user", content="\n".join(texts)))
+            seen_task = True  # the first is the task: the transcript's system message already
+    return out
+
+
+def _kimi_usage(usage: dict[str, Any]) -> Usage:
+    read, created = _int(usage.get("inputCacheRead")), _int(usage.get("inputCacheCreation"))
+    return Usage(
+        input_tokens=_int(usage.get("inputOther")) + read + created,
+        cached_tokens=read,
+        cache_write_tokens=created,
+        output_tokens=_int(usage.get("output")),
+    )
 
 
 def relative_to_workspace(messages: list[Message], workspace: str) -> list[Message]:

@@ -627,6 +627,15 @@ class ClaudeCodeParser(_JsonLines):
         held, self._fault = ([self._fault] if self._fault is not None else []), None
         return self._flush() + held
 
+    def drain(self) -> list[Message]:
+        """The assistant message held for more of its lines, now: the tool call it ends with
+        is running (a session request arrived), so no more lines of it will come."""
+        try:
+            return self._flush()
+        except Exception:
+            self._count("parser-error")
+            return []
+
     # ---- assistant
 
     def _message_of(self, event: dict[str, Any]) -> dict[str, Any] | None:
@@ -808,6 +817,10 @@ class QoderParser(ClaudeCodeParser):
 # --------------------------------------------------------------------------- kimi
 
 
+_KIMI_ERROR = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)+):\s*(?:([45]\d\d)\b)?")
+_MAX_STDERR_ERRORS = 8
+
+
 class KimiParser(_JsonLines):
     """``kimi --print --output-format stream-json`` messages (OpenAI chat shape)."""
 
@@ -851,10 +864,26 @@ class KimiParser(_JsonLines):
             return [Message(role=role, content=said)]
         if role == "meta":
             kind = _str(event.get("type"))
+            if kind == "session.resume_hint":  # Kimi Code: where its wire file is
+                self.session_id = _str(event.get("session_id")) or self.session_id
             self._count(f"meta:{kind}" if kind else "meta")
             return []
         self._count(f"role:{role}" if isinstance(role, str) else "malformed")
         return []
+
+    def stderr(self, text: str) -> list[Message]:
+        """Kimi Code reports a failed run on stderr only (``error: failed to run prompt:
+        provider.api_error: 400 ...``): each such line is an error record."""
+        out = []
+        for line in text.splitlines()[-_MAX_STDERR_ERRORS * 4 :]:
+            if not line.startswith("error: "):
+                continue
+            said = line.removeprefix("error: ").strip()
+            found = _KIMI_ERROR.search(said)
+            kind = found.group(1) if found else "error"
+            status = int(found.group(2)) if found and found.group(2) else None
+            out.append(_fault(said, kind, status))
+        return out[-_MAX_STDERR_ERRORS:]
 
     def _content(self, content: Any, separator: str) -> tuple[str, str | None]:
         """(text, reasoning) of a string or a list of kosong content parts."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Any
 
@@ -9,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from evopolicygym.agents.providers import PROVIDERS
+from evopolicygym.agents.providers import PROVIDERS, kimi_flavour
 from evopolicygym.cli.errors import Cli
 from evopolicygym.cli.output import emit_json
 
@@ -28,6 +29,8 @@ def list_agents(as_json: bool) -> None:
     rows: list[dict[str, Any]] = []
     for provider in PROVIDERS.values():
         found = provider.executable is None or shutil.which(provider.executable) is not None
+        # kimi is two CLIs under one name with other flags: say which one the Run would use
+        flavour = kimi_flavour(dict(os.environ)) if provider.name == "kimi" and found else None
         options = [flag for flag, ok in (("--model", provider.model), ("--effort", provider.effort)) if ok]
         inherits = list(provider.env)
         if provider.name == "chat":
@@ -41,6 +44,7 @@ def list_agents(as_json: bool) -> None:
                 "description": provider.description,
                 "executable": provider.executable,
                 "installed": found,
+                "flavour": flavour,
                 "options": options,
                 "inherits": inherits,
                 "transcript": provider.stream,
@@ -56,7 +60,9 @@ def list_agents(as_json: bool) -> None:
         table.add_row(
             row["name"],
             row["description"],
-            "yes" if row["installed"] else f"no ({row['executable']} not on PATH)",
+            (f"yes ({row['flavour']})" if row["flavour"] else "yes")
+            if row["installed"]
+            else f"no ({row['executable']} not on PATH)",
             "\n".join(row["options"]),
             "\n".join(row["inherits"]),
         )

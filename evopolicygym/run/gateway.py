@@ -44,6 +44,7 @@ class SessionGateway:
         if op == "submit":
             return self._submit(request)
         if op == "finish":
+            self._supervisor.drain()
             self._supervisor.flush(force=True)  # what led to the finish precedes it in the log
             decision = self._ledger.apply(Finish(request_id=request["request_id"], candidates=list(request["candidates"])))
             if isinstance(decision, Rejection):
@@ -58,6 +59,7 @@ class SessionGateway:
     def _submit(self, request: dict[str, Any]) -> dict[str, Any]:
         ledger = self._ledger
         program, problem = _capture(request.get("files"), request.get("problem"))
+        self._supervisor.drain()
         with ledger.lock:
             self._supervisor.flush(force=True)  # the transcript up to the request precedes its events
             if program is not None:

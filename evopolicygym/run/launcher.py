@@ -82,6 +82,11 @@ class RunningAgent(Protocol):
         """Kinds of stdout lines its stream parser did not know, with their counts."""
         ...
 
+    def drain(self) -> None:
+        """Deliver the messages its stream parser holds back, before a session request's
+        events are recorded."""
+        ...
+
     @property
     def session_id(self) -> str | None:
         """The id its CLI gave its session (codex's thread id), as its stream said."""

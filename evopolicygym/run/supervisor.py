@@ -110,13 +110,13 @@ class AgentSupervisor:
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)
             agent.reap()  # its leftovers die with it; its stdout is read to the end
+        stdout, stderr = agent.outputs()  # and what it said on stderr is read for errors
         with ledger.lock:
             self._agent_done = True
         self.flush(force=True)
         self._record_session(agent, env, str(workspace))
         with ledger.lock:
             self._agent, self._agent_done = None, False
-        stdout, stderr = agent.outputs()
         status = agent.status(reason)
         ledger.must(
             AgentExit(
@@ -170,6 +170,14 @@ class AgentSupervisor:
         except BaseException:
             agent.stop(grace=1.0)
             raise
+
+    def drain(self) -> None:
+        """Before a session request's events: what the running Agent's parser holds back is
+        queued, so the call that made the request is recorded first (called without the
+        ledger's lock: delivering a message takes it)."""
+        agent = self._agent
+        if agent is not None:
+            agent.drain()
 
     def _queue_message(self, message: Message) -> None:
         redacted = self.redactor.message(message)  # before anything of it is recorded
