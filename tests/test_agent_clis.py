@@ -272,6 +272,8 @@ def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     rows = sft_rows(tmp_path, events)
     assert [r["output_tokens"] for r in rows[0]["responses"]] == [t.output_tokens for t in server.sent]
     assert [(o["submission_id"], o["turn"]) for o in rows[0]["submissions"]] == [(1, 2)]
+    # Claude Code's record lists no tools: they are told from its calls, and said to be
+    assert rows[0]["tools_inferred"] and {t["function"]["name"] for t in rows[0]["tools"]} == {"Bash", "Write"}
 
 
 def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
@@ -301,6 +303,11 @@ def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
 
     recorded = session_transcript(events, "kimi-wire")
     assert_as_sent(recorded, server, model="test-model", reasoning_tokens=False)
+    # the tools Kimi Code offered, schemas and all, as the model was sent them
+    chunk = next(e for e in events if isinstance(e, AgentMessages) and e.source == "kimi-wire")
+    sent = {t["function"]["name"]: t["function"]["parameters"] for t in server.requests[0]["tools"]}
+    assert chunk.tools is not None
+    assert {t["function"]["name"]: t["function"].get("parameters") for t in chunk.tools} == sent
 
 
 def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
@@ -342,6 +349,21 @@ def test_qoder_not_logged_in_is_one_clear_line(tmp_path: Path, clis: Path) -> No
     assert "Not logged in" in done.stdout + done.stderr
     messages = messages_of(events)
     assert not [m for m in messages if m.role == "assistant"], _dump(messages)
+    (fault,) = [m for m in messages if m.role == "error"]
+    assert fault.error is not None and fault.error.kind == "authentication_failed"
+    run_id = _run_id(tmp_path)
+    for command in (["record", "show", run_id], ["record", "replay", run_id]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "evopolicygym.cli", command[0], "--store", str(tmp_path / "store"), *command[1:]],
+            capture_output=True,
+            text=True,
+        )
+        assert shown.returncode == 0 and "Not logged in" in shown.stdout, (command, shown.stdout, shown.stderr)
+
+
+def _run_id(tmp_path: Path) -> str:
+    with open_store(tmp_path / "store") as opened:
+        return opened.events.streams("run-")[0].stream_id.removeprefix("run-")
 
 
 # --------------------------------------------------------------------------- scenarios per CLI

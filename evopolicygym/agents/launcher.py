@@ -17,7 +17,11 @@ import msgspec
 from evopolicygym.agents.process import AgentProcess
 from evopolicygym.agents.providers import PROVIDERS, AgentLaunch, launch_for
 from evopolicygym.agents.redact import Redactor
-from evopolicygym.agents.sessions import SessionRecord, read_session, relative_to_workspace
+from evopolicygym.agents.sessions import (
+    SessionRecord,
+    read_session,
+    relative_to_workspace,
+)
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.namespaces import containment_disabled
 from evopolicygym.redaction import is_credential_name

@@ -34,6 +34,8 @@ __all__ = [
     "SessionRecord",
     "claude_session",
     "codex_rollout",
+    "function_tool",
+    "kimi_tools",
     "kimi_wire",
     "read_session",
     "relative_to_workspace",
@@ -45,9 +47,10 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024  # a larger record is not read
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One attempt's session record: where it came from, its bytes, its messages."""
 
-    source: str  # "codex-rollout"
+    source: str  # "codex-rollout", "claude-session", "kimi-wire"
     raw: bytes
     messages: list[Message]
+    tools: list[dict[str, Any]] | None = None  # offered to the model, where the record lists them
 
 
 def read_session(
@@ -78,7 +81,8 @@ def read_session(
         if not found or found[-1].stat().st_size > MAX_RECORD_BYTES:
             return None
         raw = found[-1].read_bytes()
-        return SessionRecord(source=source, raw=raw, messages=parse(raw.splitlines()))
+        tools = kimi_tools(raw.splitlines()) if provider == "kimi" else None
+        return SessionRecord(source=source, raw=raw, messages=parse(raw.splitlines()), tools=tools)
     return None
 
 
@@ -122,14 +126,21 @@ class _Response:
         return bool(self.reasoning or self.texts or self.calls)
 
     def message(self, usage: Usage | None, model: str | None) -> Message:
-        return Message(
-            role="assistant",
-            content="\n".join(self.texts),
-            reasoning="\n\n".join(self.reasoning) or None,
-            tool_calls=self.calls,
-            usage=usage,
-            model=model,
-        )
+        return _said(self.texts, self.reasoning, self.calls, usage, model)
+
+
+def _said(
+    texts: list[str], thoughts: list[str], calls: list[ToolCall], usage: Usage | None, model: str | None
+) -> Message:
+    """One model response as an assistant message."""
+    return Message(
+        role="assistant",
+        content="\n".join(texts),
+        reasoning="\n\n".join(thoughts) or None,
+        tool_calls=calls,
+        usage=usage,
+        model=model,
+    )
 
 
 def codex_rollout(lines: Iterable[bytes]) -> list[Message]:
@@ -265,16 +276,8 @@ def claude_session(lines: Iterable[bytes]) -> list[Message]:
                         )
                     )
         last = group[-1]
-        out.append(
-            Message(
-                role="assistant",
-                content="\n".join(texts),
-                reasoning="\n\n".join(thoughts) or None,
-                tool_calls=calls,
-                usage=anthropic_usage(last.get("usage")),
-                model=last.get("model") if isinstance(last.get("model"), str) else None,
-            )
-        )
+        model = last.get("model") if isinstance(last.get("model"), str) else None
+        out.append(_said(texts, thoughts, calls, anthropic_usage(last.get("usage")), model))
         group.clear()
 
     names: dict[str, str] = {}
@@ -376,16 +379,7 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
                     names[call_id] = str(call.get("name") or "?")
                     calls.append(ToolCall(id=call_id, name=names[call_id], arguments=_arguments(call.get("arguments"))))
             usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else None
-            out.append(
-                Message(
-                    role="assistant",
-                    content="\n".join(texts),
-                    reasoning="\n\n".join(thoughts) or None,
-                    tool_calls=calls,
-                    usage=None if usage is None else _kimi_usage(usage),
-                    model=model,
-                )
-            )
+            out.append(_said(texts, thoughts, calls, None if usage is None else _kimi_usage(usage), model))
         elif role == "tool":
             call_id = str(message.get("toolCallId") or "")
             out.append(Message(role="tool", content="\n".join(texts), tool_call_id=call_id, name=names.get(call_id)))
@@ -394,6 +388,33 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
                 out.append(Message(role="user", content="\n".join(texts)))
             seen_task = True  # the first is the task: the transcript's system message already
     return out
+
+
+def kimi_tools(lines: Iterable[bytes]) -> list[dict[str, Any]] | None:
+    """The tools of Kimi Code's main loop, from its last ``llm.tools_snapshot``."""
+    tools = None
+    for line in lines:
+        if b"llm.tools_snapshot" not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and entry.get("type") == "llm.tools_snapshot":
+                tools = [
+                    function_tool(str(t.get("name") or "?"), t.get("description"), t.get("parameters"))
+                    for t in entry.get("tools") or ()
+                    if isinstance(t, dict)
+                ]
+    return tools
+
+
+def function_tool(name: str, description: Any = None, parameters: Any = None) -> dict[str, Any]:
+    """An OpenAI-style function tool; what a CLI does not tell is left out."""
+    function: dict[str, Any] = {"name": name}
+    if isinstance(description, str):
+        function["description"] = description
+    if isinstance(parameters, dict):
+        function["parameters"] = parameters
+    return {"type": "function", "function": function}
 
 
 def _kimi_usage(usage: dict[str, Any]) -> Usage:

@@ -83,7 +83,8 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
                 f"signal {entry.signal}" if entry.signal is not None else f"exit {entry.exit_code}"
             )
             reason = f" ({entry.reason})" if entry.reason else ""
-            return "agent", f"attempt {entry.attempt} exited: {how}{reason}"
+            errors = f"; {entry.errors} agent error(s), last: {entry.last_error}" if entry.errors else ""
+            return "agent", f"attempt {entry.attempt} exited: {how}{reason}{errors}"
         case FinishEntry():
             return "finish", f"candidates {_ids(entry.candidates)}"
         case ValidationEntry() if entry.event == "started":

@@ -154,6 +154,10 @@ class AgentMessages(Event, frozen=True, kw_only=True):
     # the model's exact calls and per-response usage, where the stream shows less. The
     # stream's chunks stay; readers that want what the model saw and said take this one.
     source: str | None = None
+    # With ``source``: the tools the CLI offered the model, as OpenAI-style function
+    # schemas, where its record lists them (Kimi Code's); None where it does not (Claude
+    # Code's stream names tools otherwise than its requests do, so it is not taken).
+    tools: list[dict[str, Any]] | None = None
 
 
 class SubmissionRejected(Event, frozen=True, kw_only=True):

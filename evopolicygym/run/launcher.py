@@ -149,3 +149,6 @@ class SessionTranscript(Protocol):
 
     @property
     def messages(self) -> list[Message]: ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]] | None: ...

@@ -149,6 +149,8 @@ class AgentEntry(_Entry, tag="agent"):
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""
+    errors: int = 0  # error records of the attempt (API errors, a failed login)
+    last_error: str | None = None
 
 
 class FinishEntry(_Entry, tag="finish"):
@@ -465,6 +467,8 @@ class _Builder:
                     exit_code=event.exit_code,
                     signal=event.signal,
                     reason=text(event.reason),
+                    errors=event.errors,
+                    last_error=None if event.last_error is None else text(event.last_error),
                 )
             case SubmissionRejected():
                 entry = RejectionEntry(

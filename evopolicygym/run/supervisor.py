@@ -146,7 +146,7 @@ class AgentSupervisor:
         redactor = self.redactor
         messages = [redactor.message(m) for m in record.messages]
         raw_blob = ledger.store.blobs.put(redactor.bytes(record.raw))
-        ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source))
+        ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source, tools=record.tools))
 
     def _supervise(self, agent: RunningAgent) -> str:
         """Wait for the Agent; stop it on timeout or once its session has closed."""

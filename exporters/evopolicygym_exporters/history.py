@@ -280,6 +280,8 @@ def _read(
                 # The attempt as the CLI's own session record holds it (the model's exact
                 # calls, per-response usage): taken instead of the live stream's chunks.
                 recorded[event.attempt] = [m for m in event.messages if m.role != "error"]
+                if event.tools is not None and offered.get(event.attempt) is None:
+                    offered[event.attempt] = event.tools  # the CLI's own list
             case AgentMessages():
                 # Error records (API errors, "Not logged in") are failures the CLI reported,
                 # not turns: no conversation an exporter writes holds them.

@@ -143,8 +143,9 @@ def program_diff(before: Program, after: Program) -> str:
 class ProgramsExporter(Exporter):
     name: ClassVar[str] = "programs"
     summary: ClassVar[str] = (
-        "one Submission: its files, its parent (the nearest earlier program), the diff and edit "
-        "kind from it, train score, the matched comparison with the parent and best-so-far"
+        "one Submission: its files, its parent (the one the Agent named, else the nearest earlier "
+        "program), the diff and edit kind from it, train score, the matched comparison with the "
+        "parent and best-so-far"
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 128

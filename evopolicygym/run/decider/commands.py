@@ -133,6 +133,7 @@ class RecordMessages(Command, frozen=True, kw_only=True):
     messages: list[Message]
     raw_blob: str | None = None
     source: str | None = None  # see AgentMessages.source
+    tools: list[dict[str, Any]] | None = None  # see AgentMessages.tools
 
 
 class AgentExit(Command, frozen=True, kw_only=True):

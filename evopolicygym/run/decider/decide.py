@@ -311,6 +311,7 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     messages=command.messages,
                     raw_blob=command.raw_blob,
                     source=command.source,
+                    tools=command.tools,
                 )
             ]
         case AgentExit():
