@@ -317,7 +317,10 @@ def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     only.mkdir()
     (only / "kimi").symlink_to(clis / "kimi-cli")
     script: list[Turn | HttpError] = [
-        Turn(reasoning="Read the task first.", calls=(Call("Shell", {"command": "cat TASK.md"}),)),
+        Turn(
+            reasoning="Read the task and the program at once.",
+            calls=(Call("Shell", {"command": "cat TASK.md"}), Call("ReadFile", {"path": "program/policy.py"})),
+        ),
         Turn(text="Adding a tunable gain.", calls=(Call("WriteFile", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),)),
         Turn(calls=(Call("Shell", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
         Turn(calls=(Call("Shell", {"command": "./evopolicy session finish 1"}),)),
@@ -334,6 +337,13 @@ def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     assert_finished(events, done)
     started = next(e for e in events if isinstance(e, AgentStarted))
     assert started.command[:2] == ["kimi", "--print"]
+    # its context file holds both parallel calls whole (its printed stream may cut the second)
+    recorded = session_transcript(events, "kimi-cli-context")
+    said = [m for m in recorded if m.role == "assistant"]
+    assert [[(c.id, c.name, c.arguments) for c in m.tool_calls] for m in said] == [
+        [(c.id, c.name, c.arguments) for c in t.calls] for t in server.sent
+    ]
+    assert said[0].reasoning == "Read the task and the program at once."
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
     assert ("Shell", "./evopolicy session finish 1") in calls, _dump(messages)

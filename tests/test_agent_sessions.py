@@ -174,3 +174,39 @@ def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
         ),
         Message(role="tool", content="x", tool_call_id="a", name="Bash"),
     ]
+
+
+def test_a_kimi_cli_context_file_keeps_its_messages_and_drops_its_bookkeeping(tmp_path: Path) -> None:
+    from evopolicygym.agents.sessions import kimi_cli_context
+
+    record = lines(
+        {"role": "_system_prompt", "content": "You are Kimi."},
+        {"role": "_checkpoint", "id": 0},
+        {"role": "user", "content": "# Task"},
+        {"role": "_usage", "token_count": 10},
+        {
+            "role": "assistant",
+            "content": [{"type": "think", "think": "Both."}],
+            "tool_calls": [
+                {"type": "function", "id": "a", "function": {"name": "Shell", "arguments": '{"command": "ls"}'}},
+                {"type": "function", "id": "b", "function": {"name": "ReadFile", "arguments": '{"path": "program/policy.py"}'}},
+            ],
+        },
+        {"role": "tool", "content": "x", "tool_call_id": "a"},
+    )
+    assert kimi_cli_context(record) == [
+        Message(
+            role="assistant",
+            reasoning="Both.",
+            tool_calls=[
+                ToolCall(id="a", name="Shell", arguments={"command": "ls"}),
+                ToolCall(id="b", name="ReadFile", arguments={"path": "program/policy.py"}),
+            ],
+        ),
+        Message(role="tool", content="x", tool_call_id="a", name="Shell"),
+    ]
+    sessions = tmp_path / "share" / "sessions" / "h" / "0b1c2d3e-aaaa"
+    sessions.mkdir(parents=True)
+    (sessions / "context.jsonl").write_bytes(b"\n".join(record))
+    found = read_session("kimi", "0b1c2d3e-aaaa", {"KIMI_SHARE_DIR": str(tmp_path / "share")})
+    assert found is not None and found.source == "kimi-cli-context" and len(found.messages) == 2

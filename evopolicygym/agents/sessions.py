@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.agents.streams import anthropic_usage
+from evopolicygym.agents.streams import KimiParser, anthropic_usage
 from evopolicygym.transcript import AgentFault, Message, ToolCall, Usage
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "claude_session",
     "codex_rollout",
     "function_tool",
+    "kimi_cli_context",
     "kimi_tools",
     "kimi_wire",
     "read_session",
@@ -71,9 +72,12 @@ def read_session(
     elif provider == "claude-code":
         where = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "projects"
         pattern, source, parse = f"*/{session_id}.jsonl", "claude-session", claude_session
-    elif provider == "kimi":  # Kimi Code 2.x; kimi-cli 1.x says no session id on stdout
+    elif provider == "kimi" and session_id.startswith("session_"):  # Kimi Code 2.x
         where = Path(env.get("KIMI_CODE_HOME") or home / ".kimi-code") / "sessions"
         pattern, source, parse = f"*/{session_id}/agents/main/wire.jsonl", "kimi-wire", kimi_wire
+    elif provider == "kimi":  # kimi-cli 1.x
+        where = Path(env.get("KIMI_SHARE_DIR") or home / ".kimi") / "sessions"
+        pattern, source, parse = f"*/{session_id}/context.jsonl", "kimi-cli-context", kimi_cli_context
     else:
         return None
     with contextlib.suppress(OSError):
@@ -387,6 +391,22 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
             if seen_task and not any(t.startswith("<system-reminder>") for t in texts):
                 out.append(Message(role="user", content="\n".join(texts)))
             seen_task = True  # the first is the task: the transcript's system message already
+    return out
+
+
+def kimi_cli_context(lines: Iterable[bytes]) -> list[Message]:
+    """kimi-cli's context file: the messages its stream prints, whole (its printed stream
+    cuts a second parallel call's arguments short), with its bookkeeping (``_usage``,
+    ``_checkpoint``, the system prompt) and the task left out."""
+    parser = KimiParser()
+    out: list[Message] = []
+    seen_task = False
+    for line in lines:
+        for message in parser.feed(line):
+            if message.role == "user" and not seen_task:
+                seen_task = True  # the task: the transcript's system message already
+            elif message.role in ("assistant", "tool", "user"):
+                out.append(message)
     return out
 
 

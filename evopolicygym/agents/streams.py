@@ -819,6 +819,7 @@ class QoderParser(ClaudeCodeParser):
 
 _KIMI_ERROR = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)+):\s*(?:([45]\d\d)\b)?")
 _MAX_STDERR_ERRORS = 8
+_KIMI_CLI_RESUME = re.compile(r"kimi -r ([0-9a-f][0-9a-f-]{7,63})\b")
 
 
 class KimiParser(_JsonLines):
@@ -876,6 +877,9 @@ class KimiParser(_JsonLines):
         provider.api_error: 400 ...``): each such line is an error record."""
         out = []
         for line in text.splitlines()[-_MAX_STDERR_ERRORS * 4 :]:
+            resume = _KIMI_CLI_RESUME.search(line)
+            if resume is not None:  # kimi-cli 1.x names its session on stderr only
+                self.session_id = self.session_id or resume.group(1)
             if not line.startswith("error: "):
                 continue
             said = line.removeprefix("error: ").strip()
