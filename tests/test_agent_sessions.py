@@ -9,6 +9,7 @@ too large or named oddly is not read.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,11 @@ def test_records_are_found_by_session_id_and_bounded(tmp_path: Path) -> None:
     with (day / "rollout-2026-12-02T11-00-00-big.jsonl").open("wb") as big:
         big.truncate(MAX_RECORD_BYTES + 1)
     assert read_session("codex", "big", env) is None
+    # a record that is a link (to a file of the Host's, say) or not a file is not read
+    (day / "rollout-2026-12-02T12-00-00-link.jsonl").symlink_to(day / "rollout-2026-12-02T10-00-00-t-1.jsonl")
+    assert read_session("codex", "link", env) is None
+    os.mkfifo(day / "rollout-2026-12-02T13-00-00-fifo.jsonl")
+    assert read_session("codex", "fifo", env) is None
 
 
 def test_the_workspace_path_is_written_as_dot() -> None:

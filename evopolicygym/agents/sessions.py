@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -82,12 +83,24 @@ def read_session(
         return None
     with contextlib.suppress(OSError):
         found = sorted(where.glob(pattern))
-        if not found or found[-1].stat().st_size > MAX_RECORD_BYTES:
+        raw = _read_regular(found[-1]) if found else None
+        if raw is None:
             return None
-        raw = found[-1].read_bytes()
         tools = kimi_tools(raw.splitlines()) if provider == "kimi" else None
         return SessionRecord(source=source, raw=raw, messages=parse(raw.splitlines()), tools=tools)
     return None
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not a link: the Agent writes these
+    directories, and the Host must not be led to read its own files) of at most
+    ``MAX_RECORD_BYTES``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        raw = handle.read(MAX_RECORD_BYTES + 1)
+    return raw if len(raw) <= MAX_RECORD_BYTES else None
 
 
 def _text(content: Any) -> str:
