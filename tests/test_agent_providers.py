@@ -452,3 +452,34 @@ def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -
     agent.reap()
     agent.outputs()
     assert [m.content for m in got][-300:] == [f"m{i}" for i in range(300)]
+
+
+def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Path) -> None:
+    """An Agent whose shell resets PATH (codex runs commands in a login shell) still finds
+    the session: ``./evopolicy`` in the workspace runs the Host's command line, and it is
+    the Host's even where the Agent left something else by that name."""
+    from evopolicygym.records.events import RunFinished
+
+    workspace = tmp_path / "ws"
+    (workspace / "evopolicy").mkdir(parents=True)  # in the way: replaced
+    (workspace / ".evopolicy.new").mkdir()
+    script = (
+        "PATH=/usr/bin:/bin; command -v evopolicy && exit 3; "
+        "./evopolicy session submit --episodes 0:2 >/dev/null && ./evopolicy session finish 1"
+    )
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        identity = agent_identity("command", command=f"sh -c {json.dumps(script)}")
+        run_id = create_run(store, "cartpole", config, identity)
+        RunHost(store, run_id, launcher=ProviderLauncher(), workspace=workspace).drive()
+        _, events = load_run(store, run_id)
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "finished" and finished.final_submission_id == 1
+    shim = (workspace / "evopolicy").read_text()
+    assert shim.startswith("#!/bin/sh") and "evopolicygym.cli" in shim
+    assert os.access(workspace / "evopolicy", os.X_OK)

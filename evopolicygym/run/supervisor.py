@@ -216,6 +216,8 @@ def _write_shim(workspace: Path, cli: list[str]) -> None:
     the session command of this attempt is the Host's."""
     shim = workspace / CLI_SHIM
     fresh = workspace / f".{CLI_SHIM}.new"
+    if fresh.is_dir() and not fresh.is_symlink():
+        remove_tree(fresh)
     fresh.unlink(missing_ok=True)
     fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
     with os.fdopen(fd, "wb") as out:
