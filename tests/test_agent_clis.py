@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -469,3 +471,58 @@ def test_an_api_error_is_an_error_record_never_a_turn(tmp_path: Path, clis: Path
     assert status in statuses or (cli.agent == "codex" and status == 400)
     for row in sft_rows(tmp_path, events):
         assert words not in json.dumps(row["messages"])
+
+
+def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(
+    tmp_path: Path, clis: Path, codex_home: Path
+) -> None:
+    """SIGKILL the Host while codex runs a command: codex dies with it, and ``resume``
+    records that attempt's rollout (found by the stream recorded of it) before it starts
+    the next attempt, which then finishes the Run."""
+    _need(clis, "codex")
+    script: list[Turn | HttpError] = [
+        Turn(reasoning="Look first.", calls=(Call("exec_command", {"cmd": "cat TASK.md"}),)),
+        Turn(calls=(Call("exec_command", {"cmd": "sleep 120"}),)),
+        # the second attempt, after resume
+        Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session submit --episodes 0:2"}),)),
+        Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session finish 1"}),)),
+        Turn(text="Done."),
+    ]
+    store = tmp_path / "store"
+    env = {
+        **os.environ,
+        "CODEX_HOME": str(codex_home),
+        "LOOPBACK_KEY": KEY,
+        "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+    }
+    cli = [sys.executable, "-m", "evopolicygym.cli"]
+    with ModelServer("responses", script) as server:
+        codex_config(codex_home, server)
+        argv = [*cli, "run", "--store", str(store), "--benchmark", "cartpole", "--agent", "codex", "--model", "test-model"]
+        argv += ["--budget", "4", "--validation-episodes", "2", "--max-candidates", "1", "--assessment-episodes", "2"]
+        argv += ["--agent-env", "CODEX_HOME", "--agent-env", "LOOPBACK_KEY", "--agent-timeout", "240"]
+        host = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while len(server.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(server.requests) >= 2, "codex never reached its second response"
+            time.sleep(3.0)  # the chunk with thread.started is flushed at least every 2 s
+            host.send_signal(signal.SIGKILL)
+            host.wait(timeout=30)
+        finally:
+            if host.poll() is None:
+                host.kill()
+        run_id = _run_id(tmp_path)
+        done = subprocess.run([*cli, "resume", "--store", str(store), run_id], env=env, capture_output=True, text=True, timeout=400)
+        assert done.returncode == 0, done.stderr[-2000:]
+    with open_store(store) as opened:
+        _, events = load_run(opened, run_id)
+    assert_finished(events, done)
+    exits = [e for e in events if isinstance(e, AgentExited)]
+    assert [e.reason for e in exits][:1] == ["host_interrupted"]
+    recorded = [e for e in events if isinstance(e, AgentMessages) and e.source == "codex-rollout"]
+    assert [e.attempt for e in recorded] == [1, 2]
+    first = [c.arguments for m in recorded[0].messages for c in m.tool_calls]
+    assert first == [{"cmd": "cat TASK.md"}, {"cmd": "sleep 120"}]

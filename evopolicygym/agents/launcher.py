@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import msgspec
 
@@ -21,6 +20,7 @@ from evopolicygym.agents.sessions import (
     SessionRecord,
     read_session,
     relative_to_workspace,
+    session_id_in,
 )
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.namespaces import containment_disabled
@@ -28,11 +28,6 @@ from evopolicygym.redaction import is_credential_name
 from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = ["ProviderLauncher"]
-
-
-class _Session(Protocol):
-    @property
-    def session_id(self) -> str | None: ...
 
 
 class ProviderLauncher:
@@ -72,9 +67,9 @@ class ProviderLauncher:
         )
 
     def session_record(
-        self, agent: AgentIdentity, running: _Session, env: dict[str, str], workspace: str
+        self, agent: AgentIdentity, stdout: bytes, stderr: bytes, env: dict[str, str], workspace: str
     ) -> SessionRecord | None:
-        record = read_session(agent.provider, running.session_id, env)
+        record = read_session(agent.provider, session_id_in(agent.provider, stdout, stderr), env)
         if record is None:
             return None
         return msgspec.structs.replace(record, messages=relative_to_workspace(record.messages, workspace))

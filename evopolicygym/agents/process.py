@@ -90,9 +90,6 @@ class AgentProcess:
             messages = drain()
         self._deliver(messages)
 
-    @property
-    def session_id(self) -> str | None:
-        return getattr(self._parser, "session_id", None)
 
     @property
     def unknown_kinds(self) -> dict[str, int]:

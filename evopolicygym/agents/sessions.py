@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
     "kimi_wire",
     "read_session",
     "relative_to_workspace",
+    "session_id_in",
 ]
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a larger record is not read
@@ -88,6 +90,33 @@ def read_session(
             return None
         tools = kimi_tools(raw.splitlines()) if provider == "kimi" else None
         return SessionRecord(source=source, raw=raw, messages=parse(raw.splitlines()), tools=tools)
+    return None
+
+
+_KIMI_CLI_RESUME = re.compile(rb"kimi -r ([0-9a-f][0-9a-f-]{7,63})\b")
+
+
+def session_id_in(provider: str, stdout: bytes, stderr: bytes = b"") -> str | None:
+    """The id a CLI gave its session, as its output says it: codex's ``thread.started``,
+    Claude Code's ``system``/``init``, Kimi Code's ``session.resume_hint`` (stdout) or
+    kimi-cli's resume line (stderr). From the recorded output, so an attempt whose Host
+    died can be found again on resume."""
+    marker = {"codex": b"thread.started", "claude-code": b'"init"', "kimi": b"session.resume_hint"}.get(provider)
+    if marker is None:
+        return None
+    for line in stdout.splitlines():
+        if marker not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if not isinstance(event, dict):
+                continue
+            found = event.get("thread_id") if provider == "codex" else event.get("session_id")
+            if isinstance(found, str) and found:
+                return found
+    if provider == "kimi":
+        resume = _KIMI_CLI_RESUME.search(stderr[-65536:])
+        return resume.group(1).decode() if resume else None
     return None
 
 

@@ -319,7 +319,6 @@ class _JsonLines:
 
     def __init__(self) -> None:
         self.unknown: dict[str, int] = {}
-        self.session_id: str | None = None  # the CLI's id of its session, where it says one
         self._names = _Names()
         self._anonymous = 0
 
@@ -409,10 +408,7 @@ class CodexParser(_JsonLines):
         if kind is None:
             self._count("malformed")
             return []
-        if kind == "thread.started":
-            self.session_id = _str(event.get("thread_id")) or self.session_id
-            return []
-        if kind == "turn.started":
+        if kind in ("thread.started", "turn.started"):
             return []
         if kind in ("item.started", "item.updated"):
             return self._started(_dict(event.get("item")))
@@ -615,9 +611,7 @@ class ClaudeCodeParser(_JsonLines):
             return self._result(event)
         if kind == "system":
             subtype = _str(event.get("subtype"))
-            if subtype == "init":
-                self.session_id = _str(event.get("session_id")) or self.session_id
-            else:
+            if subtype != "init":
                 self._count(f"system:{subtype}" if subtype else "system")
             return []
         self._count(kind)  # stream_event, tool_progress, control messages, anything newer
@@ -819,7 +813,6 @@ class QoderParser(ClaudeCodeParser):
 
 _KIMI_ERROR = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)+):\s*(?:([45]\d\d)\b)?")
 _MAX_STDERR_ERRORS = 8
-_KIMI_CLI_RESUME = re.compile(r"kimi -r ([0-9a-f][0-9a-f-]{7,63})\b")
 
 
 class KimiParser(_JsonLines):
@@ -865,8 +858,6 @@ class KimiParser(_JsonLines):
             return [Message(role=role, content=said)]
         if role == "meta":
             kind = _str(event.get("type"))
-            if kind == "session.resume_hint":  # Kimi Code: where its wire file is
-                self.session_id = _str(event.get("session_id")) or self.session_id
             self._count(f"meta:{kind}" if kind else "meta")
             return []
         self._count(f"role:{role}" if isinstance(role, str) else "malformed")
@@ -877,9 +868,6 @@ class KimiParser(_JsonLines):
         provider.api_error: 400 ...``): each such line is an error record."""
         out = []
         for line in text.splitlines()[-_MAX_STDERR_ERRORS * 4 :]:
-            resume = _KIMI_CLI_RESUME.search(line)
-            if resume is not None:  # kimi-cli 1.x names its session on stderr only
-                self.session_id = self.session_id or resume.group(1)
             if not line.startswith("error: "):
                 continue
             said = line.removeprefix("error: ").strip()

@@ -82,6 +82,8 @@ class RunHost:
                     ledger.must(Interrupt(reason="the Host stopped without finishing the Run",
                                           last_position=self.store.events.head()))
                 ledger.must(Resume())
+                # The attempt the Host died under: its CLI's record is still on disk.
+                self._supervisor.recover_session(self._publisher.known_path())
             evaluator = Evaluator()
             phases = Phases(ledger, benchmark, evaluator, self._publisher)
             gateway = SessionGateway(ledger, self._supervisor, phases.evaluate_submission)

@@ -87,11 +87,6 @@ class RunningAgent(Protocol):
         events are recorded."""
         ...
 
-    @property
-    def session_id(self) -> str | None:
-        """The id its CLI gave its session (codex's thread id), as its stream said."""
-        ...
-
     def stdout_since(self, offset: int) -> builtins.bytes:
         """Its raw stdout from byte ``offset`` on, as read so far."""
         ...
@@ -133,10 +128,16 @@ class Launcher(Protocol):
         ...
 
     def session_record(
-        self, agent: AgentIdentity, running: RunningAgent, env: dict[str, str], workspace: str
+        self,
+        agent: AgentIdentity,
+        stdout: builtins.bytes,
+        stderr: builtins.bytes,
+        env: dict[str, str],
+        workspace: str,
     ) -> SessionTranscript | None:
-        """After ``running`` ended: its transcript as its CLI's own session record holds it,
-        where the CLI keeps one (None otherwise)."""
+        """An ended attempt's transcript as its CLI's own session record holds it, found by
+        what its output (``stdout``, ``stderr``) says of its session; None where the CLI
+        keeps none or it cannot be found."""
         ...
 
 

@@ -75,6 +75,16 @@ class Publisher:
             raise RunError(f"cannot prepare the workspace {self._path}: {one_line(exc)}") from exc
         return self._path, task_md
 
+    def known_path(self) -> Path | None:
+        """The workspace of this Run's attempts so far, without preparing it (None: none yet)."""
+        if self._path is not None or self._given is not None:
+            return self._path or self._given
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            earlier = Path(self._note().read_text().strip())
+            if earlier.is_dir():
+                return earlier
+        return None
+
     def publish(self) -> dict[str, bytes]:
         """Bring ``feedback/`` up to date with the log; the feedback files."""
         ledger = self._ledger

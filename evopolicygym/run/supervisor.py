@@ -20,7 +20,8 @@ import msgspec
 
 from evopolicygym.hostdirs import remove_tree
 from evopolicygym.protocol import CLI_ENV, CLI_SHIM, SESSION_ENV, WORKSPACE_ENV, cli_shim
-from evopolicygym.run.decider import AgentExit, RecordMessages, StartAgent
+from evopolicygym.records.events import AgentExited, AgentMessages
+from evopolicygym.run.decider import HOST_INTERRUPTED, AgentExit, RecordMessages, StartAgent
 from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.publisher import Publisher
@@ -114,7 +115,7 @@ class AgentSupervisor:
         with ledger.lock:
             self._agent_done = True
         self.flush(force=True)
-        self._record_session(agent, env, str(workspace))
+        self._record_session(stdout, stderr, env, str(workspace))
         with ledger.lock:
             self._agent, self._agent_done = None, False
         status = agent.status(reason)
@@ -131,13 +132,33 @@ class AgentSupervisor:
             )
         )
 
-    def _record_session(self, agent: RunningAgent, env: dict[str, str], workspace: str) -> None:
+    def recover_session(self, workspace: Path | None) -> None:
+        """On resume: the session record of the attempt the Host died under, found by the
+        output recorded of it (its chunks' raw stream), as an ended attempt's would be."""
+        ledger = self._ledger
+        state, events = ledger.state, ledger.events
+        attempt = state.agent_attempts
+        exits = [e for e in events if isinstance(e, AgentExited) and e.attempt == attempt]
+        if workspace is None or not exits or exits[-1].reason != HOST_INTERRUPTED:
+            return
+        chunks = [e for e in events if isinstance(e, AgentMessages) and e.attempt == attempt]
+        if any(e.source is not None for e in chunks):
+            return
+        stdout = b"".join(ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None)
+        try:
+            env = dict(self._launcher.launch(ledger.created.agent, "").env)
+        except ValueError:  # its CLI is gone: nothing to read its record with
+            return
+        self._redactor = self._launcher.redactor(ledger.created.agent)
+        self._record_session(stdout, b"", env, str(workspace))
+
+    def _record_session(self, stdout: bytes, stderr: bytes, env: dict[str, str], workspace: str) -> None:
         """The attempt's transcript from its CLI's own session record, where it keeps one.
         The record is the Agent's to write, so it is read as untrusted input: bounded,
         redacted, and never able to stop the Run."""
         ledger = self._ledger
         try:
-            record = self._launcher.session_record(ledger.created.agent, agent, env, workspace)
+            record = self._launcher.session_record(ledger.created.agent, stdout, stderr, env, workspace)
         except Exception:  # a CLI's record in a shape we do not know: the stream stands
             log.warning("could not read the Agent's session record", exc_info=True)
             return
