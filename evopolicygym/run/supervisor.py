@@ -144,10 +144,11 @@ class AgentSupervisor:
         chunks = [e for e in events if isinstance(e, AgentMessages) and e.attempt == attempt]
         if any(e.source is not None for e in chunks):
             return
-        stdout = b"".join(ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None)
         try:
+            stdout = b"".join(ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None)
             env = dict(self._launcher.launch(ledger.created.agent, "").env)
-        except ValueError:  # its CLI is gone: nothing to read its record with
+        except Exception:  # a blob gone, its CLI gone: the Run goes on without that record
+            log.warning("could not recover the interrupted attempt's session record", exc_info=True)
             return
         self._redactor = self._launcher.redactor(ledger.created.agent)
         self._record_session(stdout, b"", env, str(workspace))
