@@ -127,8 +127,41 @@ def assert_as_sent(
             )
             if reasoning_tokens:  # Kimi Code keeps no reasoning count
                 assert usage.reasoning_tokens == turn.reasoning_tokens
-    results = {m.tool_call_id for m in messages if m.role == "tool"}
-    assert results == {c.id for t in server.sent for c in t.calls}
+    results = {m.tool_call_id: m.content for m in messages if m.role == "tool"}
+    assert set(results) == {c.id for t in server.sent for c in t.calls}
+    # each tool result is what the model was sent back, word for word; Kimi Code's record
+    # lacks the "Wall time: …" line it puts before a command's output when it sends it
+    received = received_results(server)
+    if server.dialect == "chat":
+        assert all(received[k].endswith(v) and received[k][: -len(v) or None].count("\n") <= 1 for k, v in results.items())
+    else:
+        assert {k: received.get(k) for k in results} == results
+
+
+def _blocks_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") in ("text", "input_text", "output_text"))
+
+
+def received_results(server: ModelServer) -> dict[str, str]:
+    """The tool results the CLI sent the model, by call id, as the server received them."""
+    out: dict[str, str] = {}
+    for body in server.requests:
+        if server.dialect == "responses":
+            for item in body.get("input") or ():
+                if item.get("type") == "function_call_output":
+                    out[item["call_id"]] = _blocks_text(item.get("output"))
+        elif server.dialect == "messages":
+            for message in body.get("messages") or ():
+                for block in message.get("content") if isinstance(message.get("content"), list) else ():
+                    if block.get("type") == "tool_result":
+                        out[block["tool_use_id"]] = _blocks_text(block.get("content"))
+        else:
+            for message in body.get("messages") or ():
+                if message.get("role") == "tool":
+                    out[message["tool_call_id"]] = _blocks_text(message.get("content"))
+    return out
 
 
 def sft_rows(tmp_path: Path, events: list[Event]) -> list[dict[str, Any]]:
