@@ -999,6 +999,37 @@ def test_query_is_read_only(two_runs: Store) -> None:
     assert "read-only" in line.lower()
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "COPY (SELECT 'x') TO '{store}/events.db'",  # would overwrite the log
+        "COPY (SELECT 1) TO '{store}/elsewhere.csv'",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_text('{store}/events.db')",
+        "SELECT * FROM glob('{store}/*')",
+        "ATTACH '{store}/events.db' AS log (TYPE sqlite)",
+        "EXPORT DATABASE '{store}/dump'",
+        "INSTALL httpfs",
+        "LOAD sqlite_scanner",
+        "SET enable_external_access = true",
+        "SET lock_configuration = false",
+    ],
+)
+def test_query_touches_nothing_but_the_read_models(two_runs: Store, sql: str) -> None:
+    """``query`` runs the user's SQL: no file may be read or written through it (the log
+    is a file beside the read models), no extension loaded, no setting turned back."""
+    root = two_runs.path
+    assert invoke("query", "SELECT 1", "--store", str(root)).exit_code == 0  # the read models exist
+    log = (root / "events.db").read_bytes()
+    before = sorted(p.name for p in root.iterdir())
+    line = assert_one_line_error(invoke("query", sql.format(store=root), "--store", str(root)), 1)
+    assert line.startswith("error: query failed:")
+    assert (root / "events.db").read_bytes() == log
+    assert sorted(p.name for p in root.iterdir()) == before
+    ok = invoke("query", "SELECT count(*) AS n FROM runs", "--store", str(root), "--json")
+    assert json.loads(ok.stdout) == [{"n": 2}]
+
+
 def test_bad_sql_is_a_one_line_error(two_runs: Store) -> None:
     result = invoke("query", "SELEC nonsense FROM\nnowhere", "--store", str(two_runs.path))
     line = assert_one_line_error(result, 1)

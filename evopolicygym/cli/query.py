@@ -2,7 +2,9 @@
 
 The read models (``events``, ``runs``, ``submissions``, ``episodes``) are
 caught up with the log first, unless ``--no-refresh``; the query then runs on
-a read-only connection, so it cannot change them.
+a read-only connection with DuckDB's external access off and its settings
+locked, so it can change neither them nor any file (the log among them), read
+no other file, and load or fetch no extension.
 
 DuckDB lets one process write the read models or any number of processes read
 them. When another process holds them so that they cannot be caught up, the
@@ -40,7 +42,7 @@ from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
-from evopolicygym.records.read_models import ReadModelsBusy, open_read_models, refresh
+from evopolicygym.records.read_models import ReadModelsBusy, lock_down, open_read_models, refresh
 from evopolicygym.records.store import StoreError
 
 __all__ = ["query"]
@@ -181,7 +183,9 @@ def _caught_up(store: Store) -> bool:
 def _read_only(store: Store) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the read models, or None while a writer holds them."""
     try:
-        return open_read_models(store, read_only=True, wait_s=0)
+        # The user's SQL reads the read models and nothing else: no file (the log is one),
+        # no extension, no setting to undo that.
+        return lock_down(open_read_models(store, read_only=True, wait_s=0))
     except ReadModelsBusy:
         return None
 

@@ -80,6 +80,7 @@ __all__ = [
     "RUNS",
     "SUBMISSIONS",
     "ReadModelsBusy",
+    "lock_down",
     "open_read_models",
     "refresh",
 ]
@@ -675,6 +676,26 @@ def open_read_models(
                 ) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
+
+
+# What a connection that runs a user's SQL may not do: touch a file (COPY … TO, read_csv,
+# ATTACH, EXPORT: the log is a file beside the read models), load or fetch an extension,
+# or change these settings back. DuckDB can only turn them off while it runs, never on.
+_LOCKED_DOWN = (
+    "SET enable_external_access = false",
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET allow_community_extensions = false",
+    "SET lock_configuration = true",
+)
+
+
+def lock_down(connection: Connection) -> Connection:
+    """``connection`` with no access beyond its own database and settings that stay so:
+    for SQL the store's owner did not write (``evopolicy query``)."""
+    for setting in _LOCKED_DOWN:
+        connection.execute(setting)
+    return connection
 
 
 def refresh(
