@@ -12,6 +12,8 @@ from pathlib import Path, PurePosixPath
 __all__ = [
     "MAX_FILES",
     "MAX_FILE_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
     "MAX_TOTAL_BYTES",
     "Program",
     "ProgramError",
@@ -21,6 +23,8 @@ __all__ = [
 MAX_FILES = 1_000
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
+MAX_PATH_BYTES = 1024  # a whole relative path, well under PATH_MAX with the Host's prefix
 
 _DOMAIN = b"evopolicygym:program:v1\x00"
 _SKIP_DIRS = frozenset({".git", "__pycache__"})
@@ -63,9 +67,17 @@ def _check_relpath(path: str) -> str:
     ):
         raise ProgramError(f"{path!r}: not a normalized relative path")
     try:
-        path.encode("utf-8")
+        encoded = path.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ProgramError(f"{path!r}: file name is not valid UTF-8") from exc
+    # What no filesystem the Host writes programs to can hold (NAME_MAX, PATH_MAX): refused
+    # here, as the Agent's doing, rather than failing the Host when the files are written.
+    if len(encoded) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+        shown = path if len(path) <= 80 else path[:77] + "..."
+        raise ProgramError(
+            f"{shown!r}: a path of at most {MAX_PATH_BYTES} bytes with names of at most "
+            f"{MAX_NAME_BYTES} bytes each"
+        )
     return path
 
 

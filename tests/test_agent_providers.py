@@ -483,3 +483,41 @@ def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Pat
     shim = (workspace / "evopolicy").read_text()
     assert shim.startswith("#!/bin/sh") and "evopolicygym.cli" in shim
     assert os.access(workspace / "evopolicy", os.X_OK)
+
+
+HOSTILE_NAMES = r'''
+import json, os, subprocess, sys
+from pathlib import Path
+from evopolicygym.protocol import request
+policy = Path("program/policy.py").read_bytes()
+reply = request(os.environ["EVOPOLICY_SESSION"], {
+    "op": "submit", "request_id": "long-name", "episodes": "0:2", "problem": None, "parent": None,
+    "files": {"policy.py": policy, "x" * 300 + ".py": b""},
+})
+print(json.dumps({"role": "assistant", "content": json.dumps(reply)}), flush=True)
+subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
+'''
+
+
+def test_a_file_name_too_long_for_any_filesystem_is_a_rejection(tmp_path: Path) -> None:
+    """Sent straight over the session protocol (no directory can hold it), a 300-byte file
+    name is ``program_invalid``, charges nothing, and the Run goes on to finish."""
+    from evopolicygym.records.events import RunFinished, SubmissionRejected
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(HOSTILE_NAMES)
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        run_id = create_run(store, "cartpole", config, agent_identity("command", command=f"{sys.executable} {agent}"))
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
+        _, events = load_run(store, run_id)
+    (rejected,) = [e for e in events if isinstance(e, SubmissionRejected)]
+    assert rejected.code == "program_invalid" and "at most 255 bytes" in rejected.message
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "finished" and finished.final_submission_id == 1

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from evopolicygym.program import (
     MAX_FILE_BYTES,
     MAX_FILES,
+    MAX_NAME_BYTES,
     MAX_TOTAL_BYTES,
     Program,
     ProgramError,
@@ -427,3 +428,12 @@ def test_refuses_a_tree_that_changes_during_capture(tmp_path, mode):
         assert program.digest in allowed, "a capture mixed two states of the file"
         assert program.read("lib/state.bin") == allowed[program.digest]
         assert program.read("policy.py") == stable["policy.py"]
+
+
+def test_names_no_filesystem_can_hold_are_refused() -> None:
+    """A name over 255 bytes (or a path over 1024) is the program's fault, refused when it is
+    captured, never an error of the Host's when the files are written."""
+    Program.from_files({"a" * MAX_NAME_BYTES: b"", "d/" + "é" * 127 + "x": b""})  # 255 bytes each
+    for path in ("a" * (MAX_NAME_BYTES + 1), "ok/" + "é" * 128, "/".join(["d" * 200] * 6)):
+        with pytest.raises(ProgramError, match="at most"):
+            Program.from_files({"policy.py": b"", path: b""})
