@@ -170,14 +170,23 @@ def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
         raise EvaluationError(f"the policy worker could not be set up (wait status {status})")
     if status is None:
         return _PolicyFailure("protocol_error", "policy process stopped answering")
+    if os.WIFSTOPPED(status):  # it made itself traced and a signal stopped it
+        return _PolicyFailure("exception", f"policy process stopped by {_signal_name(os.WSTOPSIG(status))} (traced)")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        name = _signal_name(sig)
         if sig in (signal.SIGXCPU, signal.SIGXFSZ, signal.SIGKILL):
             return _PolicyFailure("resource_limit", f"policy process killed by {name} (resource limit)")
         return _PolicyFailure("exception", f"policy process crashed with {name}")
-    code = os.waitstatus_to_exitcode(status)
+    try:
+        code = os.waitstatus_to_exitcode(status)
+    except ValueError:  # no status the kernel gives a child that ran our code alone
+        return _PolicyFailure("protocol_error", f"policy process ended with wait status {status}")
     return _PolicyFailure("protocol_error", f"policy process exited with code {code} without answering")
+
+
+def _signal_name(sig: int) -> str:
+    return signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
 
 
 class _Worker:

@@ -103,6 +103,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
     owners: dict[int, socket.socket] = {}
+    stopped: dict[int, int] = {}  # traced children stopped by a signal: their stop status
     serial = 0
     children: dict[socket.socket, set[int]] = {}
     os.write(ready_fd, msgspec.msgpack.encode({"containment": containment, "pid": host_visible_pid}))
@@ -126,9 +127,16 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                 return
             if pid == 0:
                 return
+            if os.WIFSTOPPED(status):
+                # A policy that made us its tracer (PTRACE_TRACEME) is stopped, not ended, by
+                # a signal: end it, and report that stop (the policy's doing) once it is gone.
+                stopped[pid] = status
+                kill(pid)
+                continue
             # Whatever the leader left in its group goes too (the process-group level).
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+            status = stopped.pop(pid, status)
             conn = owners.pop(pid, None)
             if conn is not None:
                 children.get(conn, set()).discard(pid)
