@@ -521,3 +521,54 @@ def test_a_file_name_too_long_for_any_filesystem_is_a_rejection(tmp_path: Path) 
     assert rejected.code == "program_invalid" and "at most 255 bytes" in rejected.message
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
+
+
+HOSTILE_SIZES = r'''
+import json, os, subprocess
+from pathlib import Path
+from evopolicygym.protocol import request
+session = os.environ["EVOPOLICY_SESSION"]
+policy = Path("program/policy.py").read_bytes()
+def submit(request_id, **fields):
+    body = {"op": "submit", "request_id": request_id, "episodes": "0:2", "problem": None, "parent": None,
+            "files": {"policy.py": policy}}
+    body.update(fields)
+    return request(session, body)
+replies = [
+    submit("a" * 32, files=None, problem="p" * (8 * 1024 * 1024)),            # an 8 MiB problem text
+    submit("b" * 32, files={"policy.py": policy + b"\n" + b"x = 1\n" * 60000 + b"def broken(:\n"}),
+    submit("c" * 32, episodes="0," * 3000 + "1"),                             # a 6 KB selector
+]
+print(json.dumps({"role": "assistant", "content": json.dumps([r["error"]["code"] for r in replies])}), flush=True)
+subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
+'''
+
+
+def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Path) -> None:
+    """An 8 MiB problem text is recorded cut with a marker; a large policy.py that does not
+    compile is refused by a compile outside the Host process; an overlong selector is
+    refused as too long, never read as a shorter one; each is a free rejection."""
+    from evopolicygym.records.events import RunFinished, SubmissionRejected
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(HOSTILE_SIZES)
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        run_id = create_run(store, "cartpole", config, agent_identity("command", command=f"{sys.executable} {agent}"))
+        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
+        _, events = load_run(store, run_id)
+    problem, syntax, selector = [e for e in events if isinstance(e, SubmissionRejected)]
+    assert problem.code == "program_invalid" and len(problem.message) < 4300
+    assert problem.message.endswith(f"[{8 * 1024 * 1024 - 4096} more characters cut]")
+    assert syntax.code == "program_invalid" and "does not compile" in syntax.message
+    assert "line 60018" in syntax.message  # the child's SyntaxError, with where it is
+    assert selector.code == "invalid_request" and "length <= 1000" in selector.message  # as malformed
+    assert selector.selector is None
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "finished" and finished.final_submission_id == 1

@@ -8,6 +8,8 @@ request's events, so the log shows what led to it first.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +41,7 @@ class SessionGateway:
         # What the Agent sends is recorded (a selector, a problem, a malformed frame's text):
         # secrets out first. The program files are its work and are stored as submitted.
         redactor = self._supervisor.redactor
-        request = {k: v if k == "files" else redactor.value(v) for k, v in request.items()}
+        request = {k: v if k == "files" else redactor.value(_bounded(v)) for k, v in request.items()}
         op = request.get("op")
         if op == "submit":
             return self._submit(request)
@@ -89,6 +91,55 @@ class SessionGateway:
         return {"ok": True, "result": result}
 
 
+MAX_TEXT_CHARS = 4096  # of a problem or malformed-request text the Host records and answers
+MAX_COMPILED_IN_PROCESS = 256 * 1024  # a larger policy.py is compiled in a child under limits
+COMPILE_LIMITS = (1 << 30, 20)  # address space (bytes), CPU seconds of that child
+
+
+def _bounded(value: Any) -> Any:
+    """A text the Agent made (a problem, a malformed frame's complaint) cut to what the Host
+    records and answers, with a marker (a selector is never this long: the protocol refuses
+    one over ``MAX_SELECTOR_CHARS``)."""
+    if not isinstance(value, str) or len(value) <= MAX_TEXT_CHARS:
+        return value
+    return f"{value[:MAX_TEXT_CHARS]} … [{len(value) - MAX_TEXT_CHARS} more characters cut]"
+
+
+def _compiles(source: bytes) -> str | None:
+    """Why ``source`` does not compile (None if it does). A large one is compiled in a child
+    process with bounded memory and CPU: compiling 16 MiB of Python costs gigabytes."""
+    if len(source) <= MAX_COMPILED_IN_PROCESS:
+        try:
+            compile(source, "policy.py", "exec", dont_inherit=True)
+        except Exception as exc:  # SyntaxError, but also MemoryError/RecursionError on hostile code
+            return one_line(exc)
+        return None
+    memory, cpu = COMPILE_LIMITS
+    # The child limits itself before it reads a byte (no preexec_fn: the Host has threads).
+    check = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+        f"resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))\n"
+        "try:\n"
+        "    compile(sys.stdin.buffer.read(), 'policy.py', 'exec', dont_inherit=True)\n"
+        "except BaseException as exc:\n"
+        "    print(str(exc) or type(exc).__name__); sys.exit(1)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", check],
+            input=source,
+            capture_output=True,
+            timeout=cpu * 2,
+        )
+    except subprocess.TimeoutExpired:
+        return "compiling it took too long"
+    if done.returncode == 0:
+        return None
+    said = done.stdout.decode("utf-8", "replace").strip()
+    return " ".join(said.split())[:2000] if said else f"compiling it exceeded its limits (exit {done.returncode})"
+
+
 def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:
     """The submitted Program, or why it cannot be one (a program_invalid rejection)."""
     if problem:
@@ -101,8 +152,7 @@ def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:
         return None, str(exc)
     if "policy.py" not in program.paths():
         return None, "the program has no policy.py at its top level"
-    try:
-        compile(program.read("policy.py"), "policy.py", "exec", dont_inherit=True)
-    except Exception as exc:  # SyntaxError, but also MemoryError/RecursionError on hostile code
-        return None, f"policy.py does not compile: {one_line(exc)}"
+    problem = _compiles(program.read("policy.py"))
+    if problem is not None:
+        return None, f"policy.py does not compile: {problem}"
     return program, None
