@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from evopolicygym.cli.checkout import checkout
-from evopolicygym.cli.errors import Cli, CliError
+from evopolicygym.cli.errors import Cli, CliError, CliUsageError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.cli.replay import replay
@@ -30,7 +30,7 @@ from evopolicygym.records.location import Store, open_store, resolve_store_path
 from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, RunSummary, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError, StreamInfo
-from evopolicygym.records.verify import verify_store
+from evopolicygym.records.verify import Anchor, log_head, verify_store
 from evopolicygym.run.liveness import host_alive
 
 __all__ = ["record", "run_summary"]
@@ -454,20 +454,49 @@ def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_versi
 # --------------------------------------------------------------------------- verify
 
 
+@record.command(short_help="Print the log's head (POSITION:HASH), to keep outside the store.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.pass_context
+def head(ctx: click.Context, as_json: bool) -> None:
+    """Print the log's last position and that event's chain hash as POSITION:HASH.
+
+    Kept somewhere the store's owner cannot rewrite (a ticket, a paper, a commit), it
+    lets `record verify --anchor POSITION:HASH` tell later whether the log still extends
+    it: a log whose tail was removed, or whose chain was recomputed after an edit, passes
+    every check of its own but no longer holds that hash at that position.
+    """
+    with open_existing(store_root(ctx)) as store:
+        anchor = log_head(store)
+    if as_json:
+        emit_json({"position": anchor.position, "hash": anchor.hash, "anchor": str(anchor)})
+    else:
+        click.echo(str(anchor))
+
+
 @record.command(short_help="Verify the log's hash chain and the blobs it references.")
 @click.argument("run", metavar="[RUN]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.option(
+    "--anchor",
+    metavar="POSITION:HASH",
+    help="A head printed earlier by `record head`: the log must still extend it.",
+)
 @click.pass_context
-def verify(ctx: click.Context, run: str | None, as_json: bool) -> None:
+def verify(ctx: click.Context, run: str | None, as_json: bool, anchor: str | None) -> None:
     """Check positions, stream versions, payload hashes, the hash chain, that every payload
-    decodes, and that every referenced blob and Program is stored intact.
+    decodes, and that every referenced blob and Program is stored intact; with --anchor,
+    that the log still holds that head (not truncated, not rechained since).
 
     With RUN, only that Run's problems are reported (and any break of the global
     chain, which is walked in full). Exit status 1 when anything is wrong.
     """
+    try:
+        kept = Anchor.parse(anchor) if anchor is not None else None
+    except ValueError as exc:
+        raise CliUsageError(str(exc)) from exc
     with open_existing(store_root(ctx)) as store:
         stream_id = resolve(store, run) if run is not None else None
-        report = verify_store(store, stream_id)
+        report = verify_store(store, stream_id, kept)
     if as_json:
         emit_json(report.to_dict())
         if not report.ok:

@@ -33,6 +33,7 @@ only that stream's problems are reported, plus any break of the global chain
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -47,10 +48,12 @@ from evopolicygym.records.store import EventStore, Row, StoreError
 
 __all__ = [
     "PAGE",
+    "Anchor",
     "BlobChecker",
     "Problem",
     "ProblemKind",
     "VerifyReport",
+    "log_head",
     "referenced_blobs",
     "verify_store",
 ]
@@ -67,6 +70,7 @@ ProblemKind = Literal[
     "blob_missing",
     "blob_corrupt",
     "storage",  # the database file itself is damaged (its pages, indexes)
+    "anchor",  # the log no longer extends a head kept elsewhere (truncated or rechained)
 ]
 _RAW_JSON = msgspec.json.Decoder()
 
@@ -81,6 +85,40 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
 
     def describe(self) -> str:
         return f"position {self.position} ({self.stream_id} v{self.stream_version}): {self.message}"
+
+
+_ANCHOR = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
+
+
+class Anchor(msgspec.Struct, frozen=True, kw_only=True):
+    """The log's head as a user keeps it elsewhere: its last position and that event's
+    chain hash, ``POSITION:HASH``. A log that still extends it has the same hash there;
+    a truncated tail or a chain recomputed from an edit does not."""
+
+    position: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.position}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> Anchor:
+        found = _ANCHOR.fullmatch(text.strip())
+        if found is None:
+            raise ValueError(f"an anchor is POSITION:HASH (as `evopolicy record head` prints it), not {text!r}")
+        return cls(position=int(found.group(1)), hash=found.group(2))
+
+
+def log_head(store: Store | EventStore) -> Anchor:
+    """The anchor of the log as it is now (position 0 and the genesis hash when empty)."""
+    events = event_log(store)
+    head = events.head()
+    if head == 0:
+        return Anchor(position=0, hash=GENESIS)
+    for row in iter_rows(store, from_position=head - 1, batch=1):
+        if row[0] == head:
+            return Anchor(position=head, hash=str(row[10]))
+    raise StoreError(f"the log's head {head} cannot be read")
 
 
 class VerifyReport(msgspec.Struct, kw_only=True):
@@ -323,13 +361,17 @@ class _Walker:
         return found
 
 
-def verify_store(store: Store | EventStore, stream_id: str | None = None) -> VerifyReport:
+def verify_store(
+    store: Store | EventStore, stream_id: str | None = None, anchor: Anchor | None = None
+) -> VerifyReport:
     """Check the log (and the blobs it references) up to its head when called.
 
     ``store`` is a ``Store`` (its ``.events`` log and its ``.blobs``) or a bare
     ``EventStore``: with no blob store, blob and Program references are not
     checked and ``VerifyReport.blobs`` stays 0. See the module docstring for what
-    is checked. Problems come in log order; an intact log gives ``report.ok``.
+    is checked. Problems come in log order; an intact log gives ``report.ok``. With
+    ``anchor`` (a head kept elsewhere), the log must still hold that position with that
+    hash: a chain that checks out but no longer extends it was truncated or rewritten.
     """
     events = event_log(store)
     blobs = store.blobs if isinstance(store, Store) else None
@@ -344,6 +386,28 @@ def verify_store(store: Store | EventStore, stream_id: str | None = None) -> Ver
         walker = _Walker(blobs, stream_id)
         for row in _rows(store, head):
             problems.extend(walker.check(row))
+            if anchor is not None and row[0] == anchor.position and row[10] != anchor.hash:
+                problems.append(
+                    Problem(
+                        position=row[0],
+                        stream_id=row[1],
+                        stream_version=row[2],
+                        kind="anchor",
+                        message=f"the event here has hash {row[10]}, not the anchor's {anchor.hash}: "
+                        "the log was rewritten since the anchor was taken",
+                    )
+                )
+        if anchor is not None and anchor.position > head:
+            problems.append(
+                Problem(
+                    position=head,
+                    stream_id="",
+                    stream_version=0,
+                    kind="anchor",
+                    message=f"the log ends at position {head}, before the anchor's {anchor.position}: "
+                    "events were removed since the anchor was taken",
+                )
+            )
     except StoreError as exc:
         if not problems:
             raise

@@ -29,6 +29,7 @@ import msgspec
 from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.location import Store
 from evopolicygym.records.runs import RUN_PREFIX
+from evopolicygym.records.verify import log_head
 from evopolicygym_exporters.base import Exporter, ExportOptions
 from evopolicygym_exporters.card import render_card
 from evopolicygym_exporters.history import read_histories
@@ -59,10 +60,9 @@ class ExportReport:
 
 
 def _head(store: Store) -> tuple[int, str]:
-    head = store.events.head()
-    if head == 0:
-        return 0, ""
-    return head, store.events.read_all(head - 1, 1)[0].hash
+    """The log's head the export was made from (``record head``; empty: 0 and "")."""
+    anchor = log_head(store)
+    return anchor.position, anchor.hash if anchor.position else ""
 
 
 def _fingerprint(exporter: Exporter, head: tuple[int, str], options: ExportOptions) -> str:
@@ -250,6 +250,9 @@ def _build(
                 "features": writers[name].features._to_yaml_list(),
                 "store_head": head[0],
                 "store_hash": head[1],
+                # `evopolicy record verify --anchor` this: whether the log still holds what
+                # the rows were made from
+                "store_anchor": f"{head[0]}:{head[1]}" if head[0] else None,
                 "filter": options.run_filter.describe(),
                 "test_fraction": options.test_fraction,
                 "split_by": options.split_by,
