@@ -7,13 +7,19 @@ no longer exists (pids of live processes, ours or another user's, are left alone
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import tempfile
 from typing import Any
 
-__all__ = ["private_dir", "remove_tree"]
+__all__ = ["host_base", "private_dir", "remove_tree"]
+
+# Short: the fork server's socket path in it must stay under AF_UNIX's 108 bytes even in
+# a long TMPDIR. No "-" before the pid: "evopolicy-<digits>" is a workspace's name.
+_BASE_PREFIX = "evopolicy-h"
+_bases: dict[int, str] = {}  # by pid: a forked child makes its own
 
 
 def _sweep(prefix: str, base: str) -> None:
@@ -45,9 +51,30 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
+def host_base() -> str:
+    """This process's one directory for its private channels and scratch (the fork server's
+    socket among them), made on first use and removed at exit. The Agent's jail hides it
+    whole, so what the Host makes in it later stays out of the Agent's reach too."""
+    pid = os.getpid()
+    if pid not in _bases:
+        base = tempfile.gettempdir()
+        _sweep(_BASE_PREFIX, base)
+        _bases[pid] = tempfile.mkdtemp(prefix=f"{_BASE_PREFIX}{pid}-", dir=base)
+        os.chmod(_bases[pid], 0o700)
+        atexit.register(_remove_base, pid)
+    return _bases[pid]
+
+
+def _remove_base(pid: int) -> None:
+    if os.getpid() == pid and pid in _bases:
+        with contextlib.suppress(OSError):
+            remove_tree(_bases.pop(pid))
+
+
 def private_dir(prefix: str, base: str | None = None) -> str:
-    """A new directory (mode 0700) named for this process, after sweeping abandoned ones."""
-    base = base or tempfile.gettempdir()
+    """A new directory (mode 0700) named for this process, after sweeping abandoned ones:
+    in ``base``, by default this process's ``host_base()``."""
+    base = base or host_base()
     _sweep(prefix, base)
     directory = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base)
     os.chmod(directory, 0o700)

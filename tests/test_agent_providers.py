@@ -572,3 +572,65 @@ def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Pat
     assert selector.selector is None
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
+
+
+FORK_SERVER_ATTACK = r'''
+import glob, json, os, socket, stat, subprocess, sys
+import msgspec
+subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+hit = []
+for path in glob.glob(os.path.join(sys.argv[1], "**", "*"), recursive=True):
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode) or "evopolicy-session" in path:
+            continue
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+            sock.connect(path)
+            sock.send(msgspec.msgpack.encode({"op": "shutdown"}))
+            hit.append(path)
+    except OSError:
+        pass
+print(json.dumps({"role": "assistant", "content": json.dumps({"reached": len(hit)})}), flush=True)
+subprocess.run(["./evopolicy", "session", "submit", "--episodes", "2:4"], check=True, capture_output=True)
+subprocess.run(["./evopolicy", "session", "finish", "2"], check=True, capture_output=True)
+'''
+
+
+def test_an_agent_cannot_reach_the_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork server's socket lives in the Host's private directory, which the Agent's
+    jail hides: an Agent that hunts for it and sends it ``shutdown`` reaches nothing, and the
+    next Submission is evaluated as usual."""
+    from evopolicygym.namespaces import containment_disabled
+    from evopolicygym.records.events import AgentMessages, RunFinished, SubmissionPublished
+
+    if containment_disabled():
+        pytest.skip("the Agent runs uncontained here (EVOPOLICY_CONTAINMENT=process-group)")
+    import tempfile
+
+    from evopolicygym import hostdirs
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(FORK_SERVER_ATTACK)
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    # This Host's temporary directory of its own, for the Agent to search (and nobody
+    # else's fork server in it to hit): short, for the socket paths.
+    temp = tempfile.mkdtemp(prefix="t")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", temp)
+        monkeypatch.setattr(hostdirs, "_bases", {})
+        with open_store(tmp_path / "store", create=True) as store:
+            command = f"{sys.executable} {agent} {temp}"
+            run_id = create_run(store, "cartpole", config, agent_identity("command", command=command))
+            RunHost(store, run_id, launcher=ProviderLauncher()).drive()
+            _, events = load_run(store, run_id)
+    finally:
+        hostdirs.remove_tree(temp)
+    said = [m.content for e in events if isinstance(e, AgentMessages) for m in e.messages if m.role == "assistant"]
+    assert said == ['{"reached": 0}']
+    assert [e.submission_id for e in events if isinstance(e, SubmissionPublished)] == [1, 2]
+    finished = next(e for e in events if isinstance(e, RunFinished))
+    assert finished.reason == "finished" and finished.final_submission_id == 2

@@ -677,21 +677,30 @@ def test_bad_limits_are_refused(kwargs: dict) -> None:
         ResourceLimits(**kwargs)
 
 
-def test_abandoned_fork_server_directories_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_abandoned_host_directories_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork server's directory is in its Host's private one; a SIGKILLed Host leaves
+    that behind, and the next Host removes it (a live process's stays)."""
     import tempfile
 
+    from evopolicygym import hostdirs
     from evopolicygym.evaluation.forkserver import ForkServer
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    dead = tmp_path / "evopolicy-fs-4194305-abandoned"  # above the largest possible pid_max
-    alive = tmp_path / f"evopolicy-fs-{os.getpid()}-in-use"
-    other = tmp_path / "evopolicy-fs-notapid"
-    for directory in (dead, alive, other):
-        (directory / "work").mkdir(parents=True)
-    with ForkServer():
-        pass
-    assert not dead.exists()
-    assert alive.exists() and other.exists()
+    short = Path(tempfile.mkdtemp(prefix="t"))  # the socket path must stay short
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(short))
+        monkeypatch.setattr(hostdirs, "_bases", {})  # as a new Host process
+        dead = short / "evopolicy-h4194305-abandoned"  # above the largest possible pid_max
+        alive = short / f"evopolicy-h{os.getpid()}-in-use"
+        other = short / "evopolicy-hnotapid"
+        for directory in (dead, alive, other):
+            (directory / "fx" / "work").mkdir(parents=True)
+        with ForkServer() as server:
+            assert Path(server.address).parent.parent == Path(hostdirs.host_base())
+            assert Path(hostdirs.host_base()).parent == short
+        assert not dead.exists()
+        assert alive.exists() and other.exists()
+    finally:
+        hostdirs.remove_tree(short)
 
 
 def test_an_evaluator_first_used_from_a_thread_that_exits_keeps_working() -> None:

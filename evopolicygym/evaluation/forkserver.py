@@ -24,13 +24,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
-from evopolicygym.hostdirs import private_dir
+from evopolicygym.hostdirs import host_base
 
 __all__ = ["ForkServer", "ForkServerClient", "ForkServerError"]
 
@@ -227,15 +228,24 @@ def main() -> None:
 # --------------------------------------------------------------------------- host side
 
 
-_DIR_PREFIX = "evopolicy-fs-"
+_DIR_PREFIX = "f"
+_MAX_SOCKET_PATH = 107  # AF_UNIX's sun_path, less its terminating NUL
 
 
 class ForkServer:
     """Owns one fork server process. Use as a context manager, or call ``close``."""
 
     def __init__(self) -> None:
-        self._dir = private_dir(_DIR_PREFIX)
-        self.address = os.path.join(self._dir, "fork.sock")
+        # In the Host's private directory (gone with it, hidden from the Agent); short, for
+        # the socket path's sake.
+        self._dir = tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=host_base())
+        self.address = os.path.join(self._dir, "sock")
+        if len(os.fsencode(self.address)) > _MAX_SOCKET_PATH:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise ForkServerError(
+                f"the fork server's socket path {self.address} is over {_MAX_SOCKET_PATH} bytes: "
+                "set TMPDIR to a shorter directory"
+            )
         # Evaluations materialize programs and scratch directories under work_dir: the
         # only part of the Host's filesystem a sealed fork server (and so a policy) can reach.
         self.work_dir = os.path.join(self._dir, "work")

@@ -13,6 +13,7 @@ import os
 import select
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -61,7 +62,8 @@ class SessionServer:
     ) -> None:
         self._handler = handler
         self._read_timeout = read_timeout
-        self._dir = private_dir("evopolicy-session-", directory)
+        # Beside the Host's private directory, not in it: the Agent must reach this one.
+        self._dir = private_dir("evopolicy-session-", directory or tempfile.gettempdir())
         self.path = os.path.join(self._dir, SOCKET_NAME)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

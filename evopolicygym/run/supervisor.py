@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from evopolicygym.hostdirs import remove_tree
+from evopolicygym.hostdirs import host_base, remove_tree
 from evopolicygym.protocol import CLI_ENV, CLI_SHIM, SESSION_ENV, WORKSPACE_ENV, cli_shim
 from evopolicygym.records.events import AgentExited, AgentMessages
 from evopolicygym.run.decider import HOST_INTERRUPTED, AgentExit, RecordMessages, StartAgent
@@ -96,7 +96,9 @@ class AgentSupervisor:
                         stream=launch.stream,
                         cwd=str(workspace),
                         env=env,
-                        hide=[str(ledger.store.path.resolve())],  # the Agent must never reach the log
+                        # The Agent must never reach the log, nor the Host's private channels
+                        # (the fork server's socket) made now or later.
+                        hide=[str(ledger.store.path.resolve()), host_base()],
                         on_message=self._queue_message,
                     )
                 except OSError as exc:
