@@ -930,8 +930,14 @@ def test_query_json(two_runs: Store) -> None:
             "submissions": 3,
             "dated": True,
         },
-        {"run_id": "beta", "status": "running", "best_score": 1.0, "submissions": 2, "dated": True},
+        # No Host holds beta: its Host died without a word, as record list says too
+        {"run_id": "beta", "status": "interrupted", "best_score": 1.0, "submissions": 2, "dated": True},
     ]
+    from evopolicygym.run.liveness import run_lock
+
+    with run_lock(two_runs, "beta"):  # while a Host holds it, it is running
+        held = invoke("query", "SELECT status FROM runs WHERE run_id = 'beta'", "--store", str(two_runs.path), "--json")
+        assert json.loads(held.stdout) == [{"status": "running"}]
     # JSON payloads come out as objects, lists as lists, timestamps as ISO text.
     result = invoke(
         "query",
@@ -952,7 +958,7 @@ def test_query_csv(two_runs: Store) -> None:
     assert result.stdout.splitlines() == [
         "run_id,status,best_score,submissions,dated",
         "alpha,finished,21.0,3,True",
-        "beta,running,1.0,2,True",
+        "beta,interrupted,1.0,2,True",
     ]
     lists = invoke(
         "query",
@@ -994,9 +1000,12 @@ def test_query_refreshes_unless_told_not_to(two_runs: Store) -> None:
 
 
 def test_query_is_read_only(two_runs: Store) -> None:
-    result = invoke("query", "DELETE FROM runs", "--store", str(two_runs.path))
+    result = invoke("query", "DELETE FROM submissions", "--store", str(two_runs.path))
     line = assert_one_line_error(result, 1)
     assert "read-only" in line.lower()
+    # runs is the view that says which unfinished Runs are interrupted: not a table to change
+    line = assert_one_line_error(invoke("query", "DELETE FROM runs", "--store", str(two_runs.path)), 1)
+    assert line.startswith("error: query failed:")
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,7 @@ from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.read_models import ReadModelsBusy, lock_down, open_read_models, refresh
 from evopolicygym.records.store import StoreError
+from evopolicygym.run.liveness import host_alive
 
 __all__ = ["query"]
 
@@ -183,11 +184,32 @@ def _caught_up(store: Store) -> bool:
 def _read_only(store: Store) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the read models, or None while a writer holds them."""
     try:
-        # The user's SQL reads the read models and nothing else: no file (the log is one),
-        # no extension, no setting to undo that.
-        return lock_down(open_read_models(store, read_only=True, wait_s=0))
+        connection = open_read_models(store, read_only=True, wait_s=0)
     except ReadModelsBusy:
         return None
+    _runs_as_listed(connection, store)
+    # The user's SQL reads the read models and nothing else: no file (the log is one),
+    # no extension, no setting to undo that.
+    return lock_down(connection)
+
+
+def _runs_as_listed(connection: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """``runs`` as ``record list`` tells it: a Run whose log says it is running but that no
+    Host holds is ``interrupted`` (its Host died without a word; the log cannot say so)."""
+    connection.create_function(
+        "evopolicy_host_alive",
+        lambda run_id: host_alive(store, run_id),
+        ["VARCHAR"],
+        "BOOLEAN",
+        side_effects=True,
+    )
+    database = connection.execute("SELECT current_database()").fetchone()
+    name = str(database[0]).replace('"', '""') if database else "main"
+    connection.execute(
+        "CREATE TEMP VIEW runs AS SELECT * REPLACE (CASE WHEN status = 'running' "
+        "AND NOT evopolicy_host_alive(run_id) THEN 'interrupted' ELSE status END AS status) "
+        f'FROM "{name}".main.runs'
+    )
 
 
 def _being_written(store: Store, within: float) -> bool:
