@@ -207,3 +207,47 @@ def test_an_interrupted_run_says_so_until_resumed(tmp_path: Path) -> None:
 
     (row,) = json.loads(listing.stdout)
     assert (row["run_id"], row["status"]) == (run_id, "interrupted")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_resumed_reference_agent_goes_on_from_what_it_did(tmp_path: Path) -> None:
+    """SIGKILL the Host once the reference agent has published a few Submissions: after
+    resume, its new start takes what the log (through its feedback) says it did and never
+    submits a program again on Episodes it was already charged for."""
+    store_dir = tmp_path / "store"
+    command = _cli(
+        "run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "32",
+        "--validation-episodes", "3", "--assessment-episodes", "3", "--store", str(store_dir),
+    )
+    host = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    published = 0
+    while host.poll() is None and time.monotonic() < deadline and published < 3:
+        time.sleep(0.1)
+        if (store_dir / "events.db").exists():
+            try:
+                with open_store(store_dir) as store:
+                    runs = _run_ids(store_dir)
+                    if runs:
+                        _, events = load_run(store, runs[0])
+                        published = sum(isinstance(e, SubmissionPublished) for e in events)
+            except StoreError:
+                continue
+    assert published >= 3, "the reference agent published fewer than 3 Submissions"
+    host.send_signal(signal.SIGKILL)
+    host.wait()
+    (run_id,) = _run_ids(store_dir)
+    done = subprocess.run(_cli("resume", run_id, "--store", str(store_dir)), capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open_store(store_dir) as store:
+        state, events = load_run(store, run_id)
+    assert state.finished == "finished"
+    attempt, charged = 0, collections.defaultdict(set)
+    for event in events:
+        if isinstance(event, AgentStarted):
+            attempt = event.attempt
+        elif isinstance(event, EvaluationStarted):
+            charged[attempt].add((event.program_digest, tuple(event.indices)))
+    assert attempt == 2 and charged[1] and charged[2]
+    assert not charged[1] & charged[2], "the resumed agent submitted what it had already been charged for"
