@@ -119,6 +119,7 @@ def test_records_are_found_by_session_id_and_bounded(tmp_path: Path) -> None:
     assert found is not None and found.source == "codex-rollout" and found.messages == codex_rollout(ROLLOUT)
     assert read_session("codex", "t-2", env) is None
     assert read_session("codex", "../t-1", env) is None and read_session("codex", None, env) is None
+    assert read_session("codex", "*", env) is None and read_session("codex", "t-[1]", env) is None
     assert read_session("kimi", "t-1", env) is None  # no record reader for it
     with (day / "rollout-2026-12-02T11-00-00-big.jsonl").open("wb") as big:
         big.truncate(MAX_RECORD_BYTES + 1)

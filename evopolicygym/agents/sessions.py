@@ -6,8 +6,9 @@ rendering of a tool call (``shell`` with a login-shell command line for the mode
 record it keeps for resuming holds what the model saw and said: codex's rollout
 (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread id>.jsonl``) has every response
 item with the model's exact tool names and arguments and a usage record per model
-response. ``read_session`` finds an attempt's record (by the session id the stream
-parser saw) and ``codex_rollout`` turns it into one assistant message per model
+response. Claude Code's session file, Kimi Code's wire file and kimi-cli's context file
+hold the same for theirs. ``read_session`` finds an attempt's record by the session id
+its output gave (``session_id_in``) and turns it into one assistant message per model
 response (its text, reasoning, parallel calls, usage and model), the tool results and
 the CLI's errors, so the Host can record it beside the live stream.
 
@@ -46,12 +47,13 @@ __all__ = [
 ]
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a larger record is not read
+_SESSION_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One attempt's session record: where it came from, its bytes, its messages."""
 
-    source: str  # "codex-rollout", "claude-session", "kimi-wire"
+    source: str  # "codex-rollout", "claude-session", "kimi-wire", "kimi-cli-context"
     raw: bytes
     messages: list[Message]
     tools: list[dict[str, Any]] | None = None  # offered to the model, where the record lists them
@@ -62,7 +64,8 @@ def read_session(
 ) -> SessionRecord | None:
     """The session record of ``provider``'s attempt ``session_id`` (None where the CLI keeps
     none, it cannot be found, or it is too large)."""
-    if not session_id or "/" in session_id or session_id.startswith("."):
+    # The Agent's output names it: a name, never a path or a pattern.
+    if not session_id or not _SESSION_ID.fullmatch(session_id):
         return None
     home = Path(env.get("HOME") or "~").expanduser()
     if provider == "codex":
