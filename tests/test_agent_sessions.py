@@ -106,7 +106,7 @@ def test_a_claude_session_joins_one_api_message_and_leaves_side_chains_out() -> 
             model="claude-x",
         ),
         Message(role="tool", content="a b", tool_call_id="t1", name="Bash"),
-        Message(role="error", content="API Error: 500", error=AgentFault(kind="synthetic")),
+        Message(role="error", content="API Error: 500", error=AgentFault(kind="synthetic", status=500)),
     ]
 
 

@@ -90,7 +90,6 @@ class AgentProcess:
             messages = drain()
         self._deliver(messages)
 
-
     @property
     def unknown_kinds(self) -> dict[str, int]:
         counts = dict(self._parser.unknown)

@@ -23,13 +23,19 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from evopolicygym.agents.streams import KimiParser, anthropic_usage
+from evopolicygym.agents.streams import (
+    KimiParser,
+    anthropic_usage,
+    openai_usage,
+    synthetic_fault,
+    tool_arguments,
+)
 from evopolicygym.transcript import AgentFault, Message, ToolCall, Usage
 
 __all__ = [
@@ -107,20 +113,25 @@ def session_id_in(provider: str, stdout: bytes, stderr: bytes = b"") -> str | No
     marker = {"codex": b"thread.started", "claude-code": b'"init"', "kimi": b"session.resume_hint"}.get(provider)
     if marker is None:
         return None
-    for line in stdout.splitlines():
-        if marker not in line:
-            continue
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if not isinstance(event, dict):
-                continue
-            found = event.get("thread_id") if provider == "codex" else event.get("session_id")
-            if isinstance(found, str) and found:
-                return found
+    for event in _objects(stdout.splitlines(), marker):
+        found = event.get("thread_id") if provider == "codex" else event.get("session_id")
+        if isinstance(found, str) and found:
+            return found
     if provider == "kimi":
         resume = _KIMI_CLI_RESUME.search(stderr[-65536:])
         return resume.group(1).decode() if resume else None
     return None
+
+
+def _objects(lines: Iterable[bytes], marker: bytes = b"") -> Iterator[dict[str, Any]]:
+    """The JSON objects among ``lines`` (those holding ``marker``); the rest is skipped."""
+    for line in lines:
+        if marker not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                yield entry
 
 
 def _read_regular(path: Path) -> bytes | None:
@@ -144,23 +155,6 @@ def _text(content: Any) -> str:
         if isinstance(block, dict) and isinstance(block.get("text"), str):
             parts.append(block["text"])
     return "\n".join(parts)
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    """A function call's arguments as the model wrote them: a JSON object, else ``{"input": text}``."""
-    if isinstance(raw, dict):
-        return raw
-    if isinstance(raw, str):
-        with contextlib.suppress(ValueError):
-            value = json.loads(raw)
-            if isinstance(value, dict):
-                return value
-        return {"input": raw}
-    return {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 class _Response:
@@ -207,27 +201,14 @@ def codex_rollout(lines: Iterable[bytes]) -> list[Message]:
             out.append(response.message(usage, model))
         response = _Response()
 
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("payload"), dict):
+    for entry in _objects(lines):
+        if not isinstance(entry.get("payload"), dict):
             continue
         kind, payload = entry.get("type"), entry["payload"]
         if kind == "turn_context" and isinstance(payload.get("model"), str):
             model = payload["model"]
-        elif kind == "token_usage_record":
-            usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
-            close(
-                Usage(
-                    input_tokens=_int(usage.get("input_tokens")),
-                    cached_tokens=_int(usage.get("cached_input_tokens")),
-                    cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
-                    output_tokens=_int(usage.get("output_tokens")),
-                    reasoning_tokens=_int(usage.get("reasoning_output_tokens")),
-                )
-            )
+        elif kind == "token_usage_record":  # the fields of codex's own usage lines
+            close(openai_usage(payload.get("usage")) or Usage())
         elif kind == "event_msg" and payload.get("type") in ("error", "stream_error"):
             close()
             message = payload.get("message")
@@ -263,15 +244,13 @@ def codex_rollout(lines: Iterable[bytes]) -> list[Message]:
                     payload.get("name")
                     or ("local_shell" if item_type == "local_shell_call" else "?")
                 )
-                raw = (
-                    payload.get("arguments")
-                    if item_type == "function_call"
-                    else payload.get("input")
-                )
-                if item_type == "local_shell_call":
-                    raw = payload.get("action")
+                if item_type == "custom_tool_call":  # freeform (apply_patch): its text whole
+                    arguments = {"input": str(payload.get("input") or "")}
+                else:
+                    raw = payload.get("arguments" if item_type == "function_call" else "action")
+                    arguments = tool_arguments(raw)
                 names[call_id] = name
-                response.calls.append(ToolCall(id=call_id, name=name, arguments=_arguments(raw)))
+                response.calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
             elif item_type in ("function_call_output", "custom_tool_call_output"):
                 close()
                 call_id = str(payload.get("call_id") or "")
@@ -315,13 +294,11 @@ def claude_session(lines: Iterable[bytes]) -> list[Message]:
                 elif block.get("type") == "thinking" and isinstance(block.get("thinking"), str):
                     thoughts.append(block["thinking"])
                 elif block.get("type") == "tool_use":
-                    given = block.get("input")
-                    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
                     calls.append(
                         ToolCall(
                             id=str(block.get("id") or ""),
                             name=str(block.get("name") or "?"),
-                            arguments=arguments,
+                            arguments=tool_arguments(block.get("input")),
                         )
                     )
         last = group[-1]
@@ -330,32 +307,17 @@ def claude_session(lines: Iterable[bytes]) -> list[Message]:
         group.clear()
 
     names: dict[str, str] = {}
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("isSidechain") is True:
+    for entry in _objects(lines):
+        if entry.get("isSidechain") is True:
             continue
         message = entry.get("message")
         if not isinstance(message, dict):
             continue
         if entry.get("type") == "assistant":
-            if message.get("model") == "<synthetic>":
+            fault = synthetic_fault(entry)
+            if fault is not None:
                 close()
-                text = "\n".join(
-                    str(b.get("text"))
-                    for b in message.get("content") or ()
-                    if isinstance(b, dict) and b.get("type") == "text"
-                )
-                kind = str(entry.get("error") or "synthetic")
-                out.append(
-                    Message(
-                        role="error",
-                        content=text,
-                        error=AgentFault(kind="synthetic" if kind == "unknown" else kind),
-                    )
-                )
+                out.append(fault)
                 continue
             if group and message.get("id") != group[-1].get("id"):
                 close()
@@ -398,13 +360,7 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
     model: str | None = None
     names: dict[str, str] = {}
     seen_task = False
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
+    for entry in _objects(lines):
         if entry.get("type") == "llm.request" and isinstance(entry.get("model"), str):
             model = entry["model"]
             continue
@@ -426,7 +382,7 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
                 if isinstance(call, dict):
                     call_id = str(call.get("id") or "")
                     names[call_id] = str(call.get("name") or "?")
-                    calls.append(ToolCall(id=call_id, name=names[call_id], arguments=_arguments(call.get("arguments"))))
+                    calls.append(ToolCall(id=call_id, name=names[call_id], arguments=tool_arguments(call.get("arguments"))))
             usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else None
             out.append(_said(texts, thoughts, calls, None if usage is None else _kimi_usage(usage), model))
         elif role == "tool":
@@ -458,17 +414,13 @@ def kimi_cli_context(lines: Iterable[bytes]) -> list[Message]:
 def kimi_tools(lines: Iterable[bytes]) -> list[dict[str, Any]] | None:
     """The tools of Kimi Code's main loop, from its last ``llm.tools_snapshot``."""
     tools = None
-    for line in lines:
-        if b"llm.tools_snapshot" not in line:
-            continue
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict) and entry.get("type") == "llm.tools_snapshot":
-                tools = [
-                    function_tool(str(t.get("name") or "?"), t.get("description"), t.get("parameters"))
-                    for t in entry.get("tools") or ()
-                    if isinstance(t, dict)
-                ]
+    for entry in _objects(lines, b"llm.tools_snapshot"):
+        if entry.get("type") == "llm.tools_snapshot":
+            tools = [
+                function_tool(str(t.get("name") or "?"), t.get("description"), t.get("parameters"))
+                for t in entry.get("tools") or ()
+                if isinstance(t, dict)
+            ]
     return tools
 
 
@@ -482,13 +434,16 @@ def function_tool(name: str, description: Any = None, parameters: Any = None) ->
     return {"type": "function", "function": function}
 
 
-def _kimi_usage(usage: dict[str, Any]) -> Usage:
-    read, created = _int(usage.get("inputCacheRead")), _int(usage.get("inputCacheCreation"))
-    return Usage(
-        input_tokens=_int(usage.get("inputOther")) + read + created,
-        cached_tokens=read,
-        cache_write_tokens=created,
-        output_tokens=_int(usage.get("output")),
+def _kimi_usage(usage: dict[str, Any]) -> Usage | None:
+    """Kimi Code's step usage: the Messages API's counts under other names (input without
+    the cache's part)."""
+    return anthropic_usage(
+        {
+            "input_tokens": usage.get("inputOther"),
+            "cache_read_input_tokens": usage.get("inputCacheRead"),
+            "cache_creation_input_tokens": usage.get("inputCacheCreation"),
+            "output_tokens": usage.get("output"),
+        }
     )
 
 

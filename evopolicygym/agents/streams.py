@@ -109,7 +109,11 @@ __all__ = [
     "QoderParser",
     "StreamParser",
     "anthropic_usage",
+    "openai_usage",
     "parser_for",
+    "synthetic_fault",
+    "token_count",
+    "tool_arguments",
 ]
 
 
@@ -172,7 +176,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _int(value: Any) -> int:
+def token_count(value: Any) -> int:
     """A token count: a non-negative int in the store's range, else 0."""
     if isinstance(value, bool) or not isinstance(value, int):
         return 0
@@ -199,7 +203,7 @@ def _clip(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _arguments(value: Any) -> dict[str, Any]:
+def tool_arguments(value: Any) -> dict[str, Any]:
     """Tool arguments as a dict: parsed from JSON text, wrapped when not an object."""
     if value is None:
         return {}
@@ -244,16 +248,16 @@ def _max(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-def _openai_usage(value: Any) -> Usage | None:
+def openai_usage(value: Any) -> Usage | None:
     usage = _dict(value)
     if usage is None:
         return None
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        cached_tokens=_int(usage.get("cached_input_tokens")),
-        cache_write_tokens=_int(usage.get("cache_write_input_tokens")),
-        reasoning_tokens=_int(usage.get("reasoning_output_tokens")),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cached_tokens=token_count(usage.get("cached_input_tokens")),
+        cache_write_tokens=token_count(usage.get("cache_write_input_tokens")),
+        reasoning_tokens=token_count(usage.get("reasoning_output_tokens")),
     )
 
 
@@ -261,11 +265,11 @@ def anthropic_usage(value: Any) -> Usage | None:
     usage = _dict(value)
     if usage is None:
         return None
-    read = _int(usage.get("cache_read_input_tokens"))
-    created = _int(usage.get("cache_creation_input_tokens"))
+    read = token_count(usage.get("cache_read_input_tokens"))
+    created = token_count(usage.get("cache_creation_input_tokens"))
     return Usage(
-        input_tokens=min(_int(usage.get("input_tokens")) + read + created, _MAX_INT),
-        output_tokens=_int(usage.get("output_tokens")),
+        input_tokens=min(token_count(usage.get("input_tokens")) + read + created, _MAX_INT),
+        output_tokens=token_count(usage.get("output_tokens")),
         cached_tokens=read,
         cache_write_tokens=created,
     )
@@ -280,6 +284,22 @@ def _fault(text: str, kind: str, status: int | None = None) -> Message:
         found = _STATUS.search(text)
         status = int(found.group(1)) if found else None
     return Message(role="error", content=text, error=AgentFault(kind=kind[:_MAX_KIND_CHARS] or "error", status=status))
+
+
+def synthetic_fault(event: dict[str, Any]) -> Message | None:
+    """A Claude Code (or qoder) assistant line the CLI made up itself (``"model":
+    "<synthetic>"``, or with an ``error``: an API error, "Not logged in") as an error record;
+    None for a line of the model's. The stream and the session file both carry such lines."""
+    message = _dict(event.get("message")) or {}
+    if message.get("model") != "<synthetic>" and event.get("error") is None:
+        return None
+    texts = [
+        _str(block.get("text")) or ""
+        for block in _list(message.get("content"))
+        if isinstance(block, dict) and block.get("type") == "text"
+    ]
+    kind = _str(event.get("error")) or "synthetic"
+    return _fault(_join(texts), "synthetic" if kind == "unknown" else kind)
 
 
 def _error_text(value: Any) -> tuple[str, str | None]:
@@ -415,7 +435,7 @@ class CodexParser(_JsonLines):
         if kind == "item.completed":
             return self._completed(_dict(event.get("item")))
         if kind == "turn.completed":
-            return self._end_turn(_openai_usage(event.get("usage")))
+            return self._end_turn(openai_usage(event.get("usage")))
         if kind == "turn.failed":
             text, error_type = _error_text((_dict(event.get("error")) or {}).get("message"))
             out = self._end_turn(None)
@@ -509,7 +529,7 @@ class CodexParser(_JsonLines):
         elif item_type == "mcp_tool_call":
             server = _str(item.get("server")) or ""
             tool = _str(item.get("tool")) or ""
-            name, arguments = f"mcp__{server}__{tool}", _arguments(item.get("arguments"))
+            name, arguments = f"mcp__{server}__{tool}", tool_arguments(item.get("arguments"))
         else:
             return None
         self._names.add(call_id, name)
@@ -647,17 +667,11 @@ class ClaudeCodeParser(_JsonLines):
         message = self._message_of(event)
         if message is None:
             return []
-        if message.get("model") == "<synthetic>" or event.get("error") is not None:
-            # Made up by the CLI (an API error, "Not logged in"): a failure, not a turn. Held
-            # for the result line that follows with the HTTP status.
+        fault = synthetic_fault(event)
+        if fault is not None:
+            # A failure, not a turn: held for the result line that follows with the HTTP status.
             pending = self._flush()
-            texts = [
-                _str(block.get("text")) or ""
-                for block in _list(message.get("content"))
-                if isinstance(block, dict) and block.get("type") == "text"
-            ]
-            kind = _str(event.get("error")) or "synthetic"
-            self._fault = _fault(_join(texts), "synthetic" if kind == "unknown" else kind)
+            self._fault = fault
             return pending
         message_id = _str(message.get("id"))
         out: list[Message] = []
@@ -697,7 +711,7 @@ class ClaudeCodeParser(_JsonLines):
                     name = _str(block.get("name")) or ""
                     self._names.add(call_id, name)
                     calls.append(
-                        ToolCall(id=call_id, name=name, arguments=_arguments(block.get("input")))
+                        ToolCall(id=call_id, name=name, arguments=tool_arguments(block.get("input")))
                     )
                 else:
                     self._count(f"content:{block_type}")
@@ -839,7 +853,7 @@ class KimiParser(_JsonLines):
                 name = _str(function.get("name")) or ""
                 self._names.add(call_id, name)
                 calls.append(
-                    ToolCall(id=call_id, name=name, arguments=_arguments(function.get("arguments")))
+                    ToolCall(id=call_id, name=name, arguments=tool_arguments(function.get("arguments")))
                 )
             return [Message(role="assistant", content=text, reasoning=reasoning, tool_calls=calls)]
         if role == "tool":
