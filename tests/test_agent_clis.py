@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +64,30 @@ def _need(clis: Path, name: str) -> None:
         _unavailable(f"{name} is not installed ({'the registry did not give it' if missing else 'unknown'})")
 
 
+CLI = [sys.executable, "-m", "evopolicygym.cli"]
+
+
+def run_command(
+    tmp_path: Path, clis: Path, agent: str, env: dict[str, str], *, model: str = "test-model", attempts: int = 1
+) -> tuple[list[str], dict[str, str]]:
+    """The ``evopolicy run`` command line of a small cartpole Run of ``agent`` (inheriting the
+    variables of ``env``) and the environment to run it in, the CLIs first on PATH."""
+    argv = [*CLI, "run", "--store", str(tmp_path / "store"), "--benchmark", "cartpole"]
+    argv += ["--agent", agent, "--model", model, "--budget", "4", "--validation-episodes", "2"]
+    argv += ["--max-candidates", "1", "--assessment-episodes", "2", "--agent-timeout", "240"]
+    argv += ["--max-agent-attempts", str(attempts), "--jobs", "2"]
+    for name in env:
+        argv += ["--agent-env", name]
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return argv, {**os.environ, **env, "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home")}
+
+
 def run_agent(
     tmp_path: Path, clis: Path, agent: str, env: dict[str, str], *, model: str = "test-model"
 ) -> tuple[list[Event], subprocess.CompletedProcess[str]]:
     """``evopolicy run`` with ``agent``, its CLI first on PATH; the Run's events."""
     store = tmp_path / "store"
-    argv = [sys.executable, "-m", "evopolicygym.cli", "run", "--store", str(store), "--benchmark", "cartpole"]
-    argv += ["--agent", agent, "--model", model, "--budget", "4", "--validation-episodes", "2"]
-    argv += ["--max-candidates", "1", "--assessment-episodes", "2", "--agent-timeout", "240"]
-    argv += ["--max-agent-attempts", "1", "--jobs", "2"]
-    for name in env:
-        argv += ["--agent-env", name]
-    full = {**os.environ, **env, "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home")}
-    (tmp_path / "home").mkdir(exist_ok=True)
+    argv, full = run_command(tmp_path, clis, agent, env, model=model)
     done = subprocess.run(argv, capture_output=True, text=True, env=full, timeout=500)
     with open_store(store) as opened:
         run_id = opened.events.streams("run-")[0].stream_id.removeprefix("run-")
@@ -216,13 +226,6 @@ POLICY_PATCH = """*** Begin Patch
 """
 
 
-@pytest.fixture
-def codex_home(tmp_path: Path) -> Iterator[Path]:
-    home = tmp_path / "codex-home"
-    home.mkdir()
-    yield home
-
-
 def codex_config(home: Path, server: ModelServer) -> None:
     (home / "config.toml").write_text(
         f"""model = "test-model"
@@ -239,7 +242,40 @@ stream_max_retries = 0
     )
 
 
-def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path, codex_home: Path) -> None:
+class Cli:
+    """How the tier drives one CLI: its launcher's name, agent, API and shell tool."""
+
+    def __init__(self, name: str, agent: str, dialect: str, shell: str, key: str, source: str | None, model: str) -> None:
+        self.name, self.agent, self.dialect, self.shell, self.key = name, agent, dialect, shell, key
+        self.source, self.model = source, model
+
+    def call(self, command: str) -> Call:
+        return Call(self.shell, {self.key: command})
+
+    def env(self, server: ModelServer, tmp_path: Path) -> dict[str, str]:
+        if self.agent == "codex":
+            home = tmp_path / "codex-home"
+            home.mkdir(exist_ok=True)
+            codex_config(home, server)
+            return {"CODEX_HOME": str(home), "LOOPBACK_KEY": KEY}
+        if self.agent == "claude-code":
+            return {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        return {
+            "KIMI_MODEL_NAME": self.model,
+            "KIMI_MODEL_API_KEY": KEY,
+            "KIMI_MODEL_BASE_URL": server.url,
+            "KIMI_MODEL_PROVIDER_TYPE": "kimi",
+            "KIMI_CODE_HOME": str(tmp_path / "kimi-home"),
+        }
+
+
+CODEX = Cli("codex", "codex", "responses", "exec_command", "cmd", "codex-rollout", "test-model")
+CLAUDE = Cli("claude", "claude-code", "messages", "Bash", "command", "claude-session", "claude-sonnet-4-5")
+KIMI = Cli("kimi", "kimi", "chat", "Bash", "command", "kimi-wire", "test-model")
+SCENARIO_CLIS = [CODEX, CLAUDE, KIMI]
+
+
+def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     _need(clis, "codex")
     script: list[Turn | HttpError] = [
         Turn(reasoning="Read the task first.", calls=(Call("exec_command", {"cmd": "cat TASK.md"}),)),
@@ -249,8 +285,7 @@ def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path, codex_home: Path) ->
         Turn(text="Finished with submission 1."),
     ]
     with ModelServer("responses", script) as server:
-        codex_config(codex_home, server)
-        events, done = run_agent(tmp_path, clis, "codex", {"CODEX_HOME": str(codex_home), "LOOPBACK_KEY": KEY})
+        events, done = run_agent(tmp_path, clis, "codex", CODEX.env(server, tmp_path))
     assert_finished(events, done)
     assert server.remaining == 0
     started = next(e for e in events if isinstance(e, AgentStarted))
@@ -293,8 +328,7 @@ def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
         Turn(text="Finished with submission 1."),
     ]
     with ModelServer("messages", script, model="claude-sonnet-4-5") as server:
-        env = {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
-        events, done = run_agent(tmp_path, clis, "claude-code", env, model="claude-sonnet-4-5")
+        events, done = run_agent(tmp_path, clis, "claude-code", CLAUDE.env(server, tmp_path), model=CLAUDE.model)
     assert_finished(events, done)
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
@@ -321,14 +355,7 @@ def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
         Turn(text="Finished with submission 1."),
     ]
     with ModelServer("chat", script) as server:
-        env = {
-            "KIMI_MODEL_NAME": "test-model",
-            "KIMI_MODEL_API_KEY": KEY,
-            "KIMI_MODEL_BASE_URL": server.url,
-            "KIMI_MODEL_PROVIDER_TYPE": "kimi",
-            "KIMI_CODE_HOME": str(tmp_path / "kimi-home"),
-        }
-        events, done = run_agent(tmp_path, clis, "kimi", env)
+        events, done = run_agent(tmp_path, clis, "kimi", KIMI.env(server, tmp_path))
     assert_finished(events, done)
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
@@ -414,40 +441,6 @@ def _run_id(tmp_path: Path) -> str:
 # --------------------------------------------------------------------------- scenarios per CLI
 
 
-class Cli:
-    """How the tier drives one CLI: its launcher's name, agent, API and shell tool."""
-
-    def __init__(self, name: str, agent: str, dialect: str, shell: str, key: str, source: str | None, model: str) -> None:
-        self.name, self.agent, self.dialect, self.shell, self.key = name, agent, dialect, shell, key
-        self.source, self.model = source, model
-
-    def call(self, command: str) -> Call:
-        return Call(self.shell, {self.key: command})
-
-    def env(self, server: ModelServer, tmp_path: Path) -> dict[str, str]:
-        if self.agent == "codex":
-            home = tmp_path / "codex-home"
-            home.mkdir(exist_ok=True)
-            codex_config(home, server)
-            return {"CODEX_HOME": str(home), "LOOPBACK_KEY": KEY}
-        if self.agent == "claude-code":
-            return {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
-        return {
-            "KIMI_MODEL_NAME": self.model,
-            "KIMI_MODEL_API_KEY": KEY,
-            "KIMI_MODEL_BASE_URL": server.url,
-            "KIMI_MODEL_PROVIDER_TYPE": "kimi",
-            "KIMI_CODE_HOME": str(tmp_path / "kimi-home"),
-        }
-
-
-SCENARIO_CLIS = [
-    Cli("codex", "codex", "responses", "exec_command", "cmd", "codex-rollout", "test-model"),
-    Cli("claude", "claude-code", "messages", "Bash", "command", "claude-session", "claude-sonnet-4-5"),
-    Cli("kimi", "kimi", "chat", "Bash", "command", "kimi-wire", "test-model"),
-]
-
-
 def transcript_of(events: list[Event], cli: Cli) -> list[Message]:
     """What the exports take: the session record's transcript where the CLI keeps one."""
     return session_transcript(events, cli.source) if cli.source else messages_of(events)
@@ -506,9 +499,7 @@ def test_an_api_error_is_an_error_record_never_a_turn(tmp_path: Path, clis: Path
         assert words not in json.dumps(row["messages"])
 
 
-def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(
-    tmp_path: Path, clis: Path, codex_home: Path
-) -> None:
+def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(tmp_path: Path, clis: Path) -> None:
     """SIGKILL the Host while codex runs a command: codex dies with it, and ``resume``
     records that attempt's rollout (found by the stream recorded of it) before it starts
     the next attempt, which then finishes the Run."""
@@ -522,19 +513,8 @@ def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(
         Turn(text="Done."),
     ]
     store = tmp_path / "store"
-    env = {
-        **os.environ,
-        "CODEX_HOME": str(codex_home),
-        "LOOPBACK_KEY": KEY,
-        "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}",
-        "HOME": str(tmp_path),
-    }
-    cli = [sys.executable, "-m", "evopolicygym.cli"]
     with ModelServer("responses", script) as server:
-        codex_config(codex_home, server)
-        argv = [*cli, "run", "--store", str(store), "--benchmark", "cartpole", "--agent", "codex", "--model", "test-model"]
-        argv += ["--budget", "4", "--validation-episodes", "2", "--max-candidates", "1", "--assessment-episodes", "2"]
-        argv += ["--agent-env", "CODEX_HOME", "--agent-env", "LOOPBACK_KEY", "--agent-timeout", "240"]
+        argv, env = run_command(tmp_path, clis, "codex", CODEX.env(server, tmp_path), attempts=3)
         host = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
@@ -548,7 +528,7 @@ def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(
             if host.poll() is None:
                 host.kill()
         run_id = _run_id(tmp_path)
-        done = subprocess.run([*cli, "resume", "--store", str(store), run_id], env=env, capture_output=True, text=True, timeout=400)
+        done = subprocess.run([*CLI, "resume", "--store", str(store), run_id], env=env, capture_output=True, text=True, timeout=400)
         assert done.returncode == 0, done.stderr[-2000:]
     with open_store(store) as opened:
         _, events = load_run(opened, run_id)

@@ -16,11 +16,12 @@ from click.testing import CliRunner
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity, launch_for
 from evopolicygym.cli.main import main
-from evopolicygym.records.events import RunCreated
+from evopolicygym.records.events import Event, RunCreated
 from evopolicygym.records.location import open_store
 from evopolicygym.run import RunHost, create_run, load_run
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
 from evopolicygym.run.skills import SkillError, load_skill
+from evopolicygym.transcript import AgentIdentity
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -281,6 +282,22 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     assert report.configs["sft"]["splits"]["train"]["rows"] + report.configs["sft"]["splits"]["test"]["rows"] == 1
 
 
+def small_run(tmp_path: Path, identity: AgentIdentity, *, workspace: Path | None = None) -> list[Event]:
+    """A Run of ``identity`` on cartpole with a budget of 4 (Validation and Assessment on 2
+    Episodes), driven to its end; its events."""
+    config = RunConfig(
+        episode_budget=4,
+        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
+        assessment=AssessmentConfig(episodes=2),
+        agent_timeout=120.0,
+    )
+    with open_store(tmp_path / "store", create=True) as store:
+        run_id = create_run(store, "cartpole", config, identity)
+        RunHost(store, run_id, launcher=ProviderLauncher(), workspace=workspace).drive()
+        _, events = load_run(store, run_id)
+    return events
+
+
 FAKE_CODEX = r'''#!{python}
 """Stands in for `codex exec --json`: the real CLI needs its service, so this one speaks
 its documented event stream while driving the real session."""
@@ -315,16 +332,7 @@ def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monk
     codex.write_text(FAKE_CODEX.format(python=sys.executable))
     codex.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    config = RunConfig(
-        episode_budget=4,
-        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
-        assessment=AssessmentConfig(episodes=2),
-        agent_timeout=120.0,
-    )
-    with open_store(tmp_path / "store", create=True) as store:
-        run_id = create_run(store, "cartpole", config, agent_identity("codex", model="gpt-test"))
-        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
-        _, events = load_run(store, run_id)
+    events = small_run(tmp_path, agent_identity("codex", model="gpt-test"))
     started = next(e for e in events if isinstance(e, AgentStarted))
     assert started.command[0] == "codex" and started.command[started.command.index("--model") + 1] == "gpt-test"
     assert started.command[-1].startswith("# Task: evolve a policy for `cartpole`")  # the task is the prompt
@@ -467,17 +475,7 @@ def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Pat
         "PATH=/usr/bin:/bin; command -v evopolicy && exit 3; "
         "./evopolicy session submit --episodes 0:2 >/dev/null && ./evopolicy session finish 1"
     )
-    config = RunConfig(
-        episode_budget=4,
-        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
-        assessment=AssessmentConfig(episodes=2),
-        agent_timeout=120.0,
-    )
-    with open_store(tmp_path / "store", create=True) as store:
-        identity = agent_identity("command", command=f"sh -c {json.dumps(script)}")
-        run_id = create_run(store, "cartpole", config, identity)
-        RunHost(store, run_id, launcher=ProviderLauncher(), workspace=workspace).drive()
-        _, events = load_run(store, run_id)
+    events = small_run(tmp_path, agent_identity("command", command=f"sh -c {json.dumps(script)}"), workspace=workspace)
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
     shim = (workspace / "evopolicy").read_text()
@@ -507,16 +505,7 @@ def test_a_file_name_too_long_for_any_filesystem_is_a_rejection(tmp_path: Path) 
 
     agent = tmp_path / "agent.py"
     agent.write_text(HOSTILE_NAMES)
-    config = RunConfig(
-        episode_budget=4,
-        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
-        assessment=AssessmentConfig(episodes=2),
-        agent_timeout=120.0,
-    )
-    with open_store(tmp_path / "store", create=True) as store:
-        run_id = create_run(store, "cartpole", config, agent_identity("command", command=f"{sys.executable} {agent}"))
-        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
-        _, events = load_run(store, run_id)
+    events = small_run(tmp_path, agent_identity("command", command=f"{sys.executable} {agent}"))
     (rejected,) = [e for e in events if isinstance(e, SubmissionRejected)]
     assert rejected.code == "program_invalid" and "at most 255 bytes" in rejected.message
     finished = next(e for e in events if isinstance(e, RunFinished))
@@ -553,16 +542,7 @@ def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Pat
 
     agent = tmp_path / "agent.py"
     agent.write_text(HOSTILE_SIZES)
-    config = RunConfig(
-        episode_budget=4,
-        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
-        assessment=AssessmentConfig(episodes=2),
-        agent_timeout=120.0,
-    )
-    with open_store(tmp_path / "store", create=True) as store:
-        run_id = create_run(store, "cartpole", config, agent_identity("command", command=f"{sys.executable} {agent}"))
-        RunHost(store, run_id, launcher=ProviderLauncher()).drive()
-        _, events = load_run(store, run_id)
+    events = small_run(tmp_path, agent_identity("command", command=f"{sys.executable} {agent}"))
     problem, syntax, selector = [e for e in events if isinstance(e, SubmissionRejected)]
     assert problem.code == "program_invalid" and len(problem.message) < 4300
     assert problem.message.endswith(f"[{8 * 1024 * 1024 - 4096} more characters cut]")
@@ -610,23 +590,13 @@ def test_an_agent_cannot_reach_the_fork_server(tmp_path: Path, monkeypatch: pyte
 
     agent = tmp_path / "agent.py"
     agent.write_text(FORK_SERVER_ATTACK)
-    config = RunConfig(
-        episode_budget=4,
-        validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),
-        assessment=AssessmentConfig(episodes=2),
-        agent_timeout=120.0,
-    )
     # This Host's temporary directory of its own, for the Agent to search (and nobody
     # else's fork server in it to hit): short, for the socket paths.
     temp = tempfile.mkdtemp(prefix="t")
     try:
         monkeypatch.setattr(tempfile, "tempdir", temp)
         monkeypatch.setattr(hostdirs, "_bases", {})
-        with open_store(tmp_path / "store", create=True) as store:
-            command = f"{sys.executable} {agent} {temp}"
-            run_id = create_run(store, "cartpole", config, agent_identity("command", command=command))
-            RunHost(store, run_id, launcher=ProviderLauncher()).drive()
-            _, events = load_run(store, run_id)
+        events = small_run(tmp_path, agent_identity("command", command=f"{sys.executable} {agent} {temp}"))
     finally:
         hostdirs.remove_tree(temp)
     said = [m.content for e in events if isinstance(e, AgentMessages) for m in e.messages if m.role == "assistant"]
