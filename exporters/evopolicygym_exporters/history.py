@@ -166,13 +166,18 @@ class RunHistory:
         return None
 
 
-def _reply_index(transcript: list[Message], submission_id: int) -> int | None:
-    """The index of the first tool result that is the session's reply naming ``submission_id``."""
-    pattern = re.compile(rf'"submission_id"\s*:\s*{submission_id}\b')
+_SUBMISSION_ID = re.compile(r'"submission_id"\s*:\s*(\d+)\b')
+
+
+def _reply_indices(transcript: list[Message]) -> dict[int, int]:
+    """For each Submission id a tool result names (as the session's reply does), the index
+    of the first such result: one pass over the transcript."""
+    found: dict[int, int] = {}
     for i, message in enumerate(transcript):
-        if message.role == "tool" and pattern.search(message.content):
-            return i
-    return None
+        if message.role == "tool":
+            for number in _SUBMISSION_ID.findall(message.content):
+                found.setdefault(int(number), i)
+    return found
 
 
 @dataclass(frozen=True)
@@ -304,11 +309,12 @@ def _read(
     for number, messages in recorded.items():
         live = transcripts.get(number, [])
         transcripts[number] = live[:1] + messages if live and live[0].role == "system" else messages
+    replies = {number: _reply_indices(messages) for number, messages in transcripts.items()}
     for extra in extras.values():
         # Where the Submission's reply is in the transcript: the call before it asked for it.
         # The live mark is taken when the evaluation starts, which is before a CLI that
         # prints a call only with its result has printed it, and indexes the live stream.
-        found = _reply_index(transcripts.get(extra.attempt, []), extra.submission_id)
+        found = replies.get(extra.attempt, {}).get(extra.submission_id)
         if found is not None:
             extra.transcript_mark = found
     return RunHistory(
