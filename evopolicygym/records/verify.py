@@ -115,10 +115,10 @@ def log_head(store: Store | EventStore) -> Anchor:
     head = events.head()
     if head == 0:
         return Anchor(position=0, hash=GENESIS)
-    for row in iter_rows(store, from_position=head - 1, batch=1):
-        if row[0] == head:
-            return Anchor(position=head, hash=str(row[10]))
-    raise StoreError(f"the log's head {head} cannot be read")
+    last = events.read_all(head - 1, 1)
+    if not last or last[0].position != head:
+        raise StoreError(f"the log's head {head} cannot be read")
+    return Anchor(position=head, hash=last[0].hash)
 
 
 class VerifyReport(msgspec.Struct, kw_only=True):
