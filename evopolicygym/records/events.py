@@ -133,6 +133,10 @@ class RunCreated(Event, frozen=True, kw_only=True):
     pool: list[PoolEntry]  # Host-private
     seeds: dict[str, int] = {}  # Host-private: derived validation/assessment seeds
     skill_program_digests: list[str] = []  # skill directories given to the Agent, stored as programs
+    # How the Agent was contained: "namespaces" (its jail held), or "none" where the Run was
+    # started with --allow-uncontained-agent (or containment turned off) and no jail could
+    # be set up. None: recorded before the Host checked.
+    agent_containment: str | None = None
 
 
 class AgentStarted(Event, frozen=True, kw_only=True):
