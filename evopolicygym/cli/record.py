@@ -162,6 +162,7 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
         "benchmark": summary.benchmark_id,
         "benchmark_spec": summary.benchmark_spec,
         "agent": msgspec.to_builtins(summary.agent) if summary.agent is not None else None,
+        "agent_containment": summary.agent_containment,
         "config": summary.public_config(),
         "pool_size": summary.pool_size,
         "environment_digest": summary.environment_digest,
@@ -213,6 +214,12 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
     }
 
 
+def _containment(value: str | None) -> str:
+    if value == "none":
+        return "NONE: the Agent ran uncontained (--allow-uncontained-agent)"
+    return value or "not recorded"
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -240,6 +247,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("status", summary["status"]),
         ("benchmark", summary["benchmark"] or "-"),
         ("agent", agent_text or "-"),
+        ("agent jail", _containment(summary["agent_containment"])),
         ("config", msgspec.json.encode(summary["config"], order="sorted").decode()),
         ("pool", f"{_fmt(summary['pool_size'])} Episodes"),
         ("initial program", summary["initial_program_digest"] or "-"),

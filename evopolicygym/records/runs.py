@@ -205,6 +205,7 @@ class RunSummary:
     environment_digest: str | None = None
     initial_program_digest: str | None = None
     skill_program_digests: list[str] = field(default_factory=list)
+    agent_containment: str | None = None
     budget_used: int = 0
     budget_left: int | None = None  # the budget less what is reserved (None: no budget known)
     submissions: dict[int, SubmissionSummary] = field(default_factory=dict)
@@ -346,6 +347,7 @@ class RunSummary:
                 self.environment_digest = event.environment_digest
                 self.initial_program_digest = event.initial_program_digest
                 self.skill_program_digests = list(event.skill_program_digests)
+                self.agent_containment = event.agent_containment
                 self._reserved()
                 if at is not None:
                     self.created_at = at

@@ -42,6 +42,7 @@ def create_run(
     program: Program | None = None,
     run_id: str | None = None,
     skills: Sequence[Skill] = (),
+    agent_containment: str | None = None,
 ) -> str:
     """Plan and record a new Run; return its id. Nothing is recorded if anything is wrong."""
     names = [skill.name for skill in skills]
@@ -82,6 +83,7 @@ def create_run(
             pool=pool,
             seeds=seeds,
             skill_program_digests=[skill.program.digest for skill in skills],
+            agent_containment=agent_containment,
         )
     )
     return run_id

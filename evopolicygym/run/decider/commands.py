@@ -86,6 +86,7 @@ class Create(Command, frozen=True, kw_only=True):
     pool: list[PoolEntry]
     seeds: dict[str, int]
     skill_program_digests: list[str] = []
+    agent_containment: str | None = None  # as the launcher found it: "namespaces" or "none"
 
 
 class Submit(Command, frozen=True, kw_only=True):

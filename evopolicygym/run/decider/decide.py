@@ -256,6 +256,7 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     pool=command.pool,
                     seeds=command.seeds,
                     skill_program_digests=command.skill_program_digests,
+                    agent_containment=command.agent_containment,
                 )
             ]
         case CompleteEvaluation():
