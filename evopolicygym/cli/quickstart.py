@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import store_option
@@ -57,11 +58,16 @@ def quickstart(store_dir: str | None, budget: int) -> None:
     ).resolved()
     try:
         with open_store(store_dir, create=True) as store:
-            run_id = create_run(store, "cartpole", config, agent_identity("reference"))
+            # The reference Agent is this package's own code, not an adversary: where no jail
+            # can be set up here it runs uncontained, and the Run records that.
+            launcher = ProviderLauncher(allow_uncontained=True)
+            run_id = create_run(
+                store, "cartpole", config, agent_identity("reference"), agent_containment=launcher.containment()
+            )
     except (StoreError, RunError) as exc:
         raise CliError(one_line(str(exc))) from exc
     click.echo(f"run {run_id}: the reference Agent evolves a CartPole policy with {budget} Episodes", err=True)
-    state = carry(store_dir, run_id, None, as_json=False)
+    state = carry(store_dir, run_id, None, as_json=False, launcher=launcher)
     with open_store(store_dir) as store:
         replay = replay_run(store, run_id)
         baseline = _baseline_on_validation(state)

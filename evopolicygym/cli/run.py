@@ -111,6 +111,12 @@ _FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
     help="Keep per-step traces of which Episodes.",
 )
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory, removed at the end].")
+@click.option(
+    "--allow-uncontained-agent",
+    "allow_uncontained",
+    is_flag=True,
+    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
+)
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def run(
@@ -150,6 +156,7 @@ def run(
     assessment_split: str,
     record_trajectories: str,
     workspace_dir: str | None,
+    allow_uncontained: bool,
     store_dir: str | None,
     as_json: bool,
 ) -> None:
@@ -207,42 +214,61 @@ def run(
         )
         program = Program.from_directory(program_dir) if program_dir else None
         skills = [load_skill(directory) for directory in skill_dirs]
+        launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
+        containment = launcher.containment()  # before anything is recorded: fail closed
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
         raise CliError(one_line(str(exc))) from exc
     try:
         with open_store(store_dir, create=True) as store:
             try:
-                run_id = create_run(store, benchmark_ref, config, identity, program=program, skills=skills)
+                run_id = create_run(
+                    store, benchmark_ref, config, identity, program=program, skills=skills,
+                    agent_containment=containment,
+                )
             except (RunError, ValueError) as exc:
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
-    carry(store_dir, run_id, workspace_dir, as_json=as_json)
+    carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=launcher)
 
 
 @click.command(short_help="Carry on a Run whose Host stopped.")
 @click.argument("run_id", metavar="RUN")
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory rebuilt from the log].")
+@click.option(
+    "--allow-uncontained-agent",
+    "allow_uncontained",
+    is_flag=True,
+    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
+)
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
-def resume(run_id: str, workspace_dir: str | None, store_dir: str | None, as_json: bool) -> None:
+def resume(run_id: str, workspace_dir: str | None, allow_uncontained: bool, store_dir: str | None, as_json: bool) -> None:
     """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
     run again on the same Episodes, the Agent is restarted on a workspace rebuilt from the
     log, and Validation and Assessment pick up where they stopped."""
     run_id = run_id_of(run_id) or run_id  # given as <id> or run-<id>
-    carry(store_dir, run_id, workspace_dir, as_json=as_json)
+    carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=ProviderLauncher(allow_uncontained=allow_uncontained))
 
 
-def carry(store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_json: bool) -> RunState:
+def carry(
+    store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_json: bool, launcher: ProviderLauncher
+) -> RunState:
     """Drive the Run to its end with a live view; print the outcome; exit non-zero on a fault."""
     console = Console(stderr=True)
     try:
         with open_store(store_dir) as store, _signals_interrupt():
-            view = RunView(console, summarize(store.events, run_stream_id(run_id)))
+            summary = summarize(store.events, run_stream_id(run_id))
+            if not summary.finished:
+                try:
+                    launcher.containment()  # a resumed Run's Agent is contained as a new one's
+                except AgentError as exc:
+                    raise CliError(one_line(str(exc))) from exc
+            view = RunView(console, summary)
             host = RunHost(
                 store,
                 run_id,
-                launcher=ProviderLauncher(),
+                launcher=launcher,
                 workspace=Path(workspace_dir) if workspace_dir else None,
                 on_change=view.update,
             )
