@@ -42,6 +42,7 @@ from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.records.projections import DEFAULT_BATCH, PAGE_BYTES, catch_up
 from evopolicygym.records.read_models import ReadModelsBusy, lock_down, open_read_models, refresh
 from evopolicygym.records.store import StoreError
 from evopolicygym.run.liveness import host_alive
@@ -106,7 +107,9 @@ def _run(
         raise CliError(f"no store at {root} (point --store or {STORE_ENV} at an existing store)")
     try:
         with open_store(root) as store:
-            connection = _connect(store, refresh_first)
+            # A read-only store cannot have been appended to since its read models were last
+            # caught up, and they cannot be written: query them as they are.
+            connection = _connect(store, refresh_first and not store.read_only)
     except StoreError as exc:
         raise CliError(printable(one_line(str(exc)))) from exc
     try:
@@ -184,13 +187,24 @@ def _caught_up(store: Store) -> bool:
 def _read_only(store: Store) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the read models, or None while a writer holds them."""
     try:
-        connection = open_read_models(store, read_only=True, wait_s=0)
+        if store.read_only and not store.read_models_path.exists():
+            connection = _in_memory(store)
+        else:
+            connection = open_read_models(store, read_only=True, wait_s=0)
     except ReadModelsBusy:
         return None
     _runs_as_listed(connection, store)
     # The user's SQL reads the read models and nothing else: no file (the log is one),
     # no extension, no setting to undo that.
     return lock_down(connection)
+
+
+def _in_memory(store: Store) -> duckdb.DuckDBPyConnection:
+    """The read models of a read-only store that has none on disk, built in memory."""
+    connection = duckdb.connect(":memory:")
+    connection.execute(f"SET memory_limit = '{read_models.MEMORY_LIMIT}'")
+    catch_up(store, connection, read_models.PROJECTIONS, DEFAULT_BATCH, max_bytes=PAGE_BYTES)
+    return connection
 
 
 def _runs_as_listed(connection: duckdb.DuckDBPyConnection, store: Store) -> None:

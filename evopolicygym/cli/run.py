@@ -259,6 +259,11 @@ def carry(
     try:
         with open_store(store_dir) as store, _signals_interrupt():
             summary = summarize(store.events, run_stream_id(run_id))
+            if store.read_only:
+                raise CliError(
+                    f"the store at {store.path} is read-only: the Run cannot be carried on there"
+                    + (" (it has finished: `evopolicy record show` tells its outcome)" if summary.finished else "")
+                )
             if not summary.finished:
                 try:
                     launcher.containment()  # a resumed Run's Agent is contained as a new one's

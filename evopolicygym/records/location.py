@@ -37,6 +37,11 @@ class Store:
         self.blobs = blobs
 
     @property
+    def read_only(self) -> bool:
+        """Opened from read-only media (or without write permission): appends are refused."""
+        return bool(getattr(self.events, "read_only", False))
+
+    @property
     def read_models_path(self) -> Path:
         return self.path / "read-models.duckdb"
 
@@ -72,5 +77,14 @@ def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = Fal
     # Imported here: naming a Store (a type) does not import a backend and SQLAlchemy.
     from evopolicygym.records.sqlite import SQLiteEventStore
 
-    events = SQLiteEventStore(database, create=create)
+    read_only = database.exists() and not _writable(root, database)
+    if read_only and create:
+        raise StoreError(f"the store at {root} is read-only: nothing can be recorded in it")
+    events = SQLiteEventStore(database, create=create, read_only=read_only)
     return Store(root, events, BlobStore(root / "blobs"))
+
+
+def _writable(root: Path, database: Path) -> bool:
+    """Whether this process may write the store: not on read-only media, and the log and its
+    directory writable to it (os.access asks as the real user, and knows EROFS)."""
+    return os.access(root, os.W_OK | os.X_OK) and os.access(database, os.W_OK)

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy.exc
 from sqlalchemy import create_engine, event
@@ -125,8 +126,12 @@ def _fsync_dir(directory: Path) -> None:
 class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = False, read_only: bool = False) -> None:
         self.path = Path(path)
+        # On read-only media (or a file this user may not write) the log is opened
+        # immutable: SQLite then needs neither its -shm file nor a lock, and reads work;
+        # every append is refused with one line.
+        self.read_only = read_only
         if not create and not self.path.exists():
             raise StoreError(f"no event log at {self.path}")
         if not self.path.parent.is_dir():
@@ -139,8 +144,9 @@ class SQLiteEventStore:
             except (OSError, sqlite3.Error) as exc:
                 raise StoreError(f"{self.path}: cannot create the event log ({exc})") from exc
         self._lock = threading.RLock()
+        url = f"sqlite:///file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1&uri=true" if read_only else f"sqlite:///{self.path}"
         self.engine: Engine = create_engine(
-            f"sqlite:///{self.path}",
+            url,
             # One connection per store object, used under our lock: SQLite serialises
             # writers anyway, and a single connection keeps reads of our own writes simple.
             poolclass=StaticPool,
@@ -177,6 +183,8 @@ class SQLiteEventStore:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Cursor]:
         """One write transaction: BEGIN IMMEDIATE takes the write lock up front."""
+        if self.read_only:
+            raise StoreError(f"{self.path.parent} is read-only: nothing can be recorded in it")
         with self._lock:
             cursor = self._raw.cursor()
             cursor.execute("BEGIN IMMEDIATE")
