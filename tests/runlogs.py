@@ -35,6 +35,7 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store
+from evopolicygym.records.pools import put_pool
 from evopolicygym.records.traces import encode_trace
 from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage, offered_tools
 
@@ -87,6 +88,9 @@ class SynthRun:
     # Who named the candidates: the Agent's finish, or the Host nominating them after the
     # Agent exited without one (a Run that asked for nomination).
     handoff: str = "agent"
+    # The Episode pool inline in RunCreated, as Runs recorded before pools were blobs hold
+    # it; else (as the Host writes it now) a blob that RunCreated names.
+    inline_pool: bool = False
 
 
 def _program(store: Store, files: dict[str, str]) -> Program:
@@ -106,6 +110,16 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
     """Append ``run``'s whole stream (created to finished) and store its blobs."""
     secret = CANARY if canary else "scenario"
     initial = _program(store, run.initial)
+    pool = [
+        PoolEntry(
+            index=i,
+            split="train",
+            seed=CANARY_SEEDS["pool"] * 10 + i,
+            policy_seed=CANARY_SEEDS["pool"] * 10 + 100 + i,
+            scenario={"note": f"{secret}-pool-{i}"},
+        )
+        for i in range(run.pool_size)
+    ]
     events: list[Event] = [
         RunCreated(
             run_id=run.run_id,
@@ -134,16 +148,8 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             environment_digest="sha256:" + "e" * 64,
             initial_program_digest=initial.digest,
             agent=run.agent,
-            pool=[
-                PoolEntry(
-                    index=i,
-                    split="train",
-                    seed=CANARY_SEEDS["pool"] * 10 + i,
-                    policy_seed=CANARY_SEEDS["pool"] * 10 + 100 + i,
-                    scenario={"note": f"{secret}-pool-{i}"},
-                )
-                for i in range(run.pool_size)
-            ],
+            pool=pool if run.inline_pool else [],
+            pool_blob=None if run.inline_pool else put_pool(store.blobs, pool),
             seeds=dict(CANARY_SEEDS),
         ),
         AgentStarted(

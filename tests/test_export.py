@@ -81,11 +81,20 @@ def _strings(value: Any) -> list[str]:
     return [json.dumps(value, default=str, sort_keys=True)]
 
 
-def test_no_held_out_or_private_value_reaches_any_training_column(store: Store, tmp_path: Path) -> None:
+@pytest.mark.parametrize("inline_pool", [False, True], ids=["pool-blob", "pool-inline"])
+def test_no_held_out_or_private_value_reaches_any_training_column(
+    store: Store, tmp_path: Path, inline_pool: bool
+) -> None:
     """Canaries in the pool's scenarios, held-out feedback and failures, and distinct seeds in
-    every seed domain: none reaches a training column; held-out ones reach no column at all."""
-    write_run(store, standard_run("alpha"))
-    write_run(store, standard_run("beta", agent=AgentIdentity(name="other", provider="command")))
+    every seed domain: none reaches a training column; held-out ones reach no column at all.
+    The pool as the Host keeps it (a blob) and as older Runs hold it (inline in RunCreated)."""
+    write_run(store, standard_run("alpha", inline_pool=inline_pool))
+    write_run(
+        store,
+        standard_run(
+            "beta", agent=AgentIdentity(name="other", provider="command"), inline_pool=inline_pool
+        ),
+    )
     held_out = [str(CANARY_SEEDS["validation"]), str(CANARY_SEEDS["assessment"]), CANARY]
     episode_seeds = [str(CANARY_SEEDS["pool"] * 10 + i) for i in range(120)]
     for per_turn in (False, True):
@@ -452,8 +461,11 @@ def test_sft_tools_are_the_tools_the_agent_was_offered(store: Store, tmp_path: P
     assert all(r["tools"] == REFERENCE_TOOLS for r in load(tmp_path / "out", "dpo") if r["run_id"] == "alpha")
 
 
-def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) -> None:
-    write_run(store, standard_run("alpha"))
+@pytest.mark.parametrize("inline_pool", [False, True], ids=["pool-blob", "pool-inline"])
+def test_events_are_flat_and_keep_nothing_private(
+    store: Store, tmp_path: Path, inline_pool: bool
+) -> None:
+    write_run(store, standard_run("alpha", inline_pool=inline_pool))
     run_export(store, tmp_path / "out", ["events"])
     rows = load(tmp_path / "out", "events")
     envelopes = list(store.events.read_stream("run-alpha"))
@@ -465,7 +477,7 @@ def test_events_are_flat_and_keep_nothing_private(store: Store, tmp_path: Path) 
     assert reference["score"] == 1.0 and "episodes" not in reference["payload"]
     created = rows[0]
     assert created["type"] == "RunCreated"
-    assert "pool" not in created["payload"] and "seeds" not in created["payload"]
+    assert not {"pool", "pool_blob", "seeds"} & set(created["payload"])
     assert "seed" not in created["payload"]["config"]
     published = [r for r in rows if r["type"] == "SubmissionPublished"]
     assert [r["score"] for r in published] == [2.0, 5.0, 9.0, 0.0]

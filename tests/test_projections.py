@@ -262,7 +262,7 @@ def test_catch_up_fills_every_read_model(two_runs: Store) -> None:
         assert first["stream_id"] == "run-alpha" and first["run_id"] == "alpha"
         assert (first["type"], first["schema_version"], first["stream_version"]) == (
             "RunCreated",
-            1,
+            RunCreated.SCHEMA_VERSION,
             1,
         )
         assert first["event_id"] == "run-alpha-1"

@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 from evopolicygym.cli import main
 from evopolicygym.program import Program
 from evopolicygym.records import verify as verify_module
+from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
@@ -44,6 +45,7 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import STORE_ENV, Store, open_store
+from evopolicygym.records.pools import put_pool
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.liveness import run_lock
 from evopolicygym.transcript import AgentIdentity, Message
@@ -113,19 +115,26 @@ class Built:
     blob_count: int
 
 
-def run_created(run_id: str, initial: str, benchmark: str = "cartpole") -> RunCreated:
+def run_created(
+    run_id: str, initial: str, benchmark: str = "cartpole", blobs: BlobStore | None = None
+) -> RunCreated:
+    """With ``blobs``, the pool is stored there as the Host stores it; else it is inline,
+    as in a Run recorded before pools were blobs."""
+    pool = [
+        PoolEntry(index=i, split="train", seed=POOL_SEED + i, policy_seed=POLICY_SEED + i)
+        for i in range(4)
+    ]
+    config = {"budget": 16, "episodes_per_submission": 2, "agent": "reference", "seed": RUN_SEED}
     return RunCreated(
         run_id=run_id,
-        config={"budget": 16, "episodes_per_submission": 2, "agent": "reference", "seed": RUN_SEED},
+        config=config if blobs is None else {**config, "episode_pool_size": len(pool)},
         benchmark_id=benchmark,
         benchmark_spec={"id": benchmark, "score_direction": "maximize"},
         environment_digest="sha256:" + "e" * 64,
         initial_program_digest=initial,
         agent=AgentIdentity(name="reference", provider="reference", model="scripted-1"),
-        pool=[
-            PoolEntry(index=i, split="train", seed=POOL_SEED + i, policy_seed=POLICY_SEED + i)
-            for i in range(4)
-        ],
+        pool=pool if blobs is None else [],
+        pool_blob=None if blobs is None else put_pool(blobs, pool),
         seeds=dict(DERIVED_SEEDS),
     )
 
@@ -148,7 +157,10 @@ def build_store(root: Path) -> Built:
         blobs["stdout"] = store.blobs.put(b"agent finished\n")
 
         positions["created"] = w.append("run-alpha", run_created("alpha", initial))[0]
-        positions["other_created"] = w.append("run-beta", run_created("beta", initial))[0]
+        # alpha's pool is inline (as older Runs hold it), beta's a blob (as the Host keeps it).
+        positions["other_created"] = w.append(
+            "run-beta", run_created("beta", initial, blobs=store.blobs)
+        )[0]
         w.append("host-1", AgentStarted(attempt=1, command=["host"]))
         w.append(
             "run-alpha",
@@ -242,7 +254,7 @@ def build_store(root: Path) -> Built:
         )[0]
         events = store.events.head()
     # Two programs (each verified with its tree and files) and five plain blobs.
-    return Built(root, positions, blobs, events, blob_count=7)
+    return Built(root, positions, blobs, events, blob_count=8)
 
 
 @pytest.fixture
@@ -380,6 +392,8 @@ def test_events_text_summaries_hide_seeds(built: Built) -> None:
     assert "RunFinished" in lines[-1] and "reason=finished" in lines[-1]
     for value in PRIVATE_VALUES:
         assert value not in result.stdout
+    beta = invoke(*store_args(built, "events", "beta"))  # its pool is a blob: the size shows
+    assert beta.exit_code == 0 and "pool=4" in beta.stdout and "pool_blob" not in beta.stdout
 
 
 def test_unknown_run_is_one_line_error(built: Built) -> None:
@@ -502,7 +516,8 @@ def test_verify_intact(built: Built) -> None:
     report = json.loads(invoke(*store_args(built, "verify", "--json")).stdout)
     assert report["ok"] is True and report["problems"] == [] and report["first_problem"] is None
     beta = invoke(*store_args(built, "verify", "beta"))
-    assert beta.exit_code == 0 and beta.stdout.startswith("ok: 2 events, 1 blobs verified")
+    # beta's program and its pool's manifest (the pool's chunks are read through it)
+    assert beta.exit_code == 0 and beta.stdout.startswith("ok: 2 events, 2 blobs verified")
 
 
 def test_verify_pages_through_the_log(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ import pytest
 
 from evopolicygym.records.events import RunCreated
 from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.pools import RecordedPool
 from evopolicygym.records.runs import SubmissionSummary, summarize
 from evopolicygym_exporters import ExportOptions, export
 from evopolicygym_exporters.rewards import (
@@ -215,9 +216,10 @@ def test_the_rows_episodes_are_the_pool_the_host_planned(exported: Exported) -> 
         task = RewardTask(row)
         assert task.indices() == row["train_indices"]  # by default the baseline's Episodes
         every = list(range(row["pool_size"]))
-        assert task.indices(every) == [e.index for e in run.created.pool]
+        pool = list(RecordedPool.of(run.created, exported.store.blobs))  # as the Host stored it
+        assert task.indices(every) == [e.index for e in pool]
         planned = task.episodes(run.pool_seed, every)
-        host = [(e.split, e.index, e.seed, e.policy_seed, dict(e.scenario)) for e in run.created.pool]
+        host = [(e.split, e.index, e.seed, e.policy_seed, dict(e.scenario)) for e in pool]
         ours = [(e.spec.split, e.spec.index, e.spec.seed, e.policy_seed, dict(e.spec.scenario)) for e in planned]
         assert ours == host
 

@@ -355,7 +355,10 @@ def payload_summary(envelope: Envelope) -> str:
     if not isinstance(data, dict):
         return "(payload is not an object)"
     parts: list[str] = []
-    if isinstance(data.get("pool"), list):
+    config = data.get("config")
+    if isinstance(data.get("pool_blob"), str) and isinstance(config, dict):  # the pool is a blob
+        parts.append(f"pool={config.get('episode_pool_size')}")
+    elif isinstance(data.get("pool"), list):  # inline, as Runs recorded before hold it
         parts.append(f"pool={len(data['pool'])}")
     for key in sorted(data):
         if key in PRIVATE_KEYS or data[key] is None:

@@ -123,6 +123,9 @@ TerminalReason = Literal[
 
 
 class RunCreated(Event, frozen=True, kw_only=True):
+    # v2: the Episode pool is a blob (``pool_blob``), no longer inline in ``pool``.
+    SCHEMA_VERSION = 2
+
     run_id: str
     config: dict[str, Any]
     benchmark_id: str
@@ -130,7 +133,11 @@ class RunCreated(Event, frozen=True, kw_only=True):
     environment_digest: str
     initial_program_digest: str
     agent: AgentIdentity
-    pool: list[PoolEntry]  # Host-private
+    # Host-private, the Episode pool: the digest of its manifest blob (records.pools), so no
+    # event holds a list as long as the budget. Runs recorded before (v1) carry the pool
+    # inline in ``pool`` instead; a new Run's ``pool`` is empty.
+    pool: list[PoolEntry] = []
+    pool_blob: str | None = None
     seeds: dict[str, int] = {}  # Host-private: derived validation/assessment seeds
     skill_program_digests: list[str] = []  # skill directories given to the Agent, stored as programs
     # How the Agent was contained: "namespaces" (its jail held), or "none" where the Run was
@@ -408,6 +415,12 @@ def event_schema(cls: type[Event]) -> dict[str, Any]:
     schema["title"] = cls.type_name()
     schema["x-schema-version"] = cls.SCHEMA_VERSION
     return schema
+
+
+@register_upcaster("RunCreated", 1)
+def _run_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 carries its pool inline (``pool``) and no ``pool_blob``: a valid v2 payload as it is."""
+    return payload
 
 
 # --------------------------------------------------------------------------- envelopes

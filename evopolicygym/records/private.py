@@ -1,13 +1,20 @@
 """Host-private values of a Run (pool and policy seeds, seed domains, the Run seed,
 scenario strings), collected to scrub them from recorded free text before it is shown
-or exported: an error message can quote an Episode's seed or scenario."""
+or exported: an error message can quote an Episode's seed or scenario.
+
+The pool is read from its blob (``records.pools``) when a blob store is given; when it
+cannot be read, its values are unknown and every number long enough to be one of them
+is scrubbed instead (fail closed; its scenario strings cannot be)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from evopolicygym.records.events import RunCreated
+from evopolicygym.records.blobs import BlobStore
+from evopolicygym.records.events import PoolEntry, RunCreated
+from evopolicygym.records.pools import PoolError, RecordedPool
 
 __all__ = ["REDACTED", "PrivateValues"]
 
@@ -22,17 +29,30 @@ class PrivateValues:
     def __init__(self) -> None:
         self.numbers: set[str] = set()
         self.strings: set[str] = set()
+        self.unknown = False  # some private values could not be read: scrub every long number
 
-    def add_created(self, created: RunCreated) -> None:
-        for entry in created.pool:
-            self._number(entry.seed)
-            self._number(entry.policy_seed)
-            self._scenario(entry.scenario)
+    def add_created(self, created: RunCreated, blobs: BlobStore | None = None) -> None:
+        """The values ``created`` holds; its pool, when kept as a blob, read from ``blobs``."""
+        if created.pool_blob is None:
+            self._entries(created.pool)
+        elif blobs is None:
+            self.unknown = True
+        else:
+            try:
+                self._entries(RecordedPool.of(created, blobs))
+            except PoolError:
+                self.unknown = True
         for derived in created.seeds.values():
             self._number(derived)
         run_seed = created.config.get("seed")
         if isinstance(run_seed, int):
             self._number(run_seed)
+
+    def _entries(self, entries: Iterable[PoolEntry]) -> None:
+        for entry in entries:
+            self._number(entry.seed)
+            self._number(entry.policy_seed)
+            self._scenario(entry.scenario)
 
     def _number(self, value: int) -> None:
         text = str(abs(value))
@@ -56,6 +76,10 @@ class PrivateValues:
     def scrub(self, text: str) -> str:
         for secret in self.strings:
             text = text.replace(secret, REDACTED)
+        if self.unknown:
+            return _NUMBER.sub(
+                lambda m: REDACTED if len(m.group().lstrip("0")) >= _MIN_PRIVATE_DIGITS else m.group(), text
+            )
         if not self.numbers:
             return text
         return _NUMBER.sub(
@@ -63,7 +87,7 @@ class PrivateValues:
         )
 
     @classmethod
-    def of(cls, created: RunCreated) -> PrivateValues:
+    def of(cls, created: RunCreated, blobs: BlobStore | None = None) -> PrivateValues:
         private = cls()
-        private.add_created(created)
+        private.add_created(created, blobs)
         return private

@@ -49,6 +49,7 @@ from evopolicygym.records.events import (
     ValidationFailed,
     ValidationStarted,
 )
+from evopolicygym.records.pools import recorded_pool_size
 from evopolicygym.records.store import EventStore, StreamInfo
 from evopolicygym.transcript import AgentIdentity
 
@@ -75,9 +76,9 @@ RUN_PREFIX = "run-"
 FAILED_REASONS = frozenset(
     {"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed", "interrupted"}
 )
-# Host-private keys of recorded values (RunCreated.pool and .seeds, the Run config's seed):
-# never shown by a reader.
-PRIVATE_KEYS = frozenset({"pool", "seeds", "seed"})
+# Host-private keys of recorded values (RunCreated.pool, .pool_blob and .seeds, the Run
+# config's seed): never shown by a reader.
+PRIVATE_KEYS = frozenset({"pool", "pool_blob", "seeds", "seed"})
 
 
 class UnknownRun(LookupError):
@@ -343,7 +344,7 @@ class RunSummary:
                 self.score_direction = str(event.benchmark_spec.get("score_direction") or "maximize")
                 self.agent = event.agent
                 self.config = event.config
-                self.pool_size = len(event.pool)
+                self.pool_size = recorded_pool_size(event)
                 self.environment_digest = event.environment_digest
                 self.initial_program_digest = event.initial_program_digest
                 self.skill_program_digests = list(event.skill_program_digests)

@@ -19,7 +19,10 @@ the number of events), never stops early, and checks for every event:
   ``program_digest`` names a Program, and the plurals ``_blobs`` / ``program_digests``
   hold lists of them (see ``events``). Only with a blob store: given a bare
   ``EventStore`` (no ``.blobs``), references are not checked and the report's
-  ``blobs`` count stays 0.
+  ``blobs`` count stays 0;
+* a RunCreated's Episode pool kept as a blob (``pool_blob``) reads back whole: its
+  manifest, every chunk it names, and as many entries as the Run's pool size
+  (``pools.pool_problems``).
 
 Each check trusts the stored values the others are about, so a problem is
 reported where it is: a flipped payload byte is a payload hash problem at that
@@ -41,9 +44,10 @@ import msgspec
 
 from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
 from evopolicygym.records.chain import GENESIS, chain_hash
-from evopolicygym.records.events import EventCodecError, decode_event, payload_hash
+from evopolicygym.records.events import EventCodecError, RunCreated, decode_event, payload_hash
 from evopolicygym.records.fold import iter_rows
 from evopolicygym.records.location import Store, event_log
+from evopolicygym.records.pools import pool_problems
 from evopolicygym.records.store import EventStore, Row, StoreError
 
 __all__ = [
@@ -358,6 +362,13 @@ class _Walker:
             outcome = self.checker.check(kind, digest)
             if outcome is not None:
                 found.append((outcome[0], outcome[1], digest))
+        if (
+            isinstance(event, RunCreated)
+            and event.pool_blob is not None
+            and self.checker.check("blob", event.pool_blob) is None
+        ):  # the pool's manifest is intact (a problem with it is reported above): its chunks
+            for bad in pool_problems(self.checker.blobs, event):
+                found.append(("blob_missing" if bad.missing else "blob_corrupt", str(bad), event.pool_blob))
         return found
 
 

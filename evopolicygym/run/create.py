@@ -1,4 +1,7 @@
-"""Creating a Run: check and plan it (splits, initial Program, seeds, pool), then record RunCreated."""
+"""Creating a Run: check and plan it (splits, initial Program, seeds, pool), then record RunCreated.
+
+The pool is stored as blobs before RunCreated names it (``records.pools``), as the
+initial Program is: whatever the budget, RunCreated stays small."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from evopolicygym.benchmark import Benchmark, BenchmarkError
 from evopolicygym.evaluation import require_failure_score
 from evopolicygym.program import Program
 from evopolicygym.records.location import Store
+from evopolicygym.records.pools import put_pool
 from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider import Create
@@ -69,6 +73,8 @@ def create_run(
     pool = plan_pool(benchmark, config, seeds)
     run_id = run_id or _new_run_id()
     store.blobs.put_program(program)  # before the event that names it
+    pool_blob = put_pool(store.blobs, pool)  # so is the pool
+    del pool
     for skill in skills:
         store.blobs.put_program(skill.program)
     Ledger(store, run_id).must(
@@ -80,7 +86,7 @@ def create_run(
             environment_digest=benchmark.spec.environment_digest,
             initial_program_digest=program.digest,
             agent=agent,
-            pool=pool,
+            pool_blob=pool_blob,
             seeds=seeds,
             skill_program_digests=[skill.program.digest for skill in skills],
             agent_containment=agent_containment,

@@ -31,7 +31,7 @@ from evopolicygym.run.gateway import SessionGateway
 from evopolicygym.run.launcher import Launcher
 from evopolicygym.run.ledger import Ledger, OnChange, RunError
 from evopolicygym.run.liveness import run_lock
-from evopolicygym.run.phases import Phases, recorded_benchmark
+from evopolicygym.run.phases import Phases, recorded_benchmark, recorded_pool
 from evopolicygym.run.publisher import Publisher
 from evopolicygym.run.supervisor import AgentSupervisor
 
@@ -77,6 +77,7 @@ class RunHost:
             if state.finished is not None:
                 return state
             benchmark = recorded_benchmark(ledger)
+            pool = recorded_pool(ledger)  # read back as recorded, never planned again
             if state.version > 1:  # someone carried it before: record the gap
                 if not state.interrupted:
                     ledger.must(Interrupt(reason="the Host stopped without finishing the Run",
@@ -85,7 +86,7 @@ class RunHost:
                 # The attempt the Host died under: its CLI's record is still on disk.
                 self._supervisor.recover_session(self._publisher.known_path())
             evaluator = Evaluator()
-            phases = Phases(ledger, benchmark, evaluator, self._publisher)
+            phases = Phases(ledger, benchmark, evaluator, self._publisher, pool)
             gateway = SessionGateway(ledger, self._supervisor, phases.evaluate_submission)
             try:
                 self._loop(phases, gateway)

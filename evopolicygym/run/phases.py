@@ -15,6 +15,7 @@ import msgspec
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.records.events import ArtifactRef, EpisodeCompleted, EpisodeOutcome
+from evopolicygym.records.pools import PoolError, RecordedPool
 from evopolicygym.records.traces import encode_trace, plain_hook
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.decider import (
@@ -37,7 +38,7 @@ from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.pool import planned, planned_split
 from evopolicygym.run.publisher import Publisher
 
-__all__ = ["MAX_TRACE_STEPS", "Phases", "recorded_benchmark"]
+__all__ = ["MAX_TRACE_STEPS", "Phases", "recorded_benchmark", "recorded_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +60,37 @@ def recorded_benchmark(ledger: Ledger) -> Benchmark:
     return benchmark
 
 
+def recorded_pool(ledger: Ledger) -> RecordedPool:
+    """The Run's Episode pool as recorded (its blob's manifest read and checked now, each
+    chunk when first used), never planned again; refused if it cannot be read back."""
+    try:
+        return RecordedPool.of(ledger.created, ledger.store.blobs)
+    except PoolError as exc:
+        raise RunError(f"run {ledger.run_id} cannot go on: {exc}") from exc
+
+
 class Phases:
     """Carries out the Run's Evaluate, Validate and Assess steps."""
 
-    def __init__(self, ledger: Ledger, benchmark: Benchmark, evaluator: Evaluator, publisher: Publisher) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        benchmark: Benchmark,
+        evaluator: Evaluator,
+        publisher: Publisher,
+        pool: RecordedPool | None = None,
+    ) -> None:
         self._ledger = ledger
         self._benchmark = benchmark
         self._evaluator = evaluator
         self._publisher = publisher
+        self._pool = pool
+
+    @property
+    def pool(self) -> RecordedPool:
+        if self._pool is None:
+            self._pool = recorded_pool(self._ledger)
+        return self._pool
 
     def _eval_config(self, split: str, count: int) -> EvaluationConfig:
         config = self._ledger.state.cfg
@@ -95,7 +119,7 @@ class Phases:
                 program,
                 self._benchmark,
                 self._eval_config(state.cfg.train_split, len(indices)),
-                episodes=planned(list(state.pool), indices),
+                episodes=planned(self.pool, indices),
             )
             outcome = self._completed(step.submission_id, indices, result)
         except Exception as exc:  # any fault but the policy's own is the Host's: recorded, never a crash

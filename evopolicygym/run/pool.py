@@ -1,15 +1,19 @@
 """The Run's Episode pool and seed domains, all derived from the Run seed.
 
-The pool is planned once, at creation, and stored Host-private in RunCreated:
-a resumed Run reads it back and never re-plans (a Benchmark upgrade cannot
-change the Episodes behind an index mid-Run).
+The pool is planned once, at creation, and stored Host-private as a blob that
+RunCreated names (``records.pools``; Runs recorded before hold it inline): a resumed
+Run reads it back and never re-plans (a Benchmark upgrade cannot change the Episodes
+behind an index mid-Run).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evopolicygym.benchmark import Benchmark, EpisodeSpec
 from evopolicygym.evaluation import PlannedEpisode
 from evopolicygym.records.events import PoolEntry
+from evopolicygym.records.pools import RecordedPool
 from evopolicygym.run.config import RunConfig
 from evopolicygym.seeds import derive_seed
 
@@ -48,14 +52,15 @@ def plan_pool(benchmark: Benchmark, config: RunConfig, seeds: dict[str, int]) ->
     ]
 
 
-def planned(pool: list[PoolEntry], indices: list[int]) -> list[PlannedEpisode]:
+def planned(pool: RecordedPool | Sequence[PoolEntry], indices: Sequence[int]) -> list[PlannedEpisode]:
     """The recorded pool entries behind ``indices``, ready to evaluate."""
+    entries = pool.entries(indices) if isinstance(pool, RecordedPool) else [pool[i] for i in indices]
     return [
         PlannedEpisode(
             EpisodeSpec(split=e.split, index=e.index, seed=e.seed, scenario=dict(e.scenario)),
             e.policy_seed,
         )
-        for e in (pool[i] for i in indices)
+        for e in entries
     ]
 
 

@@ -26,13 +26,13 @@ from evopolicygym.records.events import (
     EpisodeOutcome,
     EvaluationStarted,
     Event,
-    PoolEntry,
     ReferenceValidated,
     RunCreated,
     SubmissionPublished,
     ValidationStarted,
 )
 from evopolicygym.records.location import Store
+from evopolicygym.records.pools import PoolError, RecordedPool
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import run_id_of
 from evopolicygym.registry import load_benchmark
@@ -195,8 +195,7 @@ def reevaluate(
     (empty when everything reproduces). ``progress(done, total)`` counts Episodes."""
     stream_id = stream_of(run_id)
     created, work = _jobs(store, stream_id)
-    private = PrivateValues()
-    private.add_created(created)
+    private = PrivateValues.of(created, store.blobs)
     try:
         config = RunConfig.from_dict(created.config)
     except RunConfigError as exc:
@@ -222,7 +221,10 @@ def reevaluate(
     done = 0
     if progress is not None:
         progress(0, total)
-    pool = list(created.pool)
+    try:
+        pool = RecordedPool.of(created, store.blobs)  # as recorded, never planned again
+    except PoolError as exc:
+        raise ReplayError(str(exc)) from exc
     with Evaluator() as evaluator:
         for job in work:
             offset = done
@@ -245,7 +247,7 @@ def _rerun(
     evaluator: Evaluator,
     benchmark: Benchmark,
     config: RunConfig,
-    pool: list[PoolEntry],
+    pool: RecordedPool,
     job: _Job,
     step: Progress,
     private: PrivateValues,
@@ -284,7 +286,7 @@ def _rerun(
             episodes=episodes,
             progress=step,
         )
-    except (EvaluationError, ProgramError, BlobError, ValueError, OSError) as exc:
+    except (EvaluationError, ProgramError, BlobError, PoolError, ValueError, OSError) as exc:
         return [mismatch("error", None, private.scrub(f"{type(exc).__name__}: {exc}"))]
     found: list[Mismatch] = []
     score = float(result.feedback.score)

@@ -51,6 +51,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.fold import page_reader
 from evopolicygym.records.location import Store
+from evopolicygym.records.pools import pool_problems, recorded_pool_size
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_id_of, run_stream_id
 from evopolicygym.records.verify import BlobChecker, referenced_blobs
@@ -357,6 +358,7 @@ class _Builder:
     """Folds the stream event by event into the Replay."""
 
     def __init__(self, store: Store, stream_id: str) -> None:
+        self.blobs = store.blobs
         self.private = PrivateValues()
         self.checker = _Checker(store, self.private)
         self.replay = Replay(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
@@ -394,9 +396,16 @@ class _Builder:
             self.problem(envelope, kind, message, blob)
         event, error = decoded(envelope)
         if isinstance(event, RunCreated):
-            self.private.add_created(event)  # before any text of this Run is kept
+            self.private.add_created(event, self.blobs)  # before any text of this Run is kept
         for kind, message, blob in self.checker.references(event, envelope.payload):
             self.problem(envelope, kind, message, blob)
+        if (
+            isinstance(event, RunCreated)
+            and event.pool_blob is not None
+            and self.checker.blob_checker.check("blob", event.pool_blob) is None
+        ):  # the pool's manifest is intact (a problem with it is reported above): its chunks
+            for bad in pool_problems(self.blobs, event):
+                self.problem(envelope, "blob_missing" if bad.missing else "blob_corrupt", str(bad), event.pool_blob)
         if event is None:
             self.problem(envelope, "decode", error or "payload does not decode")
             self.fold_trusted = False
@@ -455,7 +464,7 @@ class _Builder:
                     benchmark_id=event.benchmark_id,
                     agent=event.agent.name,
                     episode_budget=self.summary.episode_budget,
-                    pool_size=len(event.pool),
+                    pool_size=recorded_pool_size(event) or 0,
                 )
             case AgentStarted():
                 entry = AgentEntry(version=version, event="started", attempt=event.attempt)

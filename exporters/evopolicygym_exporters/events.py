@@ -29,7 +29,7 @@ __all__ = ["PRIVATE_FIELDS", "EventsExporter", "public_payload"]
 
 # Per event type, the payload fields never exported.
 PRIVATE_FIELDS: dict[str, tuple[str, ...]] = {
-    "RunCreated": ("pool", "seeds"),
+    "RunCreated": ("pool", "pool_blob", "seeds"),
     "AgentStarted": ("command",),  # the command line, jail and store path included
     "ValidationStarted": ("seed",),
     "AssessmentStarted": ("seed",),
@@ -121,7 +121,7 @@ class EventsExporter(Exporter):
         )
 
     def rows(self, run: RunHistory) -> Iterator[Row]:
-        private = PrivateValues.of(run.created)
+        private = PrivateValues.of(run.created, self.store.blobs)
         group = self.group(run)
         for envelope in self.store.events.read_stream(run.stream_id, 0):
             if envelope.position > run.last_position:

@@ -83,8 +83,11 @@ class Create(Command, frozen=True, kw_only=True):
     environment_digest: str
     initial_program_digest: str
     agent: AgentIdentity
-    pool: list[PoolEntry]
     seeds: dict[str, int]
+    # The Episode pool, stored first as a blob (records.pools.put_pool): its manifest's
+    # digest. ``pool`` inline is what Runs recorded before held; a new Run leaves it empty.
+    pool_blob: str | None = None
+    pool: list[PoolEntry] = []
     skill_program_digests: list[str] = []
     agent_containment: str | None = None  # as the launcher found it: "namespaces" or "none"
 

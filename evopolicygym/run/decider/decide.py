@@ -244,6 +244,8 @@ def _host(state: RunState, command: Command) -> list[Event]:
         case Create():
             if state.created:
                 raise InvalidTransition("the Run already exists")
+            if command.pool and command.pool_blob is not None:
+                raise InvalidTransition("the Episode pool is inline or a blob, not both")
             return [
                 RunCreated(
                     run_id=command.run_id,
@@ -254,6 +256,7 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     initial_program_digest=command.initial_program_digest,
                     agent=command.agent,
                     pool=command.pool,
+                    pool_blob=command.pool_blob,
                     seeds=command.seeds,
                     skill_program_digests=command.skill_program_digests,
                     agent_containment=command.agent_containment,

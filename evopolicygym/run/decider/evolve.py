@@ -79,6 +79,8 @@ def evolve(state: RunState, event: Event) -> RunState:
         case RunCreated():
             if state.version != 1:
                 raise InvalidTransition("RunCreated must open the stream")
+            if event.pool and event.pool_blob is not None:
+                raise InvalidTransition("RunCreated holds its Episode pool inline and as a blob")
             config = RunConfig.from_dict(event.config)
             return replace(
                 state,
@@ -87,6 +89,7 @@ def evolve(state: RunState, event: Event) -> RunState:
                 score_direction=str(event.benchmark_spec.get("score_direction", "maximize")),
                 initial_program_digest=event.initial_program_digest,
                 pool=tuple(event.pool),
+                pool_blob=event.pool_blob,
                 seeds=dict(event.seeds),
                 authority_open=True,
             )

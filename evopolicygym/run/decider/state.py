@@ -34,7 +34,8 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     config: RunConfig | None = None
     score_direction: str = "maximize"
     initial_program_digest: str = ""
-    pool: tuple[PoolEntry, ...] = ()
+    pool_blob: str | None = None  # the Episode pool's manifest blob (records.pools)
+    pool: tuple[PoolEntry, ...] = ()  # the pool inline, as Runs recorded before pool_blob hold it
     seeds: dict[str, int] = {}
     budget_used: int = 0
     submissions: tuple[Submission, ...] = ()
