@@ -38,6 +38,16 @@ class SessionGateway:
         self._evaluate = evaluate  # runs the accepted Submission; its feedback files
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._handle(request)
+        except Exception as exc:
+            # A storage fault met while serving the Agent stops the Run (the supervisor
+            # watches ``fault``); the Agent learns only that the Host failed.
+            if self._ledger.host_fault(exc) is None:
+                raise
+            return {"ok": False, "error": {"code": "internal_error", "message": "the Host failed; the Run is interrupted"}}
+
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         # What the Agent sends is recorded (a selector, a problem, a malformed frame's text):
         # secrets out first. The program files are its work and are stored as submitted.
         redactor = self._supervisor.redactor

@@ -29,7 +29,7 @@ from evopolicygym.run.decider import (
 )
 from evopolicygym.run.gateway import SessionGateway
 from evopolicygym.run.launcher import Launcher
-from evopolicygym.run.ledger import Ledger, OnChange, RunError
+from evopolicygym.run.ledger import HostFault, Ledger, OnChange, RunError
 from evopolicygym.run.liveness import run_lock
 from evopolicygym.run.phases import Phases, recorded_benchmark, recorded_pool
 from evopolicygym.run.publisher import Publisher
@@ -93,6 +93,10 @@ class RunHost:
             except KeyboardInterrupt:
                 with contextlib.suppress(Exception):
                     ledger.apply(Interrupt(reason="interrupted by a signal", last_position=self.store.events.head()))
+                raise
+            except HostFault as fault:
+                with contextlib.suppress(Exception):  # where the store still takes it
+                    ledger.apply(Interrupt(reason=fault.what, last_position=self.store.events.head()))
                 raise
             finally:
                 evaluator.close()

@@ -8,7 +8,9 @@ the drive loop, the Session's thread and the transcript flushes all apply throug
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 
@@ -17,13 +19,55 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.run.decider import Command, Rejection, RunState, decide, fold
 
-__all__ = ["Ledger", "OnChange", "RunError", "event_id", "load_run", "one_line"]
+__all__ = ["HostFault", "Ledger", "OnChange", "RunError", "event_id", "load_run", "one_line", "storage_fault"]
 
 OnChange = Callable[[RunState, list[Event]], None]
 
 
 class RunError(Exception):
     """A Run that cannot be created or carried on; the message says why."""
+
+
+class HostFault(RunError):
+    """The Host's own storage failed in a way that may pass (disk full, read-only media, an
+    I/O error): the Run stops where it is, interrupted, charging nobody's budget, and a
+    ``resume`` once the cause is fixed carries it on."""
+
+    def __init__(self, run_id: str, what: str, fix: str) -> None:
+        super().__init__(f"{what}: the Run is interrupted with its budget intact; {fix} and `evopolicy resume {run_id}`")
+        self.what = what
+
+
+# (errno, what it means for the store, what the user does about it)
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: ("store full", "free space"),
+    errno.EDQUOT: ("store full (disk quota)", "free space"),
+    errno.EROFS: ("store on read-only media", "make it writable"),
+    errno.EIO: ("I/O error on the store's disk", "check the disk"),
+}
+_SQLITE_TEXTS = (
+    ("disk is full", _STORAGE_ERRNOS[errno.ENOSPC]),
+    ("readonly database", _STORAGE_ERRNOS[errno.EROFS]),
+    ("disk i/o error", _STORAGE_ERRNOS[errno.EIO]),
+)
+
+
+def storage_fault(exc: BaseException) -> tuple[str, str] | None:
+    """What ``exc`` (or an error it came from) says of the Host's storage, with its fix, where
+    it is a fault that may pass; None for anything else."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _STORAGE_ERRNOS:
+            return _STORAGE_ERRNOS[current.errno]
+        if isinstance(current, sqlite3.Error) or type(current).__module__.startswith("sqlalchemy"):
+            text = str(current).lower()
+            for needle, meaning in _SQLITE_TEXTS:
+                if needle in text:
+                    return meaning
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def event_id(run_id: str, version: int) -> str:
@@ -57,6 +101,9 @@ class Ledger:
         self._on_change = on_change
         self._state = RunState()
         self._events: list[Event] = []
+        # Set by whichever thread met a storage fault first; the drive loop and the
+        # Agent's supervisor stop on it.
+        self.fault: HostFault | None = None
 
     @property
     def state(self) -> RunState:
@@ -96,12 +143,28 @@ class Ledger:
             raise RunError(f"internal: {type(command).__name__} refused: {decision.message}")
         return decision
 
+    def host_fault(self, exc: BaseException) -> HostFault | None:
+        """``exc`` as a HostFault (remembered in ``fault``) where it is the storage's, else None."""
+        meaning = storage_fault(exc)
+        if meaning is None:
+            return None
+        with self.lock:
+            if self.fault is None:
+                self.fault = HostFault(self.run_id, *meaning)
+            return self.fault
+
     def _append(self, events: list[Event]) -> None:
         version = self._state.version
         batch = [new_event(event, event_id(self.run_id, version + i + 1)) for i, event in enumerate(events)]
         # Contention waits inside SQLite (its busy timeout); a version conflict means another
         # Host, which the run lock rules out, so it is an error, not something to retry.
-        self.store.events.append(self.stream, batch, version)
+        try:
+            self.store.events.append(self.stream, batch, version)
+        except Exception as exc:
+            fault = self.host_fault(exc)
+            if fault is not None:
+                raise fault from exc
+            raise
         state = fold(events, self._state)
         self._state = state
         self._events.extend(events)

@@ -107,6 +107,13 @@ class Phases:
             trace_steps=trace,
         )
 
+    def _storage_fault(self, exc: Exception) -> None:
+        """A disk full or gone read-only under the Host is no evaluation's failure: the Run
+        is interrupted instead (HostFault), its reserved Episodes evaluated again on resume."""
+        fault = self._ledger.host_fault(exc)
+        if fault is not None:
+            raise fault from exc
+
     # ------------------------------------------------------------------ Submissions
 
     def evaluate_submission(self, step: Evaluate) -> dict[str, bytes]:
@@ -123,6 +130,7 @@ class Phases:
             )
             outcome = self._completed(step.submission_id, indices, result)
         except Exception as exc:  # any fault but the policy's own is the Host's: recorded, never a crash
+            self._storage_fault(exc)
             log.warning("evaluation of Submission %s failed", step.submission_id, exc_info=True)
             self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
             return self._publisher.publish()
@@ -202,6 +210,7 @@ class Phases:
                     validation.episodes_per_candidate,
                 )
             except Exception as exc:
+                self._storage_fault(exc)
                 log.warning("validation of the initial program failed", exc_info=True)
                 ledger.must(FailValidation(error=one_line(exc)))
                 return
@@ -220,6 +229,7 @@ class Phases:
                     validation.episodes_per_candidate,
                 )
             except Exception as exc:
+                self._storage_fault(exc)
                 log.warning("validation of Submission %s failed", candidate, exc_info=True)
                 ledger.must(FailValidation(error=one_line(exc)))
                 return
@@ -244,6 +254,7 @@ class Phases:
                 submission.program_digest, assessment.split, ledger.state.seeds["assessment"], assessment.episodes
             )
         except Exception as exc:
+            self._storage_fault(exc)
             log.warning("assessment failed", exc_info=True)
             ledger.must(FailAssessment(error=one_line(exc)))
             return

@@ -113,6 +113,8 @@ class AgentSupervisor:
                 self._last_flush = time.monotonic()
             reason = self._supervise(agent)
             agent.reap()  # its leftovers die with it; its stdout is read to the end
+            if self._ledger.fault is not None:
+                raise self._ledger.fault
         stdout, stderr = agent.outputs()  # and what it said on stderr is read for errors
         with ledger.lock:
             self._agent_done = True
@@ -179,6 +181,8 @@ class AgentSupervisor:
         closed_at: float | None = None
         try:
             while True:
+                if self._ledger.fault is not None:  # the store failed under the Session's thread
+                    raise self._ledger.fault
                 if agent.wait(0.25) is not None:
                     return "exited"
                 self.flush()
