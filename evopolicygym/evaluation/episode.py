@@ -57,7 +57,9 @@ class _Channel:
 
     Every wait — for an answer, for room to send, for the rest of a frame — is
     charged to the Episode deadline, so a policy cannot stall the Host by
-    dripping bytes or by not reading.
+    dripping bytes or by not reading. Each exchange fixes its absolute deadline
+    once (its start plus what is left of the Episode's budget) and no wait goes
+    past it, however the policy paces its answers.
     """
 
     def __init__(self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float) -> None:
@@ -69,12 +71,19 @@ class _Channel:
         self.budget_s = budget_s
         self.used_s = 0.0
         self.output_open = True
-        self.started = 0.0
-        timeout = struct.pack("ll", 0, int(_SLICE_S * 1e6))
+        self.deadline = 0.0  # monotonic time by which the current exchange must be answered
         # Kernel timeouts on the blocking socket: the fast path is one system call per
-        # answer; a slice that passes empty-handed drops into the polling slow path.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
+        # answer; a slice that passes empty-handed drops into the polling slow path. Within
+        # the budget's last slice they shrink to what remains (which only ever decreases).
+        self.slice_s = _SLICE_S
+        self._set_timeouts(_SLICE_S)
+
+    def _set_timeouts(self, seconds: float) -> None:
+        micros = max(1, int(seconds * 1e6))  # a zero timeout would mean none at all
+        timeout = struct.pack("ll", micros // 1_000_000, micros % 1_000_000)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
+        self.slice_s = seconds
 
     def drain_output(self) -> None:
         """Read whatever the policy has printed, keeping only the tail."""
@@ -90,10 +99,13 @@ class _Channel:
             if len(self.tail) > self.tail_bytes:
                 del self.tail[: len(self.tail) - self.tail_bytes]
 
+    def _timeout(self) -> _PolicyFailure:
+        return _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
+
     def _check_deadline(self) -> float:
-        remaining = self.budget_s - self.used_s - (time.monotonic() - self.started)
+        remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
+            raise self._timeout()
         return remaining
 
     def _wait(self, events: int) -> None:
@@ -102,7 +114,8 @@ class _Channel:
         poller.register(self.sock.fileno(), events)
         if self.output_open:
             poller.register(self.output_fd, select.POLLIN)
-        ready = poller.poll(min(self._check_deadline(), 1.0) * 1000.0 + 1)
+        # poll() takes whole milliseconds: round up, so the wait never ends just short of it.
+        ready = poller.poll(math.ceil(min(self._check_deadline(), 1.0) * 1000.0))
         for fd, _ in ready:
             if fd == self.output_fd:
                 self.drain_output()
@@ -121,13 +134,24 @@ class _Channel:
             view = view[sent:]
 
     def exchange(self, frame: bytes) -> tuple[int, bytes]:
-        """Send a frame (if any) and return the answer, charging the wait to the deadline."""
-        self.started = time.monotonic()
+        """Send a frame (if any) and return the answer, charging the wait to the deadline.
+
+        An answer that comes after the deadline is a timeout too: what counts is the
+        clock, not whether some wait happened to come back empty.
+        """
+        started = time.monotonic()
+        remaining = self.budget_s - self.used_s
+        self.deadline = deadline = started + remaining
+        if remaining <= 0:
+            raise self._timeout()
+        if remaining < self.slice_s:
+            self._set_timeouts(remaining)
         reader = self.reader
+        got: tuple[int, bytes] | None = None
         try:
             if frame:
                 self._send(frame)
-            while True:
+            while got is None:
                 if not reader.buffer:
                     # The usual case: one read holds exactly one whole frame.
                     try:
@@ -138,13 +162,14 @@ class _Channel:
                     if n >= _HEADER_SIZE:
                         length, kind = _HEADER_UNPACK(reader.chunk)
                         if length + _HEADER_SIZE == n:
-                            return kind, bytes(reader.view[_HEADER_SIZE:n])
+                            got = kind, bytes(reader.view[_HEADER_SIZE:n])
+                            break
                     if n == 0:
                         raise EOFError
                     reader.buffer += reader.view[:n]
                 got = reader.next_frame()
                 if got is not None:
-                    return got
+                    break
                 self._check_deadline()  # a policy dripping a frame byte by byte
                 try:
                     if not reader.feed():
@@ -156,7 +181,12 @@ class _Channel:
                 "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {frames.MAX_PAYLOAD}-byte limit"
             ) from None
         finally:
-            self.used_s += time.monotonic() - self.started
+            ended = time.monotonic()
+            self.used_s += ended - started
+        if ended > deadline:
+            raise self._timeout()
+        assert got is not None
+        return got
 
     def send_close(self) -> None:
         with contextlib.suppress(OSError):
