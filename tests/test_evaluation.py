@@ -122,17 +122,6 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
             "",
         ),
         (
-            # Traced by its parent (the fork server), a signal stops it instead of killing it:
-            # a stopped process is the policy's doing, never an error of the evaluation.
-            "ptrace(TRACEME), then a signal to itself",
-            "import ctypes, os, signal\nclass P:\n    def act(self, o):\n"
-            "        ctypes.CDLL(None, use_errno=True).ptrace(0, 0, None, None)\n"
-            "        os.kill(os.getpid(), signal.SIGUSR1)\n        return 0\n"
-            "def make_policy(c):\n    return P()",
-            "exception",
-            "SIGUSR1",
-        ),
-        (
             "segmentation fault",
             "import ctypes\nclass P:\n    def act(self, o):\n        return ctypes.string_at(0)\n"
             "def make_policy(c):\n    return P()",

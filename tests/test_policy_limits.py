@@ -1,14 +1,23 @@
-"""Deadlines are enforced: the wall-clock Episode deadline whatever a policy's pace (issue 13, item 3)."""
+"""Deadlines and CPU are enforced: the wall-clock Episode deadline whatever a policy's pace,
+one core for a policy and everything it starts, and a syscall filter (issue 13, item 3).
+
+Run as root and as a non-root user; what cannot hold on a machine (no seccomp for its
+architecture) is skipped with the reason.
+"""
 
 from __future__ import annotations
 
+import ast
+import errno
+import platform
+import re
 import textwrap
 from collections.abc import Iterator
 
 import pytest
 from toybench import CounterBenchmark
 
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, seccomp
 from evopolicygym.program import Program
 
 GOOD = """
@@ -34,6 +43,17 @@ def evaluator() -> Iterator[Evaluator]:
 def evaluate(evaluator: Evaluator, source: str, horizon: int = 20, **config) -> EvaluationResult:
     settings = {"episodes": 1, "jobs": 1, "episode_timeout": 5.0, **config}
     return evaluator.evaluate(program(source), CounterBenchmark(horizon=horizon), EvaluationConfig(**settings))
+
+
+def reported(result: EvaluationResult, tag: str) -> list[object]:
+    """The values a policy printed as ``<tag> <python literal>`` lines, in order."""
+    tail = result.records[0].stderr_tail
+    return [ast.literal_eval(m) for m in re.findall(rf"^{tag} (.*)$", tail, re.MULTILINE)]
+
+
+def require(result: EvaluationResult, limit: str, why: str) -> None:
+    if limit not in result.enforced:
+        pytest.skip(f"{limit} does not hold here ({why}); held: {', '.join(result.enforced)}")
 
 
 # --- the Episode deadline --------------------------------------------------------------------
@@ -67,3 +87,204 @@ def test_a_paced_policy_within_its_deadline_finishes(evaluator: Evaluator) -> No
     # At most 8 acts of 30 ms to reach the target: about a quarter of the 1 s budget.
     result = evaluate(evaluator, PACED.format(pause=0.03).replace("return 0", "return 1"), episode_timeout=1.0)
     assert result.episodes[0].status == "ok", result.episodes[0]
+
+
+# --- the syscall filter ------------------------------------------------------------------------
+
+AFFINITY = """
+import os
+class P:
+    def act(self, o):
+        try:
+            os.sched_setaffinity(0, set(range(os.cpu_count())))
+            print("outcome 'set'", flush=True)
+        except OSError as exc:
+            print(f"outcome {type(exc).__name__!r}", flush=True)
+        print(f"affinity {sorted(os.sched_getaffinity(0))!r}", flush=True)
+        return 1 if o[0] < o[1] else 0
+def make_policy(c):
+    return P()
+"""
+
+
+def test_a_policy_cannot_widen_its_cpu_affinity(evaluator: Evaluator) -> None:
+    result = evaluate(evaluator, AFFINITY)
+    require(result, "seccomp", "no syscall filter for this architecture")
+    assert result.episodes[0].status == "ok", result.episodes[0]
+    assert set(reported(result, "outcome")) == {"PermissionError"}
+    affinities = reported(result, "affinity")
+    assert affinities and all(a == affinities[0] and len(a) == 1 for a in affinities), affinities
+    assert "pinned-core" in result.enforced
+
+
+REFUSED = """
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+NUMBERS = {numbers!r}
+def call(name, *args):
+    ret = libc.syscall(ctypes.c_long(NUMBERS[name]), *args)
+    return (name, ret, ctypes.get_errno() if ret == -1 else 0)
+def attempts():
+    return [
+        call("ptrace", 0, 0, None, None),  # PTRACE_TRACEME
+        call("unshare", 0x10000000),  # CLONE_NEWUSER
+        call("unshare", 0x00020000),  # CLONE_NEWNS
+        call("setns", 0, 0),
+        call("mount", b"none", b"/tmp", b"tmpfs", ctypes.c_ulong(0), None),
+        call("keyctl", 0, 0, 0, 0, 0),
+        call("bpf", 0, None, 0),
+        call("perf_event_open", None, 0, -1, -1, 0),
+        call("clone", ctypes.c_ulong(0x10000000 | 17), None, None, None, None),  # CLONE_NEWUSER | SIGCHLD
+    ]
+# Threads and plain forks still work (clone3 answers ENOSYS; the C library falls back).
+thread = threading.Thread(target=os.getpid)
+thread.start()
+thread.join()
+child = os.fork()
+if child == 0:
+    os._exit(0)
+assert os.waitpid(child, 0)[1] == 0
+class P:
+    def __init__(self):
+        self.first = True
+    def act(self, o):
+        if self.first:
+            self.first = False
+            print(f"attempts {{attempts()!r}}", flush=True)
+        return 1 if o[0] < o[1] else 0
+def make_policy(c):
+    return P()
+"""
+
+
+def test_tracing_namespaces_and_kernel_facilities_are_refused_and_the_episode_scores(evaluator: Evaluator) -> None:
+    if not seccomp.available():
+        pytest.skip(f"no syscall filter is known for {platform.machine()}")
+    names = ("ptrace", "unshare", "setns", "mount", "keyctl", "bpf", "perf_event_open", "clone")
+    source = REFUSED.format(numbers={name: seccomp.number(name) for name in names})
+    result = evaluate(evaluator, source, episodes=2)
+    require(result, "seccomp", "the kernel refused the filter")
+    assert [e.status for e in result.episodes] == ["ok", "ok"], result.episodes
+    attempts = reported(result, "attempts")[0]
+    assert attempts == [(name, -1, errno.EPERM) for name, _, _ in attempts], attempts
+    # Scored as the same policy without the attempts.
+    good = evaluate(evaluator, GOOD, episodes=2)
+    assert [e.total_reward for e in result.episodes] == [e.total_reward for e in good.episodes]
+
+
+def test_a_traced_stop_is_the_policys_failure_where_ptrace_is_allowed(evaluator: Evaluator) -> None:
+    source = """
+import ctypes, os, signal
+class P:
+    def act(self, o):
+        ret = ctypes.CDLL(None, use_errno=True).ptrace(0, 0, None, None)
+        print(f"ptrace {ret!r}", flush=True)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return 1 if o[0] < o[1] else 0
+def make_policy(c):
+    return P()
+"""
+    result = evaluate(evaluator, source, episode_timeout=1.5)
+    episode = result.episodes[0]
+    if "seccomp" in result.enforced:
+        # Refused: nothing traces it. The signal kills it unless it is PID 1 of its namespace.
+        assert reported(result, "ptrace")[0] == -1
+        expected = "ok" if result.containment == "namespaces" else "exception"
+        assert episode.status == expected, episode
+    else:
+        # Traced by the fork server, the signal stops it: the policy's failure, not the Host's.
+        assert episode.status == "exception", episode
+        assert "SIGUSR1" in (episode.failure or "")
+
+
+# --- CPU: one core for a policy, its threads and its children ----------------------------------
+
+BUSY_CHILDREN = """
+import os, time
+START = time.monotonic()
+try:
+    os.sched_setaffinity(0, set(range(os.cpu_count())))  # children would inherit this
+except OSError:
+    pass
+KIDS = []
+for _ in range(8):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.sched_setaffinity(0, set(range(os.cpu_count())))
+        except OSError:
+            pass
+        while True:
+            pass
+    KIDS.append(pid)
+TICK = os.sysconf("SC_CLK_TCK")
+def cpu_of(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+class P:
+    def act(self, o):
+        tree = [os.getpid(), *KIDS]
+        print(f"usage {(sum(cpu_of(p) for p in tree), time.monotonic() - START)!r}", flush=True)
+        print(f"affinities {sorted({len(os.sched_getaffinity(p)) for p in tree})!r}", flush=True)
+        time.sleep(0.02)
+        return 0
+def make_policy(c):
+    return P()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_busy_children_stay_on_the_policys_one_core(evaluator: Evaluator) -> None:
+    result = evaluate(evaluator, BUSY_CHILDREN, episode_timeout=2.0, horizon=10_000_000)
+    require(result, "pinned-core", "no syscall filter to keep the pinning")
+    assert result.episodes[0].status == "timeout", result.episodes[0]
+    assert reported(result, "affinities")[-1] == [1]  # the policy and all 8 children: one core
+    cpu_s, wall_s = reported(result, "usage")[-1]
+    # One core cannot give more CPU time than wall time (plus clock-tick rounding per process);
+    # on two free cores the nine processes took about twice their wall time.
+    assert cpu_s <= wall_s + 0.3, (cpu_s, wall_s)
+
+
+# --- the filter program, without the kernel ---------------------------------------------------------
+
+_SECCOMP_DATA_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+def _run_filter(ops: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0) -> int:
+    """A classic-BPF interpreter for the instructions the filter uses."""
+    data = {0: nr, 4: arch, 16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32}
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x20:
+            acc = data[k]
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += jt if taken else jf
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_program_denies_what_it_lists_and_fails_closed(machine: str) -> None:
+    ops = seccomp._program(machine)
+    arch = _SECCOMP_DATA_ARCH[machine]
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    for name in seccomp.DENIED:
+        assert _run_filter(ops, arch, seccomp.number(name, machine)) == eperm, name
+    for harmless in (0, 1, 3, 63, 64, 100, 260):  # read, write, ... none of them denied
+        if harmless not in {seccomp.number(n, machine) for n in seccomp.DENIED}:
+            assert _run_filter(ops, arch, harmless) == allow, harmless
+    clone = seccomp.number("clone", machine)
+    assert _run_filter(ops, arch, clone, 17) == allow  # fork: SIGCHLD
+    assert _run_filter(ops, arch, clone, 0x3D0F00) == allow  # a thread: CLONE_VM | CLONE_THREAD | ...
+    for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000):
+        assert _run_filter(ops, arch, clone, flag | 17) == eperm, hex(flag)
+    assert _run_filter(ops, arch, seccomp.number("clone3", machine)) == enosys
+    # Another ABI on the same kernel (32-bit x86 through int 0x80, arm32): everything denied.
+    for foreign in (0x40000003, 0x40000028):
+        assert _run_filter(ops, foreign, 0) == eperm
+        assert _run_filter(ops, foreign, 3) == eperm
+    if machine == "x86_64":
+        assert _run_filter(ops, arch, 0x40000000 | 1) == eperm  # x32

@@ -103,6 +103,10 @@ class EvaluationResult(msgspec.Struct, frozen=True, kw_only=True):
     # Host-side detail (EpisodeSpecs, traces): never hand this to an Agent as is.
     records: tuple[EpisodeRecord, ...] = ()
     containment: str = ""
+    # The limits that held for this evaluation's policies, beside the containment level:
+    # "rlimits" (always), "seccomp" (the syscall filter) and "pinned-core" (pinned to the
+    # core it shares with its Episode's runner, and unable to unpin itself).
+    enforced: tuple[str, ...] = ()
     jobs: int = 1
     duration_s: float = 0.0
 

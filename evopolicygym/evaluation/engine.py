@@ -147,6 +147,7 @@ class Evaluator:
             ),
             records=tuple(records),
             containment=fork_server.containment,
+            enforced=_enforced(fork_server.enforced, config.pin_cpus),
             jobs=jobs,
             duration_s=time.monotonic() - started,
         )
@@ -237,6 +238,11 @@ class Evaluator:
                 raise first
             raise EvaluationError(f"an Episode runner failed: {first!r}") from first
         return [r for r in results if r is not None]
+
+
+def _enforced(server: tuple[str, ...], pinned: bool) -> tuple[str, ...]:
+    """The fork server's limits, and the pinning when the policy cannot undo it."""
+    return (*server, "pinned-core") if pinned and "seccomp" in server else server
 
 
 def _read_only(directory: str) -> None:

@@ -63,7 +63,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     import numpy.random  # noqa: F401  (lazy in NumPy 2; ~5 ms if each policy paid it)
 
     from evopolicygym import namespaces
-    from evopolicygym.evaluation import sandbox, worker
+    from evopolicygym.evaluation import sandbox, seccomp, worker
 
     namespaces.die_with_parent(host_pid)
     if os.geteuid() != 0 and not namespaces.containment_disabled() and namespaces.enter_user_namespace():
@@ -86,6 +86,8 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     server_pid = os.getpid()
     host_visible_pid = int(os.readlink("/proc/self"))
     containment = sandbox.probe_containment()
+    filtered = seccomp.probe()
+    enforced = ["rlimits", *(["seccomp"] if filtered else [])]
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
     # collector from walking (and so copying) those pages after each fork.
@@ -107,7 +109,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     stopped: dict[int, int] = {}  # traced children stopped by a signal: their stop status
     serial = 0
     children: dict[socket.socket, set[int]] = {}
-    os.write(ready_fd, msgspec.msgpack.encode({"containment": containment, "pid": host_visible_pid}))
+    os.write(ready_fd, msgspec.msgpack.encode({"containment": containment, "pid": host_visible_pid, "enforced": enforced}))
     os.close(ready_fd)
 
     def reply(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -163,6 +165,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                     request["work_dir"] = work_dir
                     request["server_pid"] = server_pid
                     request["uid"] = sandbox.jail_uid(server_pid, serial)
+                    request["seccomp"] = filtered
                     worker.child_main(request, fds[0], fds[1])
                 finally:
                     os._exit(71)
@@ -289,6 +292,8 @@ class ForkServer:
             raise ForkServerError(f"policy fork server failed to start (exit code {self._process.returncode})")
         ready = msgspec.msgpack.decode(data)
         self.containment: str = ready["containment"]
+        # The limits that hold for every policy of this server: "rlimits", "seccomp".
+        self.enforced: tuple[str, ...] = tuple(ready.get("enforced", ()))
         # The serving process: the one started, or its child when it re-parents itself
         # into a PID namespace of its own (no root); policy processes are its children.
         self.server_pid: int = ready["pid"]

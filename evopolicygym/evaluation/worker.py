@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import msgspec
 import numpy as np
 
-from evopolicygym.evaluation import frames
+from evopolicygym.evaluation import frames, seccomp
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 from evopolicygym.evaluation.sandbox import (
     PROGRAM_MOUNT,
@@ -130,11 +130,14 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     die_with_parent(None if os.getpid() == 1 else request["server_pid"])
     sys.path[:] = [program_dir, *[p for p in sys.path if p and p != program_dir]]
     sys.argv = ["policy.py"]
-    # Pin last: set-up may run on any idle core; play shares the Host runner's core.
+    # Pin late: set-up may run on any idle core; play shares the Host runner's core.
     cpu = request.get("cpu")
     if cpu is not None:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, {cpu})
+    if request.get("seccomp"):
+        # Last, with no_new_privs: from here on the policy cannot unpin itself (nor its
+        # threads and children), trace, unshare, mount, ... (see seccomp.DENIED).
+        seccomp.install()
 
 
 def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
