@@ -70,8 +70,10 @@ from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import (
     ANY_VERSION,
     FORMAT_VERSION,
+    MAX_EVENT_BYTES,
     DuplicateEventError,
     EventStore,
+    EventTooLarge,
     ExpectedVersionError,
     StoreError,
     StreamInfo,
@@ -270,6 +272,33 @@ def test_the_same_id_twice_in_one_batch_is_a_value_error(event_store: EventStore
         event_store.append("s", [episode("twice"), episode("other"), episode("twice")], 0)
     assert event_store.head() == 0
     assert event_store.streams() == []
+
+
+def sized(event_id: str, size: int) -> NewEvent:
+    """An AgentMessages event whose payload is exactly ``size`` bytes."""
+    base = new_event(AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content="")]), event_id)
+    text = "x" * (size - len(base.payload))
+    return new_event(AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content=text)]), event_id)
+
+
+def test_an_event_over_the_size_limit_is_refused_whole(event_store: EventStore) -> None:
+    """One event over MAX_EVENT_BYTES: the append is refused with one line naming its type
+    and size, and nothing of it (nor of the events beside it) is in the log."""
+    event_store.append("s", batch("before", 2), 0)
+    at_limit = sized("at-limit", MAX_EVENT_BYTES)
+    assert len(at_limit.payload) == MAX_EVENT_BYTES
+    over = sized("over", MAX_EVENT_BYTES + 1)
+    for events in ([over], [episode("fine"), over, episode("also-fine")]):
+        with pytest.raises(EventTooLarge) as refused:
+            event_store.append("s", events, 2)
+        message = str(refused.value)
+        assert "\n" not in message and message.startswith(f"AgentMessages event of {MAX_EVENT_BYTES + 1:,} bytes")
+        assert f"limit of {MAX_EVENT_BYTES:,} bytes (8 MiB); nothing was appended" in message
+        assert (refused.value.event_type, refused.value.size) == ("AgentMessages", MAX_EVENT_BYTES + 1)
+        assert isinstance(refused.value, StoreError)
+    assert event_store.head() == 2 and event_store.streams() == [StreamInfo("s", 2)]
+    assert event_store.append("s", [at_limit], 2) == [3]  # at the limit is within it
+    assert [e.event_id for e in read_everything(event_store)] == ["before-0", "before-1", "at-limit"]
 
 
 # --------------------------------------------------------------------------- reading

@@ -38,6 +38,7 @@ from evopolicygym.records.store import (
     Row,
     StoreError,
     StreamInfo,
+    check_event_sizes,
 )
 
 __all__ = ["SQLiteEventStore"]
@@ -221,6 +222,7 @@ class SQLiteEventStore:
         ids = [e.event_id for e in events]
         if len(set(ids)) != len(ids):
             raise ValueError("an append names the same event id twice")
+        check_event_sizes(events)  # the whole append refused before anything is written
         hashes = [payload_hash(e.payload) for e in events]
         with self._write() as cursor:
             marks = ",".join("?" * len(ids))

@@ -7,7 +7,9 @@ that read the whole log (replay, projections, verify), ``read_all_rows`` and
 is the backend's own check of its storage. Catch-up readers poll ``read_all``
 (or its row forms). The log is append-only: a backend refuses updates and
 deletes, positions are gap-free in commit order, and a retried append of the
-same event ids is a no-op that returns the original positions.
+same event ids is a no-op that returns the original positions. No event's payload
+may exceed ``MAX_EVENT_BYTES``: an append holding one is refused whole, before
+anything is written (``EventTooLarge``); large data lives in blobs that events name.
 
 Callers type against ``EventStore``; ``location.open_store`` is the one place
 that picks a backend. Every backend keeps its tables as ``records.tables``
@@ -26,18 +28,25 @@ from evopolicygym.records.events import Envelope, NewEvent
 __all__ = [
     "ANY_VERSION",
     "FORMAT_VERSION",
+    "MAX_EVENT_BYTES",
     "DuplicateEventError",
     "EventStore",
+    "EventTooLarge",
     "ExpectedVersionError",
     "Row",
     "StoreError",
     "StreamInfo",
+    "check_event_sizes",
 ]
 
 ANY_VERSION = -1  # append without a version check (use sparingly: it gives up concurrency control)
 # The on-disk layout of the log (records/tables.py). Here, not there: every open checks
 # it, and importing the models (SQLModel, pydantic) is not worth it just for that.
 FORMAT_VERSION = 1
+# The largest encoded payload of one event. Large or growing data (an Episode pool,
+# traces, raw streams, artifacts) belongs in blobs the event names: an event this size
+# already costs every reader of the log (replay, the read models) to decode.
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 Row = tuple[Any, ...]
 """One event as a plain tuple; its fields are listed by the method that returns it."""
@@ -61,6 +70,28 @@ class DuplicateEventError(StoreError):
     """An event id already in the log with different content (or a partly repeated batch)."""
 
 
+class EventTooLarge(StoreError):
+    """An event whose payload is over ``MAX_EVENT_BYTES``: its append was refused whole."""
+
+    def __init__(self, event_type: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{event_type} event of {size:,} bytes is over the event size limit of "
+            f"{limit:,} bytes ({limit / 2**20:g} MiB); nothing was appended"
+        )
+        self.event_type = event_type
+        self.size = size
+        self.limit = limit
+
+
+def check_event_sizes(events: Sequence[NewEvent], limit: int | None = None) -> None:
+    """Raise ``EventTooLarge`` for the first of ``events`` whose payload is over ``limit``
+    (default ``MAX_EVENT_BYTES``): what a backend calls before it writes any of an append."""
+    limit = MAX_EVENT_BYTES if limit is None else limit
+    for new in events:
+        if len(new.payload) > limit:
+            raise EventTooLarge(new.type, len(new.payload), limit)
+
+
 class StreamInfo(msgspec.Struct, frozen=True):
     stream_id: str
     version: int
@@ -68,7 +99,8 @@ class StreamInfo(msgspec.Struct, frozen=True):
 
 class EventStore(Protocol):
     def append(self, stream_id: str, events: Sequence[NewEvent], expected_version: int) -> list[int]:
-        """Append atomically; return the global positions. Retrying the same ids is a no-op."""
+        """Append atomically; return the global positions. Retrying the same ids is a no-op.
+        ``EventTooLarge`` (nothing appended) if a payload is over ``MAX_EVENT_BYTES``."""
         ...
 
     def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:

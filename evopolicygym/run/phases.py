@@ -16,10 +16,12 @@ from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.records.events import ArtifactRef, EpisodeCompleted, EpisodeOutcome
 from evopolicygym.records.pools import PoolError, RecordedPool
+from evopolicygym.records.store import MAX_EVENT_BYTES, EventTooLarge
 from evopolicygym.records.traces import encode_trace, plain_hook
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.decider import (
     Assess,
+    Command,
     CompleteAssessment,
     CompleteEvaluation,
     Evaluate,
@@ -38,11 +40,18 @@ from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.pool import planned, planned_split
 from evopolicygym.run.publisher import Publisher
 
-__all__ = ["MAX_TRACE_STEPS", "Phases", "recorded_benchmark", "recorded_pool"]
+__all__ = ["CONTENT_BYTES", "MAX_TRACE_STEPS", "Phases", "recorded_benchmark", "recorded_pool"]
 
 log = logging.getLogger(__name__)
 
 MAX_TRACE_STEPS = 10_000  # per recorded Episode
+# Feedback content a Submission's event holds inline, at most (encoded). Larger content (a
+# Benchmark's per-Episode list over many Episodes) is kept whole as a permanent artifact,
+# CONTENT_ARTIFACT, and the event keeps its small fields; an event stays far below the
+# store's MAX_EVENT_BYTES.
+CONTENT_BYTES = min(1024 * 1024, MAX_EVENT_BYTES // 4)
+CONTENT_ARTIFACT = "content.json"
+_CONTENT_FIELD_BYTES = 4096  # a field of oversized content kept inline, at most
 
 
 def recorded_benchmark(ledger: Ledger) -> Benchmark:
@@ -134,7 +143,11 @@ class Phases:
             log.warning("evaluation of Submission %s failed", step.submission_id, exc_info=True)
             self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
             return self._publisher.publish()
-        self._ledger.must(outcome)
+        try:
+            self._ledger.must(outcome)
+        except EventTooLarge as exc:  # refused whole: nothing of it was recorded
+            log.warning("the outcome of Submission %s is too large to record", step.submission_id)
+            self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
         return self._publisher.publish()
 
     def _completed(self, submission_id: int, indices: list[int], result: EvaluationResult) -> CompleteEvaluation:
@@ -164,12 +177,22 @@ class Phases:
             )
             for a in result.feedback.artifacts
         ]
+        content, whole = _bounded(_jsonable(result.feedback.content))
+        if whole is not None:  # kept whole beside the event, where the Agent finds it too
+            taken = {a.name for a in artifacts}
+            name = next(n for i in range(len(taken) + 1) if (n := _numbered(CONTENT_ARTIFACT, i)) not in taken)
+            content["content_truncated"]["artifact"] = name
+            artifacts.append(
+                ArtifactRef(
+                    name=name, media_type="application/json", retention="permanent", blob=blobs.put(whole), size=len(whole)
+                )
+            )
         return CompleteEvaluation(
             submission_id=submission_id,
             episodes=episodes,
             score=float(result.feedback.score),
             failures=result.failures,
-            content=_jsonable(result.feedback.content),
+            content=content,
             artifacts=artifacts,
         )
 
@@ -214,9 +237,11 @@ class Phases:
                 log.warning("validation of the initial program failed", exc_info=True)
                 ledger.must(FailValidation(error=one_line(exc)))
                 return
-            ledger.must(
-                RecordReference(score=float(result.feedback.score), failures=result.failures, episodes=_outcomes(result))
-            )
+            if not self._record(
+                RecordReference(score=float(result.feedback.score), failures=result.failures, episodes=_outcomes(result)),
+                FailValidation,
+            ):
+                return
         done = {r.submission_id for r in ledger.state.validated}
         for candidate in ledger.state.validation_candidates or ():
             if candidate in done:
@@ -233,14 +258,16 @@ class Phases:
                 log.warning("validation of Submission %s failed", candidate, exc_info=True)
                 ledger.must(FailValidation(error=one_line(exc)))
                 return
-            ledger.must(
+            if not self._record(
                 RecordCandidate(
                     submission_id=candidate,
                     score=float(result.feedback.score),
                     failures=result.failures,
                     episodes=_outcomes(result),
-                )
-            )
+                ),
+                FailValidation,
+            ):
+                return
 
     def assess(self, step: Assess) -> None:
         ledger = self._ledger
@@ -258,14 +285,26 @@ class Phases:
             log.warning("assessment failed", exc_info=True)
             ledger.must(FailAssessment(error=one_line(exc)))
             return
-        ledger.must(
+        self._record(
             CompleteAssessment(
                 score=float(result.feedback.score),
                 failures=result.failures,
                 episodes=_outcomes(result),
-                content=_jsonable(result.feedback.content),
-            )
+                content=_bounded(_jsonable(result.feedback.content))[0],  # held out: not kept whole
+            ),
+            FailAssessment,
         )
+
+    def _record(self, outcome: Command, failed: type[FailValidation] | type[FailAssessment]) -> bool:
+        """Record a held-out outcome; one too large for the log (an Episode list as long as
+        the phase) is recorded as the phase's failure instead, saying so. Whether it was."""
+        try:
+            self._ledger.must(outcome)
+        except EventTooLarge as exc:  # refused whole: nothing of it was recorded
+            log.warning("the outcome of %s is too large to record", type(outcome).__name__)
+            self._ledger.must(failed(error=one_line(exc)))
+            return False
+        return True
 
 
 def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
@@ -273,6 +312,31 @@ def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
         EpisodeOutcome(index=e.index, status=e.status, total_reward=e.total_reward, steps=e.steps, failure=e.failure)
         for e in result.episodes
     ]
+
+
+def _bounded(content: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """``content`` as an event holds it, and its whole encoding where that is over
+    ``CONTENT_BYTES``: then the event keeps only its small fields, and ``content_truncated``
+    says which were left out and how large it was (and, set by the caller, the artifact
+    that keeps it whole)."""
+    whole = msgspec.json.encode(content, order="sorted")
+    if len(whole) <= CONTENT_BYTES:
+        return content, None
+    kept: dict[str, Any] = {}
+    left_out: list[str] = []
+    for key, value in content.items():
+        if len(msgspec.json.encode(value)) <= _CONTENT_FIELD_BYTES and len(kept) < 256:
+            kept[key] = value
+        else:
+            left_out.append(key)
+    kept["content_truncated"] = {"bytes": len(whole), "left_out": left_out, "artifact": None}
+    return kept, whole
+
+
+def _numbered(name: str, i: int) -> str:
+    """``name``, or with ``-i`` before its suffix: ``content.json``, ``content-1.json``."""
+    stem, dot, suffix = name.partition(".")
+    return name if i == 0 else f"{stem}-{i}{dot}{suffix}"
 
 
 def _jsonable(content: dict[str, Any]) -> dict[str, Any]:

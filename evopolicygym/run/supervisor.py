@@ -21,19 +21,26 @@ import msgspec
 from evopolicygym.hostdirs import host_base, remove_tree
 from evopolicygym.protocol import CLI_ENV, CLI_SHIM, SESSION_ENV, WORKSPACE_ENV, cli_shim
 from evopolicygym.records.events import AgentExited, AgentMessages
+from evopolicygym.records.store import MAX_EVENT_BYTES, EventTooLarge
 from evopolicygym.run.decider import HOST_INTERRUPTED, AgentExit, RecordMessages, StartAgent
 from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.publisher import Publisher
 from evopolicygym.run.session import Handler, SessionServer
-from evopolicygym.transcript import Message, fault_line, offered_tools
+from evopolicygym.transcript import Message, ToolCall, fault_line, offered_tools
 
-__all__ = ["FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
+__all__ = ["CHUNK_BYTES", "FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 2.0  # transcript chunks reach the log at least this often
 FLUSH_MESSAGES = 64
+# Encoded messages per transcript chunk (one AgentMessages event), at most: well under the
+# store's event size limit. A message too large alone is clipped, with a marker; the raw
+# stream blob kept with the chunk holds every byte of it.
+CHUNK_BYTES = MAX_EVENT_BYTES // 2
+_TEXT_CHARS = CHUNK_BYTES // 16  # of a clipped message's content or reasoning (escapes grow a char)
+_ARGUMENT_BYTES = CHUNK_BYTES // 16  # of a clipped message's tool call arguments, encoded
 STOP_GRACE_S = 30.0  # how long an Agent may linger after its session closed
 
 
@@ -170,9 +177,12 @@ class AgentSupervisor:
         if record is None:
             return
         redactor = self.redactor
-        messages = [redactor.message(m) for m in record.messages]
+        messages = [_clipped(redactor.message(m)) for m in record.messages]
         raw_blob = ledger.store.blobs.put(redactor.bytes(record.raw))
-        ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source, tools=record.tools))
+        try:
+            ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source, tools=record.tools))
+        except EventTooLarge as exc:  # the whole record is one event: too long a session
+            log.warning("the Agent's session record is not recorded (the stream stands): %s", exc)
 
     def _supervise(self, agent: RunningAgent) -> str:
         """Wait for the Agent; stop it on timeout or once its session has closed."""
@@ -236,7 +246,51 @@ class AgentSupervisor:
                 self._raw_offset += len(fresh)
                 raw, self._raw_held = _whole_lines(self._raw_held + fresh, final=self._agent_done)
                 raw_blob = ledger.store.blobs.put(self.redactor.bytes(raw)) if raw else None
-            ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob))
+            for i, chunk in enumerate(_chunks(messages)):  # the raw stream with the first
+                ledger.must(RecordMessages(messages=chunk, raw_blob=raw_blob if i == 0 else None))
+
+
+_ENCODE = msgspec.json.Encoder()
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= _TEXT_CHARS:
+        return text
+    return f"{text[:_TEXT_CHARS]} … [{len(text) - _TEXT_CHARS} more characters cut]"
+
+
+def _clipped(message: Message) -> Message:
+    """``message`` as a transcript chunk can hold it: unchanged unless its encoding is over
+    ``CHUNK_BYTES``; then its texts are cut with a marker and any tool call's arguments over
+    ``_ARGUMENT_BYTES`` are replaced by their size."""
+    if len(_ENCODE.encode(message)) <= CHUNK_BYTES:
+        return message
+    content, reasoning = _clip(message.content) or "", _clip(message.reasoning)
+    size = len(_ENCODE.encode(msgspec.structs.replace(message, content=content, reasoning=reasoning, tool_calls=[])))
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        if len(encoded := _ENCODE.encode(call.arguments)) > _ARGUMENT_BYTES:
+            call = msgspec.structs.replace(call, arguments={"truncated_bytes": len(encoded)})
+        size += len(_ENCODE.encode(call)) + 1
+        if size > CHUNK_BYTES:  # pathological: more calls than a chunk holds
+            content += f" [{len(message.tool_calls) - len(calls)} tool calls cut]"
+            break
+        calls.append(call)
+    return msgspec.structs.replace(message, content=content, reasoning=reasoning, tool_calls=calls)
+
+
+def _chunks(messages: list[Message]) -> list[list[Message]]:
+    """``messages`` in order, in as few chunks as keep each under ``CHUNK_BYTES`` encoded."""
+    chunks: list[list[Message]] = [[]]
+    size = 0
+    for message in map(_clipped, messages):
+        length = len(_ENCODE.encode(message)) + 1
+        if chunks[-1] and size + length > CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(message)
+        size += length
+    return chunks
 
 
 def _write_shim(workspace: Path, cli: list[str]) -> None:
