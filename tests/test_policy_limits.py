@@ -2,22 +2,25 @@
 one core for a policy and everything it starts, and a syscall filter (issue 13, item 3).
 
 Run as root and as a non-root user; what cannot hold on a machine (no seccomp for its
-architecture) is skipped with the reason.
+architecture, no writable cgroup v2 hierarchy) is skipped with the reason.
 """
 
 from __future__ import annotations
 
 import ast
 import errno
+import os
 import platform
 import re
 import textwrap
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from toybench import CounterBenchmark
 
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, seccomp
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, cgroups, seccomp
 from evopolicygym.program import Program
 
 GOOD = """
@@ -226,6 +229,7 @@ class P:
         tree = [os.getpid(), *KIDS]
         print(f"usage {(sum(cpu_of(p) for p in tree), time.monotonic() - START)!r}", flush=True)
         print(f"affinities {sorted({len(os.sched_getaffinity(p)) for p in tree})!r}", flush=True)
+        print(f"cgroup {open('/proc/self/cgroup').read()!r}", flush=True)
         time.sleep(0.02)
         return 0
 def make_policy(c):
@@ -245,7 +249,38 @@ def test_busy_children_stay_on_the_policys_one_core(evaluator: Evaluator) -> Non
     assert cpu_s <= wall_s + 0.3, (cpu_s, wall_s)
 
 
-# --- the filter program, without the kernel ---------------------------------------------------------
+def _cpu_usage_s(group: str) -> float:
+    stat = dict(line.split() for line in Path(group, "cpu.stat").read_text().splitlines())
+    return int(stat["usage_usec"]) / 1e6
+
+
+@pytest.mark.timeout(60)
+def test_a_cgroup_bounds_the_cpu_of_a_policy_and_its_children(evaluator: Evaluator) -> None:
+    group = evaluator.fork_server.cgroup
+    if group is None:
+        pytest.skip(
+            "no cgroup v2 group for policies here (cgroup v1 or a hybrid hierarchy without the cpu "
+            "controller in v2, a read-only /sys/fs/cgroup, or no delegated subtree for this user)"
+        )
+    before = _cpu_usage_s(group)
+    started = time.monotonic()
+    # Not pinned: only the cgroup's cpu.max keeps the nine busy processes to one core.
+    result = evaluate(evaluator, BUSY_CHILDREN, episode_timeout=2.0, horizon=10_000_000, pin_cpus=False)
+    elapsed = time.monotonic() - started
+    used = _cpu_usage_s(group) - before
+    assert {"cgroup-cpu", "cgroup-memory", "cgroup-pids"} <= set(result.enforced), result.enforced
+    assert result.episodes[0].status == "timeout", result.episodes[0]
+    assert used <= elapsed + 0.3, (used, elapsed)
+    # The policy ran in a leaf of the fork server's group, which is gone afterwards.
+    path = reported(result, "cgroup")[-1]
+    assert os.path.basename(group) in str(path), path
+    deadline = time.monotonic() + 5
+    while [p for p in Path(group).iterdir() if p.is_dir()] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in Path(group).iterdir() if p.is_dir()] == []
+
+
+# --- the filter program and the cgroup search, without the kernel -------------------------------
 
 _SECCOMP_DATA_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
@@ -288,3 +323,35 @@ def test_the_filter_program_denies_what_it_lists_and_fails_closed(machine: str) 
         assert _run_filter(ops, foreign, 3) == eperm
     if machine == "x86_64":
         assert _run_filter(ops, arch, 0x40000000 | 1) == eperm  # x32
+
+
+def _cgroup_tree(root: Path, subtree: dict[str, str]) -> None:
+    for path, enabled in subtree.items():
+        directory = root / path.strip("/")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "cgroup.subtree_control").write_text(enabled)
+
+
+def test_the_policy_cgroup_goes_under_the_nearest_cgroup_that_hands_cpu_down(tmp_path: Path) -> None:
+    mountinfo = (
+        f"31 1 0:27 / {tmp_path} rw,nosuid - cgroup2 cgroup2 rw\n"
+        "32 1 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
+    )
+    _cgroup_tree(tmp_path, {"/": "cpu memory pids io", "/system.slice": "memory pids", "/system.slice/host.service": ""})
+    own = "0::/system.slice/host.service\n"
+    # The Host's own cgroup holds processes, its parent hands no cpu down: the root does.
+    assert cgroups.find_parent(mountinfo, own) == (str(tmp_path), ("cpu", "memory", "pids"))
+    _cgroup_tree(tmp_path, {"/system.slice": "cpu pids"})
+    assert cgroups.find_parent(mountinfo, own) == (str(tmp_path / "system.slice"), ("cpu", "pids"))
+    # A hybrid system whose v2 hierarchy has none of them, and cgroup v1 alone: no group.
+    assert cgroups.find_parent(mountinfo.replace(str(tmp_path), "/nonexistent"), own) is None
+    assert cgroups.find_parent("32 1 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "4:cpu:/\n") is None
+
+
+def test_stale_groups_of_gone_fork_servers_are_swept(tmp_path: Path) -> None:
+    gone = 2**22 + 12345  # above any pid_max default: no such process
+    (tmp_path / f"evopolicy-{gone}-abcd" / "e1").mkdir(parents=True)
+    (tmp_path / f"evopolicy-{os.getpid()}-abcd" / "e1").mkdir(parents=True)
+    (tmp_path / "unrelated").mkdir()
+    cgroups.sweep_stale(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"evopolicy-{os.getpid()}-abcd", "unrelated"]

@@ -104,7 +104,8 @@ class EvaluationResult(msgspec.Struct, frozen=True, kw_only=True):
     records: tuple[EpisodeRecord, ...] = ()
     containment: str = ""
     # The limits that held for this evaluation's policies, beside the containment level:
-    # "rlimits" (always), "seccomp" (the syscall filter) and "pinned-core" (pinned to the
+    # "rlimits" (always), "seccomp" (the syscall filter), "cgroup-cpu", "cgroup-memory",
+    # "cgroup-pids" (a cgroup v2 leaf per policy process) and "pinned-core" (pinned to the
     # core it shares with its Episode's runner, and unable to unpin itself).
     enforced: tuple[str, ...] = ()
     jobs: int = 1

@@ -63,7 +63,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     import numpy.random  # noqa: F401  (lazy in NumPy 2; ~5 ms if each policy paid it)
 
     from evopolicygym import namespaces
-    from evopolicygym.evaluation import sandbox, seccomp, worker
+    from evopolicygym.evaluation import cgroups, sandbox, seccomp, worker
 
     namespaces.die_with_parent(host_pid)
     if os.geteuid() != 0 and not namespaces.containment_disabled() and namespaces.enter_user_namespace():
@@ -87,7 +87,10 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     host_visible_pid = int(os.readlink("/proc/self"))
     containment = sandbox.probe_containment()
     filtered = seccomp.probe()
-    enforced = ["rlimits", *(["seccomp"] if filtered else [])]
+    # Before sealing: the pool keeps descriptors of its cgroup directories, which the
+    # sealed root does not show.
+    pool = cgroups.CgroupPool.create(host_visible_pid)
+    enforced = ["rlimits", *(["seccomp"] if filtered else []), *(f"cgroup-{c}" for c in (pool.controllers if pool else ()))]
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
     # collector from walking (and so copying) those pages after each fork.
@@ -109,7 +112,9 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     stopped: dict[int, int] = {}  # traced children stopped by a signal: their stop status
     serial = 0
     children: dict[socket.socket, set[int]] = {}
-    os.write(ready_fd, msgspec.msgpack.encode({"containment": containment, "pid": host_visible_pid, "enforced": enforced}))
+    leaves: dict[int, str] = {}  # policy pid -> its cgroup leaf
+    ready = {"containment": containment, "pid": host_visible_pid, "enforced": enforced, "cgroup": pool.path if pool else None}
+    os.write(ready_fd, msgspec.msgpack.encode(ready))
     os.close(ready_fd)
 
     def reply(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -121,6 +126,8 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
+        if pool and pid in leaves:
+            pool.kill(leaves[pid])  # children that left the process group too
 
     def reap() -> None:
         while True:
@@ -139,6 +146,10 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             # Whatever the leader left in its group goes too (the process-group level).
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+            if pool:
+                if pid in leaves:
+                    pool.release(leaves.pop(pid))
+                pool.retry()
             status = stopped.pop(pid, status)
             conn = owners.pop(pid, None)
             if conn is not None:
@@ -148,9 +159,15 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     def spawn(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         nonlocal serial
         serial += 1
+        leaf = f"e{serial}"
+        cgroup_fd: int | None = None
         try:
             if len(fds) != 2:
                 raise ForkServerError("spawn needs exactly two descriptors")
+            if pool:
+                limits = msgspec.convert(request["limits"], sandbox.ResourceLimits)
+                memory = cgroups.memory_bytes(limits.memory_mb, limits.scratch_mb)
+                cgroup_fd = pool.prepare(leaf, memory, limits.max_processes)
             if containment == "namespaces":
                 sandbox.enter_pid_namespace()
             pid = os.fork()
@@ -165,6 +182,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                     request["work_dir"] = work_dir
                     request["server_pid"] = server_pid
                     request["uid"] = sandbox.jail_uid(server_pid, serial)
+                    request["cgroup_fd"] = cgroup_fd
                     request["seccomp"] = filtered
                     worker.child_main(request, fds[0], fds[1])
                 finally:
@@ -173,54 +191,65 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                 sandbox.leave_pid_namespace(own_pidns)
             owners[pid] = conn
             children[conn].add(pid)
+            if pool:
+                leaves[pid] = leaf
             reply(conn, {"op": "spawned", "id": request.get("id"), "pid": pid})
         except Exception as exc:
+            if pool:
+                pool.release(leaf)
             reply(conn, {"op": "error", "id": request.get("id"), "message": f"{type(exc).__name__}: {exc}"})
         finally:
             for fd in fds:
                 os.close(fd)
+            if cgroup_fd is not None:
+                os.close(cgroup_fd)
 
-    while True:
-        for key, _ in selector.select():
-            if key.data == "accept":
-                conn, _ = listener.accept()
-                children[conn] = set()
-                selector.register(conn, selectors.EVENT_READ, "conn")
-            elif key.data == "wake":
-                with contextlib.suppress(BlockingIOError):
-                    while os.read(wake_r, 4096):
-                        pass
-                reap()
-            else:
-                conn = key.fileobj  # type: ignore[assignment]
-                assert isinstance(conn, socket.socket)
-                try:
-                    data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 4)
-                except OSError:
-                    data, fds = b"", []
-                if not data:
-                    selector.unregister(conn)
-                    for pid in children.pop(conn, set()):
-                        kill(pid)
-                    conn.close()
-                    if not children:
-                        pass
-                    continue
-                message = msgspec.msgpack.decode(data)
-                op = message.get("op")
-                if op == "spawn":
-                    spawn(conn, message, fds)
-                elif op == "kill":
-                    for fd in fds:
-                        os.close(fd)
-                    pid = message.get("pid")
-                    if pid in owners and owners[pid] is conn:
-                        kill(pid)
-                elif op == "shutdown":
-                    for pids in children.values():
-                        for pid in pids:
+    try:
+        while True:
+            for key, _ in selector.select():
+                if key.data == "accept":
+                    conn, _ = listener.accept()
+                    children[conn] = set()
+                    selector.register(conn, selectors.EVENT_READ, "conn")
+                elif key.data == "wake":
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(wake_r, 4096):
+                            pass
+                    reap()
+                else:
+                    conn = key.fileobj  # type: ignore[assignment]
+                    assert isinstance(conn, socket.socket)
+                    try:
+                        data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 4)
+                    except OSError:
+                        data, fds = b"", []
+                    if not data:
+                        selector.unregister(conn)
+                        for pid in children.pop(conn, set()):
                             kill(pid)
-                    return
+                        conn.close()
+                        if not children:
+                            pass
+                        continue
+                    message = msgspec.msgpack.decode(data)
+                    op = message.get("op")
+                    if op == "spawn":
+                        spawn(conn, message, fds)
+                    elif op == "kill":
+                        for fd in fds:
+                            os.close(fd)
+                        pid = message.get("pid")
+                        if pid in owners and owners[pid] is conn:
+                            kill(pid)
+                    elif op == "shutdown":
+                        for pids in children.values():
+                            for pid in pids:
+                                kill(pid)
+                        return
+    finally:
+        if pool:
+            reap()
+            pool.close()  # every leaf killed and removed, then the group
 
 
 def main() -> None:
@@ -292,8 +321,10 @@ class ForkServer:
             raise ForkServerError(f"policy fork server failed to start (exit code {self._process.returncode})")
         ready = msgspec.msgpack.decode(data)
         self.containment: str = ready["containment"]
-        # The limits that hold for every policy of this server: "rlimits", "seccomp".
+        # The limits that hold for every policy of this server ("rlimits", "seccomp",
+        # "cgroup-cpu", "cgroup-memory", "cgroup-pids"), and its cgroup v2 group, if any.
         self.enforced: tuple[str, ...] = tuple(ready.get("enforced", ()))
+        self.cgroup: str | None = ready.get("cgroup")
         # The serving process: the one started, or its child when it re-parents itself
         # into a PID namespace of its own (no root); policy processes are its children.
         self.server_pid: int = ready["pid"]

@@ -97,6 +97,11 @@ def child_main(request: dict[str, Any], episode_fd: int, output_fd: int, keep_op
 
 
 def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
+    cgroup_fd = request.get("cgroup_fd")
+    if cgroup_fd is not None:
+        # First: everything this process and its children do is counted in its cgroup.
+        os.write(cgroup_fd, b"0")
+        os.close(cgroup_fd)
     for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
