@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
 
@@ -43,7 +45,7 @@ from evopolicygym.records.events import (
     ValidationStarted,
 )
 from evopolicygym.records.location import STORE_ENV, Store
-from evopolicygym.records.projections import Batch, Projection, catch_up, checkpoints
+from evopolicygym.records.projections import Batch, Projection, catch_up, checkpoints, insert_arrow
 from evopolicygym.records.read_models import (
     EPISODES,
     EVENTS,
@@ -730,6 +732,86 @@ def test_a_data_error_in_a_projection_skips_only_that_event(
         "submissions": (27, 0),
         "events": (27, 0),
     }
+
+
+def test_a_duckdb_data_error_inside_the_transaction_skips_only_that_event(
+    two_runs: Store, tmp_path: Path
+) -> None:
+    """DuckDB refuses a value mid-INSERT (the transaction is then aborted): that error, not
+    "Current transaction is aborted" from cleaning up after it, reaches the runner, so the
+    event is skipped and the catch-up goes on."""
+    bad = 8
+
+    def create(connection: duckdb.DuckDBPyConnection) -> None:
+        connection.execute("CREATE TABLE IF NOT EXISTS strict (position INTEGER)")
+
+    def strict(connection: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        values = [str(p) if p != bad else "not a number" for p in batch.positions]
+        data = pa.table({"position": pa.array(values, pa.string())})
+        insert_arrow(connection, "strict", data, "CAST(position AS INTEGER)")
+
+    picky = Projection(name="strict", version=1, tables=("strict",), create=create, apply=strict)
+    with duckdb.connect(str(tmp_path / "rm.duckdb")) as db:
+        assert catch_up(two_runs, db, [picky, EVENTS]) == 27
+        stored = [row[0] for row in db.execute("SELECT position FROM strict ORDER BY 1").fetchall()]
+        marks = checkpoints(db)
+    assert stored == [p for p in range(1, 28) if p != bad]
+    assert {name: mark[1:] for name, mark in marks.items()} == {"strict": (27, 1), "events": (27, 0)}
+
+
+def test_an_error_inside_the_transaction_is_reported_as_itself(
+    two_runs: Store, tmp_path: Path
+) -> None:
+    """An error that is no event's fault (DuckDB out of memory) rolls the page back and is
+    raised as it is: it was hidden behind "Current transaction is aborted" before."""
+
+    def create(connection: duckdb.DuckDBPyConnection) -> None:
+        connection.execute("CREATE TABLE IF NOT EXISTS huge (text JSON)")
+
+    def huge(connection: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        data = pa.table({"text": pa.array(['{"a": "' + "x" * 60_000_000 + '"}'], pa.string())})
+        insert_arrow(connection, "huge", data, "text::JSON")
+
+    hungry = Projection(name="huge", version=1, tables=("huge",), create=create, apply=huge)
+    with duckdb.connect(str(tmp_path / "rm.duckdb")) as db:
+        db.execute("SET memory_limit = '100MB'")
+        with pytest.raises(duckdb.OutOfMemoryException):
+            catch_up(two_runs, db, [hungry])
+        assert checkpoints(db)["huge"][1] == 0  # nothing of the page was kept
+        assert db.execute("SELECT count(*) FROM huge").fetchone() == (0,)  # the connection still works
+
+
+def test_an_oversized_payload_is_trimmed_in_the_events_table(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A payload over PAYLOAD_BYTES (a RunCreated with its pool inline, from before the
+    event size limit: 100 MB at the maximum budget) keeps its small fields in ``events``;
+    the Run's row is whole, nothing is skipped, and query works."""
+    monkeypatch.setattr(read_models, "PAYLOAD_BYTES", 1024)
+    monkeypatch.setattr(read_models, "TRIMMED_BYTES", 600)
+    created = msgspec.structs.replace(
+        run_created("old"),
+        pool=[PoolEntry(index=i, split="train", seed=i, policy_seed=i) for i in range(200)],
+    )
+    payload = encode(created)
+    assert len(payload) > 8000
+    append(store, "run-old", [NewEvent("old-1", "RunCreated", 1, payload), *finished_run("old")[1:]])
+    refresh(store)
+    with open_read_models(store, read_only=True) as db:
+        row = db.execute(
+            "SELECT payload FROM events WHERE type = 'RunCreated'"
+        ).fetchone()
+        assert row is not None
+        kept = json.loads(row[0])
+        assert kept["_trimmed"]["bytes"] == len(payload) and "pool" in kept["_trimmed"]["left_out"]
+        assert kept["run_id"] == "old" and kept["benchmark_id"] == "toy" and "pool" not in kept
+        assert len(row[0]) <= 1024
+        assert db.execute("SELECT run_id, status FROM runs").fetchall() == [("old", "finished")]
+        assert {name: mark[2] for name, mark in checkpoints(db).items()} == dict.fromkeys(
+            ("events", "runs", "submissions", "episodes"), 0
+        )
+    result = invoke("query", "SELECT count(*) AS n FROM events", "--store", str(store.path), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == [{"n": len(finished_run("old"))}]
 
 
 def encode(event: Event) -> bytes:

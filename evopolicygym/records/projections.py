@@ -62,6 +62,7 @@ __all__ = [
     "catch_up",
     "checkpoints",
     "insert_arrow",
+    "registered",
 ]
 
 log = logging.getLogger(__name__)
@@ -313,14 +314,30 @@ class Projection:
     types: frozenset[str] | None = None
 
 
+@contextlib.contextmanager
+def registered(connection: Connection, view: str, data: pa.Table) -> Iterator[None]:
+    """``data`` as the view ``view`` of ``connection`` while the block runs.
+
+    When the block fails inside a transaction, DuckDB refuses even the unregistering
+    ("Current transaction is aborted") until the transaction is rolled back: that must not
+    hide the error that failed the block, which is the one to report (and which decides
+    whether the event behind it is skipped). A view left registered is replaced by the
+    next ``register`` of its name."""
+    connection.register(view, data)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            connection.unregister(view)
+        raise
+    connection.unregister(view)
+
+
 def insert_arrow(connection: Connection, table: str, data: pa.Table, select: str = "*") -> None:
     """``INSERT INTO table SELECT <select> FROM data`` in one vectorised statement."""
     view = f"__epg_{table}_batch"
-    connection.register(view, data)
-    try:
+    with registered(connection, view, data):
         connection.execute(f"INSERT INTO {table} SELECT {select} FROM {view}")
-    finally:
-        connection.unregister(view)
 
 
 def _create_checkpoints(connection: Connection) -> None:

@@ -10,7 +10,7 @@ from the log (delete the file and they are rebuilt) and are caught up by
 - ``submissions``: one row per evaluated Submission of a Run.
 - ``episodes``: one row per completed Episode of a Submission.
 
-Host-private facts (``RunCreated.pool`` and ``.seeds``, ``RunCreated.config``,
+Host-private facts (``RunCreated.pool``, ``.pool_blob`` and ``.seeds``, ``RunCreated.config``,
 ``ValidationStarted.seed``, ``AssessmentStarted.seed``, validation and
 assessment Episode outcomes) are copied into no column of ``runs``,
 ``submissions`` or ``episodes``. Only ``events.payload`` carries them, verbatim
@@ -20,8 +20,12 @@ from the log; that is acceptable because the Agent never sees the read models
 A value the log allows but a column cannot hold (an integer beyond the column's
 range, such as ``steps=2**63``) is stored as NULL; an event whose key cannot be
 stored (a ``submission_id`` beyond INTEGER) is left out of ``submissions`` and
-counted in its checkpoint's ``skipped``. The ``events`` row always keeps the
-payload as it is in the log.
+counted in its checkpoint's ``skipped``. The ``events`` row keeps the payload as it is
+in the log, unless it is over ``PAYLOAD_BYTES`` (only logs written before the store's
+event size limit hold one: a 100 MB RunCreated with its pool inline): then it keeps the
+payload's top-level fields that fit in ``TRIMMED_BYTES``, smallest first, and
+``_trimmed`` says how large the payload was and which fields it left out. One such event
+costs a catch-up nothing more than a small one, and never stops it.
 
 DuckDB admits one read-write process per database file, or any number of
 read-only ones: ``open_read_models`` retries briefly while another process
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import msgspec
 import pyarrow as pa
 
 from evopolicygym.records.events import (
@@ -66,9 +71,10 @@ from evopolicygym.records.projections import (
     Projection,
     catch_up,
     insert_arrow,
+    registered,
 )
 from evopolicygym.records.runs import RUN_PREFIX, RunSummary, SubmissionSummary, run_stream_id
-from evopolicygym.records.store import StoreError
+from evopolicygym.records.store import MAX_EVENT_BYTES, StoreError
 from evopolicygym.transcript import AgentIdentity
 
 __all__ = [
@@ -76,6 +82,7 @@ __all__ = [
     "EVENTS",
     "LOCK_WAIT_S",
     "MEMORY_LIMIT",
+    "PAYLOAD_BYTES",
     "PROJECTIONS",
     "RUNS",
     "SUBMISSIONS",
@@ -89,6 +96,8 @@ LOCK_WAIT_S = 5.0
 CHECKPOINT_THRESHOLD = "256MB"
 MEMORY_LIMIT = "1GB"  # DuckDB's memory while catching up (it spills to disk past it)
 _REMEMBER = 200_000  # rows of runs/submissions kept in memory during one catch-up
+PAYLOAD_BYTES = MAX_EVENT_BYTES  # an ``events`` payload kept whole, at most (see the docstring)
+TRIMMED_BYTES = 64 * 1024  # of an oversized payload's fields kept in its ``events`` row
 
 
 class ReadModelsBusy(StoreError):
@@ -191,13 +200,10 @@ class _Table:
             for name, kind in self.columns
         )
         on = " AND ".join(f"t.{k} = k.{k}" for k in self.key)
-        connection.register(view, data)
-        try:
+        with registered(connection, view, data):
             rows = connection.execute(
                 f"SELECT {select} FROM {self.name} t JOIN {view} k ON {on}"
             ).fetchall()
-        finally:
-            connection.unregister(view)
         names = self.names
         found = {}
         for row in rows:
@@ -240,11 +246,8 @@ class _Table:
     def _delete(self, connection: Connection, keys: list[tuple[Any, ...]]) -> None:
         view = f"__epg_{self.name}_keys"
         on = " AND ".join(f"{self.name}.{k} = k.{k}" for k in self.key)
-        connection.register(view, self._keys(keys))
-        try:
+        with registered(connection, view, self._keys(keys)):
             connection.execute(f"DELETE FROM {self.name} USING {view} k WHERE {on}")
-        finally:
-            connection.unregister(view)
 
 
 def _us(ns: int) -> int:
@@ -252,11 +255,40 @@ def _us(ns: int) -> int:
 
 
 def _text(payloads: Sequence[bytes]) -> list[str]:
-    """Payload bytes as text; invalid UTF-8 (a corrupt event) is replaced, not fatal."""
+    """Payload bytes as text; invalid UTF-8 (a corrupt event) is replaced, not fatal; one
+    over ``PAYLOAD_BYTES`` is trimmed first (``_trimmed``)."""
+    limit = PAYLOAD_BYTES
+    if any(len(payload) > limit for payload in payloads):
+        payloads = [_trimmed(payload) if len(payload) > limit else payload for payload in payloads]
     try:
         return [payload.decode() for payload in payloads]
     except UnicodeDecodeError:
         return [payload.decode("utf-8", "replace") for payload in payloads]
+
+
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def _trimmed(payload: bytes) -> bytes:
+    """An oversized payload as its ``events`` row keeps it: the top-level fields that fit
+    in ``TRIMMED_BYTES``, smallest first (each as it is in the log), and ``_trimmed`` with
+    the payload's size and the names of the fields left out."""
+    try:
+        fields = _FIELDS.decode(payload)  # each value's bytes, none of them decoded
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        fields = {}  # not a JSON object: nothing of it is kept
+    kept: dict[str, msgspec.Raw] = {}
+    left_out: list[str] = []
+    size = 0
+    for key, raw in sorted(fields.items(), key=lambda item: len(item[1])):
+        size += len(key) + len(raw) + 4
+        if size <= TRIMMED_BYTES and key != "_trimmed":
+            kept[key] = raw
+        else:
+            left_out.append(key)
+    note = {"bytes": len(payload), "left_out": sorted(left_out)}
+    return _SORTED.encode({**kept, "_trimmed": note})
 
 
 # --------------------------------------------------------------------------- events
