@@ -81,9 +81,10 @@ def main() -> None:
         two, _, _ = measure(evaluator, program(POLICY), args.episodes, 2)
         _, short_elapsed, short_steps = measure(evaluator, program(SHORT), args.short_episodes, 1)
         containment = evaluator.fork_server.containment
+        enforced = ", ".join(evaluator.fork_server.enforced)
     # Fixed cost: wall time per short Episode minus its steps at the jobs=1 step rate.
     fixed_ms = (short_elapsed - short_steps / one) / args.short_episodes * 1000
-    print(f"containment:                {containment}")
+    print(f"containment:                {containment} ({enforced})")
     print(f"raw in-process loop:        {raw:12,.0f} steps/s")
     print(f"evaluate() jobs=1:          {one:12,.0f} steps/s  ratio to raw {one / raw:.3f}  (target >= 0.25)")
     print(f"evaluate() jobs=2:          {two:12,.0f} steps/s  ratio to jobs=1 {two / one:.2f}x  (target >= 1.8x)")
