@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evopolicygym.seeds import derive_seed
+from evopolicygym.seeds import derive_seed, seed_deriver
 
 # Pinned values: a Run is reproducible only while these never change.
 KNOWN = [
@@ -95,3 +95,23 @@ def _canonical(key):
 def test_distinct_inputs_give_distinct_seeds(keys):
     seeds = [derive_seed(domain, *parts) for domain, parts in keys]
     assert len(set(seeds)) == len(seeds)
+
+
+@given(
+    st.text(max_size=10),
+    st.lists(st.one_of(st.integers(), st.text(max_size=10)), max_size=4),
+    st.lists(st.one_of(st.integers(), st.text(max_size=10)), min_size=1, max_size=5),
+)
+@settings(max_examples=200)
+def test_a_deriver_gives_derive_seed_of_the_last_part(domain, parts, lasts):
+    """Plans derive a million seeds that differ only in the Episode index: the prefix is
+    hashed once, and every seed is the one derive_seed gives."""
+    derive = seed_deriver(domain, *parts)
+    assert [derive(last) for last in lasts] == [derive_seed(domain, *parts, last) for last in lasts]
+
+
+def test_a_deriver_checks_its_parts():
+    with pytest.raises(TypeError):
+        seed_deriver("d", 1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        seed_deriver("d", 1)(True)

@@ -33,7 +33,7 @@ from evopolicygym.benchmark.contract import (
     StepResult,
 )
 from evopolicygym.policy import TensorValue
-from evopolicygym.seeds import derive_seed
+from evopolicygym.seeds import seed_deriver
 from evopolicygym.values import PolicyValueError, encode_value, tensor_to_array
 
 __all__ = [
@@ -578,14 +578,8 @@ class GymnasiumBenchmark:
     def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
         if split not in self.splits:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(self.splits)}")
-        return [
-            EpisodeSpec(
-                split=split,
-                index=i,
-                seed=derive_seed("episode", self.benchmark_id, split, seed, i),
-            )
-            for i in range(count)
-        ]
+        episode_seed = seed_deriver("episode", self.benchmark_id, split, seed)  # derive_seed(..., i)
+        return [EpisodeSpec(split=split, index=i, seed=episode_seed(i)) for i in range(count)]
 
     def make_environment(self, episode: EpisodeSpec) -> GymnasiumEnvironment:
         return GymnasiumEnvironment(self._make(), episode.seed)

@@ -15,7 +15,7 @@ from evopolicygym.evaluation import PlannedEpisode
 from evopolicygym.records.events import PoolEntry
 from evopolicygym.records.pools import RecordedPool
 from evopolicygym.run.config import RunConfig
-from evopolicygym.seeds import derive_seed
+from evopolicygym.seeds import derive_seed, seed_deriver
 
 __all__ = ["derive_run_seeds", "plan_pool", "planned", "planned_split"]
 
@@ -32,10 +32,8 @@ def _plan(benchmark: Benchmark, split: str, seed: int, count: int) -> list[Plann
     specs = benchmark.plan(split, seed, count)
     if len(specs) != count:
         raise ValueError(f"{benchmark.spec.id}: plan() returned {len(specs)} Episodes, not {count}")
-    return [
-        PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index))
-        for spec in specs
-    ]
+    policy_seed = seed_deriver("policy", benchmark.spec.id, split, seed)  # derive_seed(..., index)
+    return [PlannedEpisode(spec, policy_seed(spec.index)) for spec in specs]
 
 
 def plan_pool(benchmark: Benchmark, config: RunConfig, seeds: dict[str, int]) -> list[PoolEntry]:
