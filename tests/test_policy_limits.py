@@ -163,15 +163,17 @@ def make_policy(c):
 def test_tracing_namespaces_and_kernel_facilities_are_refused_and_the_episode_scores(evaluator: Evaluator) -> None:
     if not seccomp.available():
         pytest.skip(f"no syscall filter is known for {platform.machine()}")
+    # First: without the filter, the raw clone below would really fork the policy mid-act.
+    good = evaluate(evaluator, GOOD, episodes=2)
+    require(good, "seccomp", "the kernel refused the filter")
     names = ("ptrace", "unshare", "setns", "mount", "keyctl", "bpf", "perf_event_open", "clone")
     source = REFUSED.format(numbers={name: seccomp.number(name) for name in names})
     result = evaluate(evaluator, source, episodes=2)
-    require(result, "seccomp", "the kernel refused the filter")
     assert [e.status for e in result.episodes] == ["ok", "ok"], result.episodes
     attempts = reported(result, "attempts")[0]
     assert attempts == [(name, -1, errno.EPERM) for name, _, _ in attempts], attempts
+    assert len(attempts) == 9
     # Scored as the same policy without the attempts.
-    good = evaluate(evaluator, GOOD, episodes=2)
     assert [e.total_reward for e in result.episodes] == [e.total_reward for e in good.episodes]
 
 
