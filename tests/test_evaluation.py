@@ -712,3 +712,61 @@ def test_an_evaluator_first_used_from_a_thread_that_exits_keeps_working() -> Non
         results.append(evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2)))
     assert len(results) == 3
     assert all([e.status for e in r.episodes] == ["ok", "ok"] for r in results)
+
+
+FORK_SERVER_HUNT = """
+import os, socket, stat, sys
+
+def make_policy(context):
+    found = closed = 0
+    for root, _dirs, files in os.walk({temp!r}):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    continue
+                found += 1
+                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+                    sock.settimeout(2)
+                    sock.connect(path)
+                    sock.send(bytes([0x81, 0xA2]) + b"op" + bytes([0xA8]) + b"shutdown")
+                    if sock.recv(64) == b"":
+                        closed += 1
+            except OSError:
+                closed += 1
+    print(f"found {{found}} closed {{closed}}", file=sys.stderr, flush=True)
+    return Policy()
+
+class Policy:
+    def act(self, obs):
+        return 0
+"""
+
+
+def test_a_policy_that_reaches_the_fork_server_socket_is_turned_away(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without namespaces a policy can find the fork server's socket (it is the Host's
+    user); the server checks SO_PEERCRED and serves only the Host and its runners, so a
+    policy's `shutdown` is dropped and the next Episodes are forked as usual."""
+    import shutil
+    import tempfile
+
+    from evopolicygym import hostdirs
+
+    monkeypatch.setenv("EVOPOLICY_CONTAINMENT", "process-group")
+    temp = tempfile.mkdtemp(prefix="t")  # short (socket paths), and nobody else's server in it
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", temp)
+        monkeypatch.setattr(hostdirs, "_bases", {})
+        with Evaluator() as own:
+            config = EvaluationConfig(episodes=2, jobs=1, episode_timeout=10.0)
+            hunted = own.evaluate(program(FORK_SERVER_HUNT.format(temp=temp)), CounterBenchmark(), config)
+            after = own.evaluate(program(GOOD), CounterBenchmark(), config)
+    finally:
+        hostdirs.remove_tree(temp)
+        shutil.rmtree(temp, ignore_errors=True)
+    reports = [re.search(r"found (\d+) closed (\d+)", r.stderr_tail) for r in hunted.records]
+    assert all(reports), [r.stderr_tail for r in hunted.records]
+    assert all(int(m.group(1)) >= 1 and m.group(1) == m.group(2) for m in reports if m)
+    assert [e.status for e in after.episodes] == ["ok", "ok"]

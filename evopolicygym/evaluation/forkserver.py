@@ -22,6 +22,7 @@ import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,32 @@ class ForkServerError(RuntimeError):
 # --------------------------------------------------------------------------- server
 
 
+def _from_host(conn: socket.socket, host_pid: int, proc_fd: int) -> bool:
+    """Whether the peer is the Host or one of its runners (its children), by SO_PEERCRED:
+    same user, and the Host's pid or its child's. Every policy is a descendant of this
+    server, so none passes; where we serve from a PID namespace of our own, the Host and
+    its runners are outside it and show as pid 0, which no policy inside can."""
+    try:
+        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except OSError:
+        return False
+    if uid != os.geteuid():
+        return False
+    if host_pid == 0:
+        return pid == 0
+    if pid == host_pid:
+        return True
+    try:
+        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)  # /proc, held from before the seal
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return int(stat[stat.rindex(b")") + 2 :].split()[1]) == host_pid
+
+
 def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, host_pid: int) -> None:
     import gc
     import importlib.util  # noqa: F401  (used by every policy: import it once, here)
@@ -85,6 +112,10 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     # /proc belongs to the Host's PID namespace, so /proc/self names our pid there.
     server_pid = os.getpid()
     host_visible_pid = int(os.readlink("/proc/self"))
+    host_visible_parent = host_pid if server_pid == host_visible_pid else 0  # 0: outside our PID namespace
+    # To tell the Host's runners by their parent once /proc is sealed away. Policies never
+    # inherit it: the worker closes every descriptor above the Episode's before the jail.
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     containment = sandbox.probe_containment()
     filtered = seccomp.probe()
     # Before sealing: the pool keeps descriptors of its cgroup directories, which the
@@ -209,6 +240,9 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             for key, _ in selector.select():
                 if key.data == "accept":
                     conn, _ = listener.accept()
+                    if not _from_host(conn, host_visible_parent, proc_fd):
+                        conn.close()  # a policy (or anyone else) that found the socket
+                        continue
                     children[conn] = set()
                     selector.register(conn, selectors.EVENT_READ, "conn")
                 elif key.data == "wake":
