@@ -199,7 +199,12 @@ def test_print_flood_is_bounded_and_does_not_block(evaluator: Evaluator) -> None
     result = evaluator.evaluate(program(source), CounterBenchmark(), config)
     record = result.records[0]
     assert record.status == "ok"
-    assert len(record.stderr_tail.encode()) <= 4096
+    marker, _, tail = record.stderr_tail.partition("\n")
+    cut = re.fullmatch(r"\[… ([\d,]+) earlier bytes of output cut\]", marker)
+    assert cut is not None, marker  # a cut tail says so, and by how much
+    assert len(tail.encode()) == 4096 and tail.endswith("tail-marker\n")
+    printed = result.episodes[0].steps * len("x" * 100_000 + "\n" + "tail-marker\n")
+    assert int(cut.group(1).replace(",", "")) + 4096 == printed
 
 
 def test_no_state_crosses_episodes(evaluator: Evaluator) -> None:
@@ -770,3 +775,19 @@ def test_a_policy_that_reaches_the_fork_server_socket_is_turned_away(
     assert all(reports), [r.stderr_tail for r in hunted.records]
     assert all(int(m.group(1)) >= 1 and m.group(1) == m.group(2) for m in reports if m)
     assert [e.status for e in after.episodes] == ["ok", "ok"]
+
+
+def test_a_huge_exception_message_is_cut_with_a_marker(evaluator: Evaluator) -> None:
+    """What a policy can make the Host record is bounded, and says where it was cut."""
+    source = """
+    class P:
+        def act(self, o):
+            raise ValueError("y" * 1_000_000 + " the end")
+    def make_policy(c):
+        return P()
+    """
+    record = run(evaluator, source, episodes=1).records[0]
+    assert record.status == "exception"
+    assert record.failure is not None and len(record.failure) < 4200
+    assert re.match(r"\[… [\d,]+ earlier characters cut\]\n", record.failure)
+    assert record.failure.endswith("the end")

@@ -68,6 +68,7 @@ class _Channel:
         self.output_fd = output_fd
         self.tail = bytearray()
         self.tail_bytes = tail_bytes
+        self.dropped = 0  # bytes of output cut from the front of the tail
         self.budget_s = budget_s
         self.used_s = 0.0
         self.output_open = True
@@ -97,7 +98,13 @@ class _Channel:
                 return
             self.tail += chunk
             if len(self.tail) > self.tail_bytes:
+                self.dropped += len(self.tail) - self.tail_bytes
                 del self.tail[: len(self.tail) - self.tail_bytes]
+
+    def tail_text(self) -> str:
+        """The output's tail as text, saying how much came before it where any was cut."""
+        text = self.tail.decode("utf-8", "replace")
+        return f"[… {self.dropped:,} earlier bytes of output cut]\n{text}" if self.dropped else text
 
     def _timeout(self) -> _PolicyFailure:
         return _PolicyFailure("timeout", f"policy exceeded the {self.budget_s:g}s Episode deadline")
@@ -434,7 +441,7 @@ class EpisodeRunner:
             terminated=terminated,
             truncated=truncated,
             failure=failure.message if failure else None,
-            stderr_tail=channel.tail.decode("utf-8", "replace"),
+            stderr_tail=channel.tail_text(),
             initial_observation=first_observation,
             trace=trace,
         )
@@ -463,7 +470,7 @@ class EpisodeRunner:
                 raise _PolicyFailure("protocol_error", "malformed failure report") from None
             if reported not in ("exception", "protocol_error", "resource_limit"):
                 reported = "protocol_error"
-            raise _PolicyFailure(reported, message[-_FAILURE_CHARS:])
+            raise _PolicyFailure(reported, frames.last_chars(message, _FAILURE_CHARS))
         raise _PolicyFailure("protocol_error", f"unexpected frame kind {got!r}")
 
     def _collect_output(self, channel: _Channel) -> None:

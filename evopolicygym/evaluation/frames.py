@@ -23,8 +23,18 @@ __all__ = [
     "START",
     "FrameReader",
     "FrameTooLarge",
+    "last_chars",
     "pack",
 ]
+
+
+def last_chars(text: str, limit: int) -> str:
+    """The end of ``text`` (where a traceback names its exception), at most ``limit``
+    characters of it, after a line saying how many were cut; ``text`` itself if it fits.
+    A text already cut this way passes as it is."""
+    if len(text) <= limit or (text.startswith("[… ") and len(text) <= limit + 64):
+        return text
+    return f"[… {len(text) - limit:,} earlier characters cut]\n{text[-limit:]}"
 
 CONTAINED = ord("K")  # sent once containment is in place, before any untrusted code runs
 START = ord("S")

@@ -58,7 +58,7 @@ _OUT_OF_MEMORY = frames.pack(
 
 def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
     with contextlib.suppress(OSError):
-        sock.sendall(frames.pack(frames.FAIL, msgspec.msgpack.encode([status, message[-_TRACEBACK_CHARS:]])))
+        sock.sendall(frames.pack(frames.FAIL, msgspec.msgpack.encode([status, frames.last_chars(message, _TRACEBACK_CHARS)])))
     os._exit(0)
 
 
