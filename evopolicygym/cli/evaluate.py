@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.loading import load, plan
 from evopolicygym.cli.options import param_option
 from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
 from evopolicygym.evaluation import evaluate as run_evaluation
 from evopolicygym.program import Program, ProgramError
@@ -74,8 +76,12 @@ def evaluate(
         limits=ResourceLimits(memory_mb=memory_mb),
     )
     planned = plan(benchmark, split, seed, episodes)
-    with _progress(enabled=not as_json, total=len(planned)) as progress:
-        result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
+    try:
+        with interruptible(), _progress(enabled=not as_json, total=len(planned)) as progress:
+            result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if as_json:
         emit_json(result_view(result, benchmark))
     else:

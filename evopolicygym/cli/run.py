@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import signal
+import inspect
+import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
@@ -20,6 +19,7 @@ from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import param_option, store_option
 from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.records.events import (
     AgentExited,
@@ -55,7 +55,34 @@ from evopolicygym.transcript import fault_line
 
 __all__ = ["carry", "resume", "run"]
 
-_FAULTS = ("evaluation_failed", "validation_failed", "assessment_failed")
+# Exit statuses of `run`, `resume` and `quickstart` by how the Run ended (README, `run --help`):
+# 0 only for a Run that finished; 1 an error before or around the Run; 2 a usage error.
+EXIT_AGENT = 3  # agent_failed, agent_exited, budget_exhausted: the Agent handed nothing off
+EXIT_HOST_FAULT = 4  # evaluation_failed, validation_failed, assessment_failed
+_EXIT_STATUS = {
+    "finished": 0,
+    "agent_failed": EXIT_AGENT,
+    "agent_exited": EXIT_AGENT,
+    "budget_exhausted": EXIT_AGENT,
+    "evaluation_failed": EXIT_HOST_FAULT,
+    "validation_failed": EXIT_HOST_FAULT,
+    "assessment_failed": EXIT_HOST_FAULT,
+    "interrupted": EXIT_INTERRUPTED,
+}
+_EXIT_HELP = """\b
+Exit status:
+  0    the Run finished (the Agent handed off candidates)
+  1    an error before or around the Run (one line on stderr)
+  2    a usage error
+  3    the Agent handed nothing off (agent_failed, agent_exited, budget_exhausted)
+  4    a Host evaluation failed (evaluation_failed, validation_failed, assessment_failed)
+  130  interrupted by Ctrl-C or SIGTERM; `evopolicy resume RUN` carries it on
+The same with --json."""
+
+
+def exit_status(reason: str | None) -> int:
+    """The documented exit status of a Run that ended for ``reason``."""
+    return 0 if reason is None else _EXIT_STATUS.get(reason, 1)
 
 
 @click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
@@ -232,6 +259,9 @@ def run(
     carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=launcher)
 
 
+run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
+
+
 @click.command(short_help="Carry on a Run whose Host stopped.")
 @click.argument("run_id", metavar="RUN")
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory rebuilt from the log].")
@@ -251,20 +281,27 @@ def resume(run_id: str, workspace_dir: str | None, allow_uncontained: bool, stor
     carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=ProviderLauncher(allow_uncontained=allow_uncontained))
 
 
+resume.help = f"{inspect.cleandoc(resume.help or '')}\n\n{_EXIT_HELP}"
+
+
 def carry(
     store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_json: bool, launcher: ProviderLauncher
 ) -> RunState:
-    """Drive the Run to its end with a live view; print the outcome; exit non-zero on a fault."""
+    """Drive the Run to its end with a live view; print the outcome; exit with the status its
+    terminal reason documents (``exit_status``) unless it finished."""
     console = Console(stderr=True)
+    interrupted: dict[str, Any] | None = None
     try:
-        with open_store(store_dir) as store, _signals_interrupt():
+        with open_store(store_dir) as store:
             summary = summarize(store.events, run_stream_id(run_id))
             if store.read_only:
                 raise CliError(
                     f"the store at {store.path} is read-only: the Run cannot be carried on there"
                     + (" (it has finished: `evopolicy record show` tells its outcome)" if summary.finished else "")
                 )
-            if not summary.finished:
+            if summary.finished:
+                click.echo(f"the Run {run_id} has already ended ({summary.status}): nothing to resume", err=True)
+            else:
                 try:
                     launcher.containment()  # a resumed Run's Agent is contained as a new one's
                 except AgentError as exc:
@@ -278,37 +315,37 @@ def carry(
                 on_change=view.update,
             )
             try:
-                with view:
-                    state = host.drive()
-                outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
+                with interruptible(host.stop):
+                    with view:
+                        state = host.drive()
+                    outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
             except KeyboardInterrupt:
-                console.print(f"interrupted; carry on with: evopolicy resume {run_id}")
-                sys.exit(130)
+                interrupted = {"run_id": run_id, "status": "interrupted"}
+                with contextlib.suppress(Exception):
+                    interrupted = _outcome(summarize(store.events, run_stream_id(run_id)))
             except (RunError, RunBusy) as exc:
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
+    if interrupted is not None:
+        if as_json:
+            emit_json(interrupted)
+        click.echo(f"interrupted; resume with: {resume_command(store_dir, run_id)}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     if as_json:
         emit_json(outcome)
     else:
         _print_summary(console, outcome)
-    if state.finished in _FAULTS:
-        sys.exit(1)
+    status = exit_status(state.finished)
+    if status:
+        sys.exit(status)
     return state
 
 
-@contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM stops a Run like Ctrl-C: recorded as interrupted, resumable."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def resume_command(store_dir: str | None, run_id: str) -> str:
+    """The command that carries ``run_id`` on, with the store it was given."""
+    store = f" --store {shlex.quote(store_dir)}" if store_dir else ""
+    return f"evopolicy resume {run_id}{store}"
 
 
 def _outcome(summary: RunSummary) -> dict[str, Any]:

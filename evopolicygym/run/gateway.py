@@ -17,7 +17,7 @@ import msgspec
 
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.run.decider import Evaluate, Finish, Malformed, Rejection, Submit, next_step
-from evopolicygym.run.ledger import Ledger, one_line
+from evopolicygym.run.ledger import Ledger, Stopping, one_line
 from evopolicygym.run.supervisor import AgentSupervisor
 from evopolicygym.run.workspace import feedback_dir_name
 
@@ -40,6 +40,8 @@ class SessionGateway:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
             return self._handle(request)
+        except Stopping as exc:
+            return {"ok": False, "error": {"code": "internal_error", "message": str(exc)}}
         except Exception as exc:
             # A storage fault met while serving the Agent stops the Run (the supervisor
             # watches ``fault``); the Agent learns only that the Host failed.

@@ -29,7 +29,7 @@ from evopolicygym.run.decider import (
 )
 from evopolicygym.run.gateway import SessionGateway
 from evopolicygym.run.launcher import Launcher
-from evopolicygym.run.ledger import HostFault, Ledger, OnChange, RunError
+from evopolicygym.run.ledger import HostFault, Ledger, OnChange, RunError, Stopping
 from evopolicygym.run.liveness import run_lock
 from evopolicygym.run.phases import Phases, recorded_benchmark, recorded_pool
 from evopolicygym.run.publisher import Publisher
@@ -69,6 +69,11 @@ class RunHost:
     def workspace(self) -> Path | None:
         return self._publisher.path
 
+    def stop(self) -> None:
+        """Say the Host is stopping (from a signal handler, before its KeyboardInterrupt): what
+        fails from now on, in any thread, is the stop's and is not recorded as a failure."""
+        self._ledger.stopping = True
+
     def drive(self) -> RunState:
         """Carry the Run to its end (or until interrupted) and return its final state."""
         ledger = self._ledger
@@ -90,10 +95,11 @@ class RunHost:
             gateway = SessionGateway(ledger, self._supervisor, phases.evaluate_submission)
             try:
                 self._loop(phases, gateway)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, Stopping):
+                self._ledger.stopping = True
                 with contextlib.suppress(Exception):
                     ledger.apply(Interrupt(reason="interrupted by a signal", last_position=self.store.events.head()))
-                raise
+                raise KeyboardInterrupt from None
             except HostFault as fault:
                 with contextlib.suppress(Exception):  # where the store still takes it
                     ledger.apply(Interrupt(reason=fault.what, last_position=self.store.events.head()))

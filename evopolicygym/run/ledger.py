@@ -38,6 +38,14 @@ class HostFault(RunError):
         self.what = what
 
 
+class Stopping(RunError):
+    """The Host is stopping on a signal: a failure met meanwhile (an evaluation whose workers
+    the same signal killed) is the stop's, never recorded as the Run's failure."""
+
+    def __init__(self) -> None:
+        super().__init__("the Host is stopping; the Run is interrupted")
+
+
 # (errno, what it means for the store, what the user does about it)
 _STORAGE_ERRNOS = {
     errno.ENOSPC: ("store full", "free space"),
@@ -104,6 +112,8 @@ class Ledger:
         # Set by whichever thread met a storage fault first; the drive loop and the
         # Agent's supervisor stop on it.
         self.fault: HostFault | None = None
+        # Set when the Host is told to stop (a signal): failures met from then on are Stopping.
+        self.stopping = False
 
     @property
     def state(self) -> RunState:

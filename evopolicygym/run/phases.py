@@ -36,7 +36,7 @@ from evopolicygym.run.decider import (
     Validate,
 )
 from evopolicygym.run.decider.state import reference_due
-from evopolicygym.run.ledger import Ledger, RunError, one_line
+from evopolicygym.run.ledger import Ledger, RunError, Stopping, one_line
 from evopolicygym.run.pool import planned, planned_split
 from evopolicygym.run.publisher import Publisher
 
@@ -119,6 +119,8 @@ class Phases:
     def _storage_fault(self, exc: Exception) -> None:
         """A disk full or gone read-only under the Host is no evaluation's failure: the Run
         is interrupted instead (HostFault), its reserved Episodes evaluated again on resume."""
+        if self._ledger.stopping:  # the Host's own stop, e.g. Ctrl-C killing the workers too
+            raise Stopping() from exc
         fault = self._ledger.host_fault(exc)
         if fault is not None:
             raise fault from exc

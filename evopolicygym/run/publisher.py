@@ -97,8 +97,11 @@ class Publisher:
         return files
 
     def cleanup(self) -> None:
-        """Remove a temporary workspace once the Run has finished."""
-        if self._path is not None and self._given is None and self._ledger.state.finished is not None:
+        """Remove a temporary workspace once the Run has finished, or once the Agent's part is
+        over (Validation, Assessment): a resume never starts an Agent in it again."""
+        state = self._ledger.state
+        done = state.finished is not None or (state.created and not state.authority_open and state.agent_attempts > 0)
+        if self._path is not None and self._given is None and done:
             shutil.rmtree(self._path, ignore_errors=True)
             self._note().unlink(missing_ok=True)
 
