@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
 from evopolicygym.cli.run import EXIT_AGENT, exit_status
@@ -173,3 +173,52 @@ def _wait_for_episodes(pid: int) -> None:
     """Until ``pid``'s worker has forked a policy process: the evaluation is under way."""
     while not any(_children(child) for child in _children(pid)):
         os.sched_yield()
+
+
+def _one_line_error(result: Result) -> str:
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--benchmark", "cartpole", "--store", "{file}"],
+        ["quickstart", "--store", "{file}"],
+        ["record", "--store", "{file}", "list"],
+        ["record", "--store", "{file}", "create"],
+    ],
+)
+def test_a_store_that_is_a_file_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    file = tmp_path / "afile"
+    file.write_text("mine")
+    line = _one_line_error(CliRunner().invoke(main, [a.format(file=file) for a in args]))
+    assert "not a directory" in line and "record create" not in line
+    assert file.read_text() == "mine"
+
+
+def test_a_workspace_that_is_a_file_is_refused_before_the_run_is_recorded(tmp_path: Path) -> None:
+    file = tmp_path / "afile"
+    file.write_text("mine")
+    store = tmp_path / "s"
+    line = _one_line_error(CliRunner().invoke(
+        main, ["run", "--benchmark", "cartpole", "--workspace", str(file), "--store", str(store)]
+    ))
+    assert "--workspace" in line and "not a directory" in line
+    assert not (store / "events.db").exists()  # no Run, interrupted or otherwise, was recorded
+
+
+def test_a_workspace_holding_the_users_files_is_refused(tmp_path: Path) -> None:
+    workspace = tmp_path / "mine"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("keep")
+    store = tmp_path / "s"
+    line = _one_line_error(CliRunner().invoke(
+        main, ["run", "--benchmark", "cartpole", "--workspace", str(workspace), "--store", str(store)]
+    ))
+    assert "--workspace" in line and "notes.txt" in line
+    assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
+    assert not (store / "events.db").exists()

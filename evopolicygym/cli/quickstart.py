@@ -14,6 +14,7 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import one_line
 from evopolicygym.cli.run import carry
+from evopolicygym.cli.stores import check_store_dir
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 from evopolicygym.records.location import open_store
@@ -51,6 +52,7 @@ def _baseline_on_validation(state: RunState) -> float | None:
 def quickstart(store_dir: str | None, budget: int) -> None:
     """Run the built-in reference Agent (no network, no LLM) on `cartpole` with a small
     budget, replay the recorded Run from the log, and print what to try next."""
+    check_store_dir(store_dir)
     config = RunConfig(
         episode_budget=budget,
         validation=ValidationConfig(episodes_per_candidate=8, max_candidates=3),

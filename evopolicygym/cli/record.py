@@ -24,7 +24,7 @@ from evopolicygym.cli.errors import Cli, CliError, CliUsageError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.cli.replay import replay
-from evopolicygym.cli.stores import open_existing, resolve, store_root
+from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, store_root
 from evopolicygym.records.events import Envelope
 from evopolicygym.records.location import Store, open_store, resolve_store_path
 from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, RunSummary, overview, summarize
@@ -79,6 +79,7 @@ def _console() -> Console:
 def create(ctx: click.Context) -> None:
     """Create the store directory and its event log; a no-op on an existing store."""
     root = store_root(ctx)
+    check_store_dir(root)
     existed = (root / "events.db").exists()
     try:
         store = open_store(root, create=True)

@@ -20,7 +20,9 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import param_option, store_option
 from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
+from evopolicygym.cli.stores import check_store_dir
 from evopolicygym.program import Program, ProgramError
+from evopolicygym.protocol import CLI_SHIM
 from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
@@ -50,7 +52,8 @@ from evopolicygym.run import (
     ValidationConfig,
     create_run,
 )
-from evopolicygym.run.skills import SkillError, load_skill
+from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
+from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
 from evopolicygym.transcript import fault_line
 
 __all__ = ["carry", "resume", "run"]
@@ -243,6 +246,9 @@ def run(
         skills = [load_skill(directory) for directory in skill_dirs]
         launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         containment = launcher.containment()  # before anything is recorded: fail closed
+        check_store_dir(store_dir)
+        if workspace_dir is not None:
+            _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
         raise CliError(one_line(str(exc))) from exc
     try:
@@ -340,6 +346,28 @@ def carry(
     if status:
         sys.exit(status)
     return state
+
+
+# What the Host writes in an Agent's workspace; a directory holding anything else is the user's.
+_HOST_ENTRIES = frozenset(
+    {PROGRAM_DIR, FEEDBACK_DIR, ANALYSIS_DIR, TASK_MD, TASK_JSON, SKILLS_DIR, CLI_SHIM, f".{CLI_SHIM}.new"}
+)
+
+
+def _check_new_workspace(workspace_dir: str) -> None:
+    """``--workspace DIR`` of a new Run: missing, empty, or an earlier Run's workspace; never a
+    file, nor a directory of the user's own files, which the Host would write among."""
+    path = Path(workspace_dir)
+    if path.exists() and not path.is_dir():
+        raise CliError(f"--workspace {workspace_dir}: not a directory")
+    if path.is_dir():
+        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in _HOST_ENTRIES)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise CliError(
+                f"--workspace {workspace_dir}: holds files of its own ({shown}); "
+                "give a new or empty directory (or an earlier Run's workspace)"
+            )
 
 
 def resume_command(store_dir: str | None, run_id: str) -> str:

@@ -15,7 +15,7 @@ from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_
 from evopolicygym.records.runs import UnknownRun, resolve_run
 from evopolicygym.records.store import StoreError
 
-__all__ = ["open_existing", "resolve", "store_root"]
+__all__ = ["check_store_dir", "open_existing", "resolve", "store_root"]
 
 
 def store_root(ctx: click.Context, option: str | None = None) -> Path:
@@ -27,8 +27,19 @@ def store_root(ctx: click.Context, option: str | None = None) -> Path:
     return root if root is not None else resolve_store_path(None)
 
 
+def check_store_dir(path: str | Path | None) -> None:
+    """A store directory given as a path that names something else (a file) is a user error,
+    found before anything is created or recorded."""
+    if isinstance(path, str) and "://" in path:
+        return
+    root = resolve_store_path(path)
+    if root.exists() and not root.is_dir():
+        raise CliError(f"--store {path if path is not None else root}: {root} is not a directory (a store is one)")
+
+
 def open_existing(root: Path) -> Store:
     """The store at ``root``, which must exist (reading never creates one)."""
+    check_store_dir(root)
     if not (root / "events.db").exists():
         raise CliError(
             f"no store at {root}: create one with 'evopolicy record --store {root} create' "
