@@ -222,3 +222,25 @@ def test_a_workspace_holding_the_users_files_is_refused(tmp_path: Path) -> None:
     assert "--workspace" in line and "notes.txt" in line
     assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
     assert not (store / "events.db").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["evaluate", "baseline", "--benchmark", "gymnasium:CartPole-v1", "--param", "foo=bar"],
+        ["benchmarks", "show", "gymnasium:CartPole-v1", "--param", "foo=bar"],
+        ["benchmarks", "check", "gymnasium:CartPole-v1", "--param", "foo=bar"],
+    ],
+)
+def test_a_parameter_the_environment_does_not_take_is_one_line(args: list[str]) -> None:
+    line = _one_line_error(CliRunner().invoke(main, args))
+    assert "--param foo=bar" in line and "'foo'" in line
+
+
+def test_run_refuses_a_parameter_the_environment_does_not_take_before_recording(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    line = _one_line_error(CliRunner().invoke(
+        main, ["run", "--benchmark", "gymnasium:CartPole-v1", "--param", "foo=bar", "--store", str(store)]
+    ))
+    assert "--param foo=bar" in line
+    assert not (store / "events.db").exists()

@@ -29,9 +29,19 @@ def load(ref: str, params: Mapping[str, str]) -> Benchmark:
     if ref in FAMILIES:
         raise CliError(f"{ref} is a family of Benchmarks: use {ref}:<id>")
     try:
-        return load_benchmark(ref, params)
+        benchmark = load_benchmark(ref, params)
+        if params:
+            _ = benchmark.spec  # a lazy adapter makes its Environment here, meeting the parameters
+        return benchmark
     except ValueError as exc:
         raise CliError(str(exc)) from exc
+    except TypeError as exc:
+        # A factory handing --param on as keyword arguments (gymnasium.make) meets a name
+        # its constructor does not take; without --param it is a bug, not the user's.
+        if not params:
+            raise
+        given = ", ".join(f"{key}={value}" for key, value in params.items())
+        raise CliError(f"{ref} does not take --param {given}: {exc}") from exc
 
 
 def plan(benchmark: Benchmark, split: str, seed: int, count: int) -> list[PlannedEpisode]:

@@ -17,6 +17,7 @@ from rich.table import Table
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import param_option, store_option
 from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
@@ -247,6 +248,8 @@ def run(
         launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         containment = launcher.containment()  # before anything is recorded: fail closed
         check_store_dir(store_dir)
+        if params:  # parameters the Benchmark refuses, before anything is recorded
+            load(benchmark_ref, params)
         if workspace_dir is not None:
             _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
