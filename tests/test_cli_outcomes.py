@@ -244,3 +244,12 @@ def test_run_refuses_a_parameter_the_environment_does_not_take_before_recording(
     ))
     assert "--param foo=bar" in line
     assert not (store / "events.db").exists()
+
+
+def test_a_budget_over_the_limit_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", "--benchmark", "cartpole", "--budget", "2000000", "--store", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'--budget'" in lines[0] and "1000000" in lines[0]
+    assert "episode_budget" not in result.output
+    assert "1<=x<=1000000" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())

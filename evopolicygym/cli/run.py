@@ -53,6 +53,7 @@ from evopolicygym.run import (
     ValidationConfig,
     create_run,
 )
+from evopolicygym.run.config import MAX_EPISODES
 from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
 from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
 from evopolicygym.transcript import fault_line
@@ -104,8 +105,8 @@ def exit_status(reason: str | None) -> int:
 @click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
 @click.option("--agent-env", multiple=True, metavar="NAME", help="Environment variable the Agent inherits (repeatable).")
 @click.option("--program", "program_dir", metavar="DIR", default=None, help="Initial program [default: the Benchmark's baseline].")
-@click.option("--budget", type=click.IntRange(min=1), default=64, show_default=True, help="Episode budget.")
-@click.option("--pool-size", type=click.IntRange(min=1), default=None, help="Episode pool size [default: budget].")
+@click.option("--budget", type=click.IntRange(min=1, max=MAX_EPISODES), default=64, show_default=True, help="Episode budget: Episodes the Agent may spend on submissions.")
+@click.option("--pool-size", type=click.IntRange(min=1, max=MAX_EPISODES), default=None, help="Episode pool size [default: budget].")
 @click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="[default: budget]")
 @click.option("--max-episodes-per-submission", type=click.IntRange(min=1), default=None, help="[default: pool size]")
 @click.option(

@@ -10,7 +10,10 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["RULES", "AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+__all__ = ["MAX_EPISODES", "RULES", "AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+
+# The largest Episode budget and pool a Run takes (the CLI's --budget and --pool-size say so).
+MAX_EPISODES = 1_000_000
 
 # The version of the Run's rules a new Run is created with (recorded in its config, so a
 # Run is always replayed and resumed under the rules it was made under):
@@ -110,9 +113,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
                 raise RunConfigError(message)
 
         need(
-            1 <= self.episode_budget <= 1_000_000, "episode_budget must be between 1 and 1,000,000"
+            1 <= self.episode_budget <= MAX_EPISODES, f"episode_budget must be between 1 and {MAX_EPISODES:,}"
         )
-        need(1 <= self.pool_size <= 1_000_000, "episode_pool_size must be between 1 and 1,000,000")
+        need(1 <= self.pool_size <= MAX_EPISODES, f"episode_pool_size must be between 1 and {MAX_EPISODES:,}")
         need(self.submission_limit >= 1, "max_submissions must be at least 1")
         need(
             1 <= self.episode_limit <= self.pool_size,
