@@ -253,3 +253,21 @@ def test_a_budget_over_the_limit_is_a_usage_error_naming_the_option(tmp_path: Pa
     assert len(lines) == 1 and "'--budget'" in lines[0] and "1000000" in lines[0]
     assert "episode_budget" not in result.output
     assert "1<=x<=1000000" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+
+
+@pytest.mark.parametrize(("source", "needle"), [("def make_policy(:\n", "does not compile"), (None, "no policy.py")])
+def test_an_initial_program_that_cannot_be_submitted_is_refused_before_the_run(
+    tmp_path: Path, source: str | None, needle: str
+) -> None:
+    program = tmp_path / "program"
+    program.mkdir()
+    if source is None:
+        (program / "other.py").write_text("x = 1\n")
+    else:
+        (program / "policy.py").write_text(source)
+    store = tmp_path / "s"
+    line = _one_line_error(CliRunner().invoke(
+        main, ["run", "--benchmark", "cartpole", "--program", str(program), "--store", str(store)]
+    ))
+    assert "--program" in line and needle in line
+    assert not (store / "events.db").exists()

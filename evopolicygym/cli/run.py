@@ -54,6 +54,7 @@ from evopolicygym.run import (
     create_run,
 )
 from evopolicygym.run.config import MAX_EPISODES
+from evopolicygym.run.gateway import program_problem
 from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
 from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
 from evopolicygym.transcript import fault_line
@@ -245,6 +246,9 @@ def run(
             max_tokens=max_tokens,
         )
         program = Program.from_directory(program_dir) if program_dir else None
+        problem = program_problem(program) if program is not None else None
+        if problem is not None:  # refused now, not as the Agent's first program_invalid
+            raise CliError(f"--program {program_dir}: {problem}")
         skills = [load_skill(directory) for directory in skill_dirs]
         launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         containment = launcher.containment()  # before anything is recorded: fail closed

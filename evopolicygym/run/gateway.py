@@ -21,7 +21,7 @@ from evopolicygym.run.ledger import Ledger, Stopping, one_line
 from evopolicygym.run.supervisor import AgentSupervisor
 from evopolicygym.run.workspace import feedback_dir_name
 
-__all__ = ["SessionGateway"]
+__all__ = ["SessionGateway", "program_problem"]
 
 
 class SessionGateway:
@@ -162,9 +162,16 @@ def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:
         program = Program.from_files(files)
     except ProgramError as exc:
         return None, str(exc)
+    problem = program_problem(program)
+    return (None, problem) if problem is not None else (program, None)
+
+
+def program_problem(program: Program) -> str | None:
+    """Why ``program`` cannot be submitted (no policy.py, one that does not compile), or None:
+    the same check for the Agent's submissions and for a Run's initial program."""
     if "policy.py" not in program.paths():
-        return None, "the program has no policy.py at its top level"
+        return "the program has no policy.py at its top level"
     problem = _compiles(program.read("policy.py"))
     if problem is not None:
-        return None, f"policy.py does not compile: {problem}"
-    return program, None
+        return f"policy.py does not compile: {problem}"
+    return None
