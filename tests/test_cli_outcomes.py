@@ -271,3 +271,11 @@ def test_an_initial_program_that_cannot_be_submitted_is_refused_before_the_run(
     ))
     assert "--program" in line and needle in line
     assert not (store / "events.db").exists()
+
+
+def test_an_export_matching_no_run_fails_without_a_load_hint(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    assert CliRunner().invoke(main, ["record", "--store", store, "create"]).exit_code == 0
+    result = CliRunner().invoke(main, ["export", "--format", "sft", "--store", store, "-o", str(tmp_path / "ds")])
+    line = _one_line_error(result)
+    assert "no finished Run" in line and "load_dataset" not in result.output

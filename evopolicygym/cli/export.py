@@ -208,6 +208,17 @@ def export_command(
             )
         except (ExportError, OSError) as exc:
             raise CliError(f"export failed: {exc}") from exc
+    rows = sum(c["splits"][split]["rows"] for c in report.configs.values() for split in c["splits"])
+    if rows == 0:  # an empty dataset: nothing to load or push (its configs have no data)
+        what = (
+            "no finished Run in the store matches the filters"
+            if report.runs == 0
+            else f"the {report.runs} Runs matched give no rows of {', '.join(formats)}"
+        )
+        raise CliError(
+            f"{what}: the dataset in {report.output} is empty (see 'evopolicy record list')"
+            + (f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}" if report.skipped else "")
+        )
     pushed = None
     if push_to_hub:
         from evopolicygym_exporters.hub import HubError
