@@ -279,3 +279,16 @@ def test_an_export_matching_no_run_fails_without_a_load_hint(tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["export", "--format", "sft", "--store", store, "-o", str(tmp_path / "ds")])
     line = _one_line_error(result)
     assert "no finished Run" in line and "load_dataset" not in result.output
+
+
+def test_the_chat_agent_is_checked_before_the_run_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "s"
+    monkeypatch.delenv("EVOPOLICY_TEST_NO_SUCH_KEY", raising=False)
+    chat = ["run", "--benchmark", "cartpole", "--agent", "chat", "--model", "m", "--store", str(store)]
+    line = _one_line_error(CliRunner().invoke(
+        main, [*chat, "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "EVOPOLICY_TEST_NO_SUCH_KEY"]
+    ))
+    assert "--api-key-env EVOPOLICY_TEST_NO_SUCH_KEY" in line and "not set" in line
+    line = _one_line_error(CliRunner().invoke(main, [*chat, "--base-url", "http://127.0.0.1:9/v1"]))
+    assert "--base-url" in line and "does not answer" in line
+    assert not (store / "events.db").exists()

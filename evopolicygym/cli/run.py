@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -253,6 +254,8 @@ def run(
         launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         containment = launcher.containment()  # before anything is recorded: fail closed
         check_store_dir(store_dir)
+        if agent == "chat":
+            _check_chat(base_url, api_key_env)
         if params:  # parameters the Benchmark refuses, before anything is recorded
             load(benchmark_ref, params)
         if workspace_dir is not None:
@@ -354,6 +357,26 @@ def carry(
     if status:
         sys.exit(status)
     return state
+
+
+def _check_chat(base_url: str | None, api_key_env: str | None) -> None:
+    """The chat Agent's key variable (when named) is set and its endpoint answers, before
+    anything is recorded: otherwise the Run would only end agent_failed."""
+    if api_key_env and not os.environ.get(api_key_env):
+        raise CliError(f"--api-key-env {api_key_env}: that environment variable is not set")
+    if not base_url:
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=10):
+            pass
+    except urllib.error.HTTPError:
+        pass  # it answered (401 without a key, 404 where it lists no models): it is there
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CliError(f"--base-url {base_url}: the chat endpoint does not answer ({one_line(str(reason))})") from exc
 
 
 # What the Host writes in an Agent's workspace; a directory holding anything else is the user's.
