@@ -292,3 +292,16 @@ def test_the_chat_agent_is_checked_before_the_run_is_recorded(tmp_path: Path, mo
     line = _one_line_error(CliRunner().invoke(main, [*chat, "--base-url", "http://127.0.0.1:9/v1"]))
     assert "--base-url" in line and "does not answer" in line
     assert not (store / "events.db").exists()
+
+
+def test_a_failed_agents_last_stderr_lines_are_printed_when_the_run_ends(tmp_path: Path) -> None:
+    command = _agent(tmp_path, 'print("boom: no model configured", file=sys.stderr)\nsys.exit(3)\n')
+    result = CliRunner().invoke(
+        main,
+        ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
+         "--allow-uncontained-agent", "--store", str(tmp_path / "s"), "--json"],
+    )
+    assert result.exit_code == EXIT_AGENT, result.output
+    assert json.loads(result.stdout)["status"] == "agent_failed"
+    assert "the Agent's last stderr lines (attempt 1):" in result.stderr
+    assert "  boom: no model configured" in result.stderr.splitlines()

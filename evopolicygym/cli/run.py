@@ -40,7 +40,7 @@ from evopolicygym.records.events import (
     SubmissionPublished,
     SubmissionRejected,
 )
-from evopolicygym.records.location import open_store
+from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
 from evopolicygym.records.store import StoreError
 from evopolicygym.run import (
@@ -316,7 +316,8 @@ def carry(
                     f"the store at {store.path} is read-only: the Run cannot be carried on there"
                     + (" (it has finished: `evopolicy record show` tells its outcome)" if summary.finished else "")
                 )
-            if summary.finished:
+            already_ended = summary.finished  # (the view folds on into ``summary``)
+            if already_ended:
                 click.echo(f"the Run {run_id} has already ended ({summary.status}): nothing to resume", err=True)
             else:
                 try:
@@ -336,6 +337,8 @@ def carry(
                     with view:
                         state = host.drive()
                     outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
+                if state.finished == "agent_failed" and not already_ended:
+                    _print_agent_failure(store, host.events)
             except KeyboardInterrupt:
                 interrupted = {"run_id": run_id, "status": "interrupted"}
                 with contextlib.suppress(Exception):
@@ -399,6 +402,30 @@ def _check_new_workspace(workspace_dir: str) -> None:
                 f"--workspace {workspace_dir}: holds files of its own ({shown}); "
                 "give a new or empty directory (or an earlier Run's workspace)"
             )
+
+
+AGENT_STDERR_LINES = 10  # of a failed Agent's stderr, printed when its Run ends
+
+
+def _print_agent_failure(store: Store, events: list[Event]) -> None:
+    """Why the Agent failed, from the record: its last error and the end of its stderr."""
+    exits = [event for event in events if isinstance(event, AgentExited)]
+    if not exits:
+        return
+    last = exits[-1]
+    if last.last_error:
+        click.echo(f"agent error: {one_line(last.last_error)}", err=True)
+    if last.stderr_blob is None:
+        return
+    try:
+        text = store.blobs.get(last.stderr_blob).decode("utf-8", "replace")
+    except Exception:  # a blob gone: the outcome stands without it
+        return
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()][-AGENT_STDERR_LINES:]
+    if lines:
+        click.echo(f"the Agent's last stderr lines (attempt {last.attempt}):", err=True)
+        for line in lines:
+            click.echo(f"  {line}", err=True)
 
 
 def resume_command(store_dir: str | None, run_id: str) -> str:
