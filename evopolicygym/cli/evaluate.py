@@ -33,20 +33,35 @@ FAILURE_CHARS = 80
 @click.argument("program", metavar="PROGRAM")
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
-@click.option("--split", default="train", show_default=True, help="Episode split.")
-@click.option("--episodes", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Evaluation seed.")
+@click.option("--split", default="train", show_default=True, help="Episode split (see `evopolicy benchmarks show ID`).")
+@click.option(
+    "--episodes",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Episodes to evaluate on.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Evaluation seed: which Episodes of the split are planned.")
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs]."
 )
 @click.option(
     "--episode-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, max=86_400, min_open=True),
     default=30.0,
     show_default=True,
-    help="Seconds of policy time per Episode.",
+    help="Seconds of policy time per Episode, start-up plus every act(); past it "
+    "the Episode fails as a timeout.",
 )
-@click.option("--memory-mb", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(min=1, max=1 << 20),
+    default=1024,
+    show_default=True,
+    help="Megabytes of address space a policy process may allocate beyond the interpreter and "
+    "modules it starts with; an allocation past it fails the Episode as "
+    "resource_limit. It bounds new allocations only: a small policy runs even at 1.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 def evaluate(
     program: str,

@@ -97,28 +97,30 @@ def exit_status(reason: str | None) -> int:
 @param_option
 @click.option("--agent", type=click.Choice(list(PROVIDERS)), default="reference", show_default=True, help="Agent provider (see `evopolicy agents list`).")
 @click.option("--model", metavar="NAME", default=None, help="Model of the chat, codex, claude-code, kimi or qoder Agent.")
-@click.option("--effort", metavar="LEVEL", default=None, help="Reasoning effort (codex): minimal, low, medium or high.")
+@click.option("--effort", metavar="LEVEL", default=None, help="Reasoning effort (codex): minimal, low, medium, high or xhigh [default: the CLI's own].")
 @click.option("--base-url", metavar="URL", default=None, help="OpenAI-compatible endpoint of the chat Agent (e.g. http://127.0.0.1:8000/v1).")
 @click.option("--api-key-env", metavar="NAME", default=None, help="Variable holding the chat Agent's API key [default: OPENAI_API_KEY].")
-@click.option("--max-turns", type=int, default=None, help="Model calls of the chat Agent [default: 60].")
-@click.option("--max-tokens", type=int, default=None, help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].")
+@click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Model calls of the chat Agent [default: 60].")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].")
 @click.option("--skill", "skill_dirs", multiple=True, metavar="DIR", help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).")
 @click.option("--agent-command", metavar="CMD", default=None, help="Command line of a command Agent.")
 @click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
 @click.option("--agent-env", multiple=True, metavar="NAME", help="Environment variable the Agent inherits (repeatable).")
 @click.option("--program", "program_dir", metavar="DIR", default=None, help="Initial program [default: the Benchmark's baseline].")
 @click.option("--budget", type=click.IntRange(min=1, max=MAX_EPISODES), default=64, show_default=True, help="Episode budget: Episodes the Agent may spend on submissions.")
-@click.option("--pool-size", type=click.IntRange(min=1, max=MAX_EPISODES), default=None, help="Episode pool size [default: budget].")
-@click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="[default: budget]")
-@click.option("--max-episodes-per-submission", type=click.IntRange(min=1), default=None, help="[default: pool size]")
+@click.option("--pool-size", type=click.IntRange(min=1, max=MAX_EPISODES), default=None, help="Episodes in the Run-local pool the Agent selects from [default: the budget].")
+@click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="Submissions the Agent may make [default: the budget].")
+@click.option("--max-episodes-per-submission", type=click.IntRange(min=1), default=None, help="Episodes one Submission may select, 1 to the pool size [default: the pool size].")
 @click.option(
     "--finish-policy",
     type=click.Choice(["allow_early", "require_budget_exhaustion"]),
     default="allow_early",
     show_default=True,
+    help="allow_early: the Agent may finish with budget left; require_budget_exhaustion: "
+    "only once the budget is spent (--max-submissions x --max-episodes-per-submission must reach it).",
 )
-@click.option("--validation-episodes", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--max-candidates", type=click.IntRange(min=1, max=100), default=3, show_default=True)
+@click.option("--validation-episodes", type=click.IntRange(min=1), default=16, show_default=True, help="Hidden Episodes each candidate is validated on.")
+@click.option("--max-candidates", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Candidates the Agent may name when it finishes.")
 @click.option("--no-validation", is_flag=True, help="Take the Agent's first candidate as final.")
 @click.option(
     "--host-nomination",
@@ -126,17 +128,17 @@ def exit_status(reason: str | None) -> int:
     help="When the Agent exits without an accepted finish, validate its best published Submissions "
     "anyway (recorded as handoff: host; such a Run is never a success). Default: no final program.",
 )
-@click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True, help="Held-out Episodes the final program is assessed on.")
 @click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
-@click.option("--episode-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True)
-@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True)
+@click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
+@click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs].")
 @click.option("--max-agent-attempts", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Agent starts, counting restarts on resume.")
-@click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bulk feedback artifacts kept in the workspace (the newest always).")
-@click.option("--train-split", default="train", show_default=True, help="Split of the Episode pool.")
-@click.option("--validation-split", default="validation", show_default=True)
-@click.option("--assessment-split", default="assessment", show_default=True)
+@click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.")
+@click.option("--train-split", default="train", show_default=True, help="Split of the Episode pool; the three splits must differ.")
+@click.option("--validation-split", default="validation", show_default=True, help="Split of the validation Episodes (hidden from the Agent).")
+@click.option("--assessment-split", default="assessment", show_default=True, help="Split of the held-out assessment Episodes.")
 @click.option(
     "--record-trajectories",
     type=click.Choice(["none", "train", "all"]),
