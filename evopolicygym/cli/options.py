@@ -1,13 +1,15 @@
-"""Options shared by commands: ``--store`` and ``--param``."""
+"""Options shared by commands: ``--store`` (and the group that passes it on) and ``--param``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["param_option", "store_option"]
+from evopolicygym.cli.errors import Cli
+
+__all__ = ["RECORD_STORE_NOTE", "STORE_META", "StoreGroup", "given_store", "param_option", "store_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,8 +28,39 @@ def _parse_params(
     return params
 
 
-def store_option(note: str = "") -> Callable[[F], F]:
-    """``--store DIR`` (into ``store_dir``), the same on every command that opens a store."""
+STORE_META = "evopolicygym.cli.store"  # ctx.meta key: the --store given on the command line
+RECORD_STORE_NOTE = (
+    "; also accepted before the subcommand (`record --store DIR ...`): given at both, the two must agree"
+)
+
+
+def given_store(ctx: click.Context | None = None) -> str | None:
+    """The ``--store`` given on this command line (at a group or at its subcommand), if any:
+    what hints repeat, so a pasted command names the same store."""
+    ctx = ctx if ctx is not None else click.get_current_context(silent=True)
+    value = ctx.meta.get(STORE_META) if ctx is not None else None
+    return value if isinstance(value, str) and value else None
+
+
+def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Keep the ``--store`` in ``ctx.meta``, which a group's and its subcommand's contexts share,
+    so the ``record`` group's and a subcommand's are one setting; two different ones are refused."""
+    if value is None:
+        return None
+    earlier = ctx.meta.get(STORE_META)
+    if earlier is not None and earlier != value:
+        raise click.UsageError(
+            f"--store given twice with different stores ({earlier!r} and {value!r}): give it once"
+        )
+    ctx.meta[STORE_META] = value
+    return value
+
+
+def store_option(note: str = "", *, expose_value: bool = True) -> Callable[[F], F]:
+    """``--store DIR`` (into ``store_dir``), the same on every command that opens a store.
+
+    The value is also kept for :func:`given_store` (``stores.store_root`` and hints read it),
+    so a command that does not take it as an argument (``expose_value=False``) still has it."""
     from evopolicygym.records.location import STORE_ENV  # only commands with a store pay for it
 
     return click.option(
@@ -35,8 +68,25 @@ def store_option(note: str = "") -> Callable[[F], F]:
         "store_dir",
         metavar="DIR",
         default=None,
+        expose_value=expose_value,
+        callback=_remember_store,
         help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]{note}.",
     )
+
+
+class StoreGroup(Cli):
+    """A group with a ``--store`` of its own that each subcommand opening a store also accepts
+    (``record --store X list`` is ``record list --store X``); ``storeless`` names the
+    subcommands that open none (they are left without it)."""
+
+    def __init__(self, *args: Any, storeless: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.storeless = frozenset(storeless)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if (name or cmd.name) not in self.storeless and not any(p.name == "store_dir" for p in cmd.params):
+            store_option(RECORD_STORE_NOTE, expose_value=False)(cmd)
+        super().add_command(cmd, name)
 
 
 def param_option(fn: F) -> F:

@@ -20,13 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from evopolicygym.cli.checkout import checkout
-from evopolicygym.cli.errors import Cli, CliError, CliUsageError
-from evopolicygym.cli.options import store_option
+from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.hints import cli_command
+from evopolicygym.cli.options import StoreGroup, store_option
 from evopolicygym.cli.output import emit_json, one_line, printable
 from evopolicygym.cli.replay import replay
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, store_root
 from evopolicygym.records.events import Envelope
-from evopolicygym.records.location import Store, open_store, resolve_store_path
+from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, RunSummary, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError, StreamInfo
@@ -41,12 +42,13 @@ _RAW_JSON = msgspec.json.Decoder()
 _JSON_LINE = msgspec.json.Encoder()
 
 
-@click.group(cls=Cli, short_help="Inspect and verify the event store.")
-@store_option()
-@click.pass_context
-def record(ctx: click.Context, store_dir: str | None) -> None:
-    """Inspect the record: Runs, their events, integrity and the event schemas."""
-    ctx.obj = resolve_store_path(store_dir)
+@click.group(cls=StoreGroup, storeless=("schema",), short_help="Inspect and verify the event store.")
+@store_option("; also accepted after the subcommand (`record list --store DIR`)", expose_value=False)
+def record() -> None:
+    """Inspect the record: Runs, their events, integrity and the event schemas.
+
+    --store goes before or after the subcommand (`record --store DIR list` is
+    `record list --store DIR`); given at both, the two must name the same store."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -547,7 +549,7 @@ def schema(check: bool, output: Path | None) -> None:
         if problems:
             raise CliError(
                 f"{len(problems)} schema file(s) differ from the code: {'; '.join(problems)} "
-                f"(regenerate with 'evopolicy record schema --output {directory}')"
+                f"(regenerate with `{cli_command('record', 'schema', '--output', directory, takes_store=False)}`)"
             )
         click.echo(f"ok: {len(render_schemas())} schemas in {directory} match the code")
         return

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evopolicygym.cli.errors import CliError
-from evopolicygym.cli.options import store_option
+from evopolicygym.cli.options import RECORD_STORE_NOTE, store_option
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, store_root
 from evopolicygym.run.reevaluate import Mismatch, reevaluate
@@ -189,7 +189,7 @@ class _Bar:
 
 @click.command(short_help="Replay a Run from its log: timeline, checks, re-evaluation.")
 @click.argument("run", metavar="RUN")
-@store_option(" (or the record group's --store)")
+@store_option(RECORD_STORE_NOTE)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 @click.option(
     "--reevaluate",

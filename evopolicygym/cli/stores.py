@@ -11,6 +11,8 @@ from pathlib import Path
 import click
 
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.hints import cli_command
+from evopolicygym.cli.options import given_store
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.runs import UnknownRun, resolve_run
 from evopolicygym.records.store import StoreError
@@ -19,12 +21,10 @@ __all__ = ["check_store_dir", "open_existing", "resolve", "store_root"]
 
 
 def store_root(ctx: click.Context, option: str | None = None) -> Path:
-    """The store directory: ``option`` (a command's own ``--store``), else the one the
-    ``record`` group was given, else ``$EVOPOLICY_STORE`` or ``./evopolicy-store``."""
-    if option is not None:
-        return resolve_store_path(option)
-    root = ctx.find_object(Path)
-    return root if root is not None else resolve_store_path(None)
+    """The store directory: ``option`` (a command's own ``--store``), else the ``--store``
+    given on the command line (at the ``record`` group or after its subcommand), else
+    ``$EVOPOLICY_STORE`` or ``./evopolicy-store``."""
+    return resolve_store_path(option if option is not None else given_store(ctx))
 
 
 def check_store_dir(path: str | Path | None) -> None:
@@ -42,7 +42,7 @@ def open_existing(root: Path) -> Store:
     check_store_dir(root)
     if not (root / "events.db").exists():
         raise CliError(
-            f"no store at {root}: create one with 'evopolicy record --store {root} create' "
+            f"no store at {root}: create one with `{cli_command('record', 'create')}` "
             f"(or point --store or {STORE_ENV} at an existing store)"
         )
     try:
@@ -57,5 +57,5 @@ def resolve(store: Store, run: str) -> str:
         return resolve_run(store.events, run)
     except UnknownRun:
         raise CliError(
-            f"no run {run!r} in the store at {store.path} (see 'evopolicy record list')"
+            f"no run {run!r} in the store at {store.path} (see `{cli_command('record', 'list')}`)"
         ) from None
