@@ -561,3 +561,7 @@ def schema(check: bool, output: Path | None) -> None:
 
 record.add_command(checkout)
 record.add_command(replay)
+
+from evopolicygym.cli.agent_logs import logs  # noqa: E402
+
+record.add_command(logs)

@@ -1,0 +1,335 @@
+"""The README's examples, run as a reader runs them, so they cannot drift from the code.
+
+What runs (a convention of README.md's source):
+
+- Every fenced ``bash`` and ``python`` block is run, unless the line just before it is
+  ``<!-- not run: REASON -->`` (an Agent CLI with a model key, a model server, the network,
+  minutes of work, or the test suite itself): each such skip is written in the README with
+  its reason, never decided here.
+- ``<!-- file: PATH -->`` before a block: the block is a file the examples use (the policy
+  program); it is written at PATH in every directory the examples run in, not run.
+- ``<!-- needs extra: NAME -->`` before a block: it runs where the NAME family is installed
+  (``uv sync --extra NAME``); elsewhere it is skipped saying so, and under
+  ``EVOPOLICY_REQUIRE_EXTRAS=1`` (CI, ``--all-extras``) that is a failure.
+
+How: the Quickstart section runs first, in a temporary directory of its own. Every other
+``##`` section runs in a fresh temporary directory holding what a reader who ran the
+Quickstart there has: a copy of the store it recorded (``./evopolicy-store``, where the README
+says it is) and the ``file:`` blocks. A section's blocks run in order in its directory (the
+Datasets section loads the dataset its export wrote); each command (a line with its ``\\``
+continuations) is a real subprocess through ``bash -c``. ``uv run`` is not called: a leading
+``uv run`` is stripped and the directory of this interpreter's console scripts (the venv's
+``bin``) is put first on ``PATH``, so ``evopolicy`` and ``python`` are the project's own entry
+points (``uv run`` from a temporary directory would find no project, and would sync the
+environment). A ``python`` block runs as a script with the same interpreter, from the
+section's directory. Placeholders: ``RUN`` becomes the Quickstart's Run id, ``POSITION:HASH``
+what ``evopolicy record head`` prints there.
+
+Each command must exit 0 with no traceback; an ``evaluate`` must report no failed Episode
+(an example whose policy cannot play its Benchmark is not an example); where the README says
+what a command prints, ``_PROMISED`` checks those lines. After each section, everything left in
+its directory must be ignored by the repository's ``.gitignore``, so following the README in a
+checkout leaves nothing untracked (ruff, which honours ``.gitignore``, then ignores it too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+QUICKSTART = "Quickstart"
+STORE = "evopolicy-store"
+EXTRA_MODULES = {"box2d": "evopolicygym_box2d"}
+
+# What the README says a command prints: (a regex on the command, regexes its stdout must match).
+_PROMISED: list[tuple[str, list[str]]] = [
+    # "recorded in ./evopolicy-store, replayed from the log and verified"
+    (
+        r"evopolicy quickstart",
+        [r"run finished: finished", r"replayed from the log: the Run verifies"],
+    ),
+    (r"evopolicy record head\b", [r"(?m)^\d+:[0-9a-f]{64}$"]),  # POSITION:HASH
+    (r"evopolicy record verify", [r"(?m)^ok: "]),
+    (
+        r"evopolicy record replay \S+ --reevaluate",
+        [r"every score reproduces"],
+    ),  # "re-run every recorded score"
+    (r"evopolicy record checkout \S+ final ./best", [r"wrote submission \d+ of run"]),
+    (r"evopolicy run .*--agent reference", [r"run finished: finished"]),
+]
+
+
+@dataclass(frozen=True)
+class Block:
+    section: str
+    lang: str
+    text: str
+    line: int  # 1-based line of the opening fence
+    marker: str  # "", "not run", "file", "needs extra"
+    argument: str  # the reason, the path or the extra
+
+    @property
+    def commands(self) -> list[str]:
+        """The block's command lines, continuation lines joined, blank lines dropped."""
+        out: list[str] = []
+        pending = ""
+        for raw in self.text.splitlines():
+            if raw.rstrip().endswith("\\"):
+                pending += raw.rstrip()[:-1] + " "
+                continue
+            command = (pending + raw).strip()
+            pending = ""
+            if command and not command.startswith("#"):
+                out.append(command)
+        return out
+
+
+_MARKER = re.compile(r"<!--\s*(not run|file|needs extra):\s*(.*?)\s*-->")
+
+
+def readme_blocks() -> list[Block]:
+    """Every fenced block of README.md with its section and the marker on the line before."""
+    blocks: list[Block] = []
+    lines = README.read_text(encoding="utf-8").splitlines()
+    section = ""
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section = line[3:].strip()
+        fence = re.match(r"^```(\w*)\s*$", line)
+        if fence:
+            start = i
+            body: list[str] = []
+            i += 1
+            while i < len(lines) and lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            marker = _MARKER.fullmatch(lines[start - 1].strip()) if start else None
+            blocks.append(
+                Block(
+                    section=section,
+                    lang=fence.group(1),
+                    text="\n".join(body) + "\n",
+                    line=start + 1,
+                    marker=marker.group(1) if marker else "",
+                    argument=marker.group(2) if marker else "",
+                )
+            )
+        i += 1
+    return blocks
+
+
+def _runnable(block: Block) -> bool:
+    return block.lang in ("bash", "python") and block.marker not in ("not run", "file")
+
+
+def _sections() -> list[str]:
+    seen: list[str] = []
+    for block in readme_blocks():
+        if _runnable(block) and block.section != QUICKSTART and block.section not in seen:
+            seen.append(block.section)
+    return seen
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOPOLICY_")}
+    if "EVOPOLICY_REQUIRE_EXTRAS" in os.environ:
+        env["EVOPOLICY_REQUIRE_EXTRAS"] = os.environ["EVOPOLICY_REQUIRE_EXTRAS"]
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.pop("VIRTUAL_ENV", None)
+    env["COLUMNS"] = "160"
+    env["NO_COLOR"] = "1"
+    # load_dataset's cache and any Hub access stay out of the user's home and off the network.
+    env["HF_HOME"] = str(home / "hf")
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_DATASETS_OFFLINE"] = "1"
+    return env
+
+
+class Section:
+    """One section's directory and the state its placeholders read."""
+
+    def __init__(self, cwd: Path, scratch: Path, run_id: str | None) -> None:
+        self.cwd = cwd
+        self.scratch = scratch  # beside cwd, never in it: python blocks' scripts, HF cache
+        self.run_id = run_id
+        self.env = _env(scratch)
+
+    def _substitute(self, command: str) -> str:
+        if re.search(r"\bRUN\b", command):
+            assert self.run_id, f"{command!r} names RUN but no Run was recorded"
+            command = re.sub(r"\bRUN\b", self.run_id, command)
+        if "POSITION:HASH" in command:
+            head = self._call("evopolicy record head", "POSITION:HASH").stdout.strip()
+            command = command.replace("POSITION:HASH", head)
+        return command
+
+    def _call(self, command: str, shown: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert done.returncode == 0, (
+            f"README example {shown!r} exited {done.returncode}\n"
+            f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+        )
+        assert "Traceback" not in done.stderr, f"{shown!r} printed a traceback:\n{done.stderr}"
+        return done
+
+    def run_block(self, block: Block) -> list[tuple[str, str]]:
+        """Run one block; (command as written, stdout) per command."""
+        if block.lang == "python":
+            script = self.scratch / f"readme_line_{block.line}.py"
+            script.write_text(block.text, encoding="utf-8")
+            done = self._call(f"python {script}", f"python block at README line {block.line}")
+            return [(f"python block at line {block.line}", done.stdout)]
+        outputs = []
+        for written in block.commands:
+            assert written.startswith(("uv run ", "evopolicy ", "python ")), (
+                f"README line {block.line}: {written!r} is neither `uv run ...` nor `evopolicy ...`;"
+                " mark its block <!-- not run: REASON --> if it cannot run here"
+            )
+            assert not re.match(r"(uv run )?(pytest|python -m pytest)\b", written), (
+                "the test suite must not run itself from the README (mark its block not run)"
+            )
+            command = self._substitute(written.removeprefix("uv run "))
+            done = self._call(command, written)
+            _check_output(written, done.stdout, done.stdout + done.stderr)
+            outputs.append((written, done.stdout))
+        return outputs
+
+
+def _check_output(written: str, stdout: str, printed: str) -> None:
+    """The README's promises on what was printed (stdout and stderr); evaluate's failure count."""
+    for pattern, promised in _PROMISED:
+        if re.search(pattern, written):
+            for line in promised:
+                assert re.search(line, printed), f"{written!r} did not print {line!r}:\n{printed}"
+    if re.search(r"evopolicy evaluate\b", written):
+        if "--json" in written:
+            failures = json.loads(stdout)["failures"]
+        else:
+            found = re.search(r"failures\s+(\d+) of \d+ Episodes", stdout)
+            assert found, f"{written!r} printed no failure count:\n{stdout}"
+            failures = int(found.group(1))
+        assert failures == 0, f"{written!r}: {failures} Episodes failed; the example cannot play it"
+
+
+def _seed_files(cwd: Path) -> None:
+    for block in readme_blocks():
+        if block.marker == "file":
+            path = cwd / block.argument
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.text, encoding="utf-8")
+
+
+def _untracked(cwd: Path) -> list[str]:
+    """What `git status` would show in a checkout after these examples (.gitignore applied)."""
+    shutil.copy(ROOT / ".gitignore", cwd / ".gitignore")
+    git = ["git", "-c", "init.defaultBranch=main", "-C", str(cwd)]
+    subprocess.run([*git, "init", "-q"], check=True, capture_output=True)
+    listed = subprocess.run(
+        [*git, "ls-files", "--others", "--exclude-standard", "--directory"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [name for name in listed if name != ".gitignore"]
+
+
+def _section_blocks(section: str) -> list[Block]:
+    return [b for b in readme_blocks() if b.section == section and _runnable(b)]
+
+
+def _missing_extra(block: Block) -> str | None:
+    """The extra a ``needs extra:`` block names when its family is not installed."""
+    if block.marker != "needs extra":
+        return None
+    module = EXTRA_MODULES.get(block.argument)
+    assert module, f"README line {block.line}: unknown extra {block.argument!r}"
+    return block.argument if find_spec(module) is None else None
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Run the Quickstart section; its directory (with the store) and the Run id it recorded."""
+    cwd = tmp_path_factory.mktemp("quickstart")
+    section = Section(cwd, tmp_path_factory.mktemp("quickstart-scratch"), None)
+    blocks = _section_blocks(QUICKSTART)
+    assert blocks, "README has no runnable Quickstart block"
+    for block in blocks:
+        section.run_block(block)
+    listed = section._call("evopolicy record list --json", "record list --json").stdout
+    runs = json.loads(listed)
+    assert len(runs) == 1 and runs[0]["status"] == "finished", runs
+    return cwd, runs[0]["run_id"]
+
+
+def test_readme_blocks_are_accounted_for() -> None:
+    """Every block is run, a file, or skipped with its reason; the suite never runs itself."""
+    blocks = readme_blocks()
+    assert any(b.section == QUICKSTART and _runnable(b) for b in blocks)
+    for block in blocks:
+        if block.marker == "not run":
+            assert len(block.argument) > 10, f"README line {block.line}: say why it is not run"
+        if block.marker == "file":
+            assert block.argument and not block.argument.startswith("/"), block
+        if block.lang in ("bash", "sh", "shell", "console") and block.marker != "not run":
+            assert block.lang == "bash", f"README line {block.line}: shell blocks are ```bash"
+            for command in block.commands:
+                assert not re.match(r"(uv run )?pytest\b", command), (
+                    f"README line {block.line}: the test command must be in a not-run block"
+                )
+    pytest_lines = [b for b in blocks if any(re.match(r"uv run pytest\b", c) for c in b.commands)]
+    assert pytest_lines and all(b.marker == "not run" for b in pytest_lines)
+
+
+@pytest.mark.slow
+def test_readme_quickstart(quickstart: tuple[Path, str]) -> None:
+    cwd, run_id = quickstart
+    assert (cwd / STORE / "events.db").exists() or any((cwd / STORE).iterdir())
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", run_id)
+    assert _untracked(cwd) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _sections())
+def test_readme_section(name: str, quickstart: tuple[Path, str], tmp_path: Path) -> None:
+    store, run_id = quickstart
+    cwd = tmp_path / "reader"
+    cwd.mkdir()
+    shutil.copytree(store / STORE, cwd / STORE)
+    _seed_files(cwd)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    section = Section(cwd, scratch, run_id)
+    skipped = []
+    for block in _section_blocks(name):
+        extra = _missing_extra(block)
+        if extra:
+            skipped.append(f"README line {block.line} needs `uv sync --extra {extra}`")
+            continue
+        section.run_block(block)
+    assert _untracked(cwd) == [], "README examples wrote files .gitignore does not cover"
+    if skipped and os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+        pytest.fail(f"families missing but EVOPOLICY_REQUIRE_EXTRAS=1: {skipped}")
+    if skipped:
+        pytest.skip("; ".join(skipped))
