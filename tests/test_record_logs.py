@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -143,6 +144,19 @@ def test_json(failed: tuple[Path, Path, str, str]) -> None:
     }
     only = json.loads(_logs(failed, "--json", "--stderr").stdout)
     assert only["stderr"] == STDERR.decode() and "stdout" not in only
+
+
+def test_the_hint_the_run_printed_works_when_pasted(failed: tuple[Path, Path, str, str]) -> None:
+    cwd, _, run_id, run_stderr = failed
+    hints = [line for line in run_stderr.splitlines() if line.startswith("all of its output: ")]
+    assert len(hints) == 1, run_stderr
+    words = shlex.split(hints[0].split(": ", 1)[1])
+    start = words.index("evopolicy")
+    assert words[:start] in ([], ["uv", "run"])  # the launcher the user ran, where it can tell
+    assert words[start + 1 : start + 4] == ["record", "logs", run_id]
+    pasted = _cli(*words[start + 1 :], cwd=cwd)
+    assert pasted.returncode == 0
+    assert pasted.stdout == _logs(failed).stdout
 
 
 @pytest.mark.parametrize(

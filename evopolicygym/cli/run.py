@@ -410,24 +410,32 @@ AGENT_STDERR_LINES = 10  # of a failed Agent's stderr, printed when its Run ends
 
 
 def _print_agent_failure(store: Store, events: list[Event]) -> None:
-    """Why the Agent failed, from the record: its last error and the end of its stderr."""
-    exits = [event for event in events if isinstance(event, AgentExited)]
-    if not exits:
+    """Why the Agent failed, from the record: its last error and the end of its stderr
+    (read as ``record logs`` reads it, which prints all of it)."""
+    from evopolicygym.cli.agent_logs import terminal_text
+    from evopolicygym.cli.hints import cli_command
+    from evopolicygym.records.agent_output import agent_attempts
+    from evopolicygym.records.events import RunCreated
+
+    attempts = agent_attempts(events)
+    last = attempts[-1] if attempts else None
+    if last is None or last.exited is None:
         return
-    last = exits[-1]
-    if last.last_error:
-        click.echo(f"agent error: {one_line(last.last_error)}", err=True)
-    if last.stderr_blob is None:
-        return
+    if last.exited.last_error:
+        click.echo(f"agent error: {one_line(last.exited.last_error)}", err=True)
     try:
-        text = store.blobs.get(last.stderr_blob).decode("utf-8", "replace")
+        stderr = last.output(store.blobs, "stderr")
     except Exception:  # a blob gone: the outcome stands without it
         return
+    text = terminal_text(stderr or b"")
     lines = [line.rstrip() for line in text.splitlines() if line.strip()][-AGENT_STDERR_LINES:]
     if lines:
         click.echo(f"the Agent's last stderr lines (attempt {last.attempt}):", err=True)
         for line in lines:
             click.echo(f"  {line}", err=True)
+        run_id = next((event.run_id for event in events if isinstance(event, RunCreated)), None)
+        if run_id is not None:
+            click.echo(f"all of its output: {cli_command('record', 'logs', run_id)}", err=True)
 
 
 def resume_command(store_dir: str | None, run_id: str) -> str:
