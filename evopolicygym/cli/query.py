@@ -34,12 +34,10 @@ import click
 import duckdb
 import msgspec
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.options import store_option
-from evopolicygym.cli.output import emit_json, one_line, printable
+from evopolicygym.cli.output import emit_json, one_line, print_table, printable
 from evopolicygym.records import read_models
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
 from evopolicygym.records.projections import DEFAULT_BATCH, PAGE_BYTES, catch_up
@@ -296,16 +294,28 @@ def _print_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
 
 
 def _print_table(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """A table in the terminal's width: identifier columns (``*_id``) whole, the others
+    wrapped; one block per row (``column value``) when the columns do not fit side by side."""
+    from rich.text import Text
+
     console = Console()
     if not columns:
         return
-    table = Table(*(escape(printable(column, cell=True)) for column in columns))
-    for row in rows:
-        table.add_row(
-            *(
-                "[dim]NULL[/]" if value is None else escape(printable(_text(value), cell=True))
+    keys = [i for i, column in enumerate(columns) if column == "id" or column.endswith("_id")]
+    print_table(
+        console,
+        [printable(column, cell=True) for column in columns],
+        [
+            [
+                Text("NULL", style="dim")
+                if value is None
+                else ("true" if value else "false")
+                if isinstance(value, bool)
+                else printable(_text(value), cell=True)
                 for value in row
-            )
-        )
-    console.print(table)
+            ]
+            for row in rows
+        ],
+        keys=keys,
+    )
     console.print(f"[dim]{len(rows)} row{'' if len(rows) == 1 else 's'}[/]")

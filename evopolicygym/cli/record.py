@@ -23,7 +23,15 @@ from evopolicygym.cli.checkout import checkout
 from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import StoreGroup, store_option
-from evopolicygym.cli.output import emit_json, one_line, printable
+from evopolicygym.cli.output import (
+    clip,
+    emit_json,
+    flatten,
+    human,
+    one_line,
+    print_table,
+    printable,
+)
 from evopolicygym.cli.replay import replay
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, store_root
 from evopolicygym.records.events import Envelope
@@ -126,17 +134,28 @@ def list_runs(ctx: click.Context, as_json: bool) -> None:
     if not rows:
         click.echo(f"no runs in the store at {store_root(ctx)}")
         return
-    table = Table("run", "events", "created", "benchmark", "agent", "status")
-    for row in rows:
-        table.add_row(
-            escape(row["run_id"]),
-            str(row["events"]),
-            row["created_at"] or "",
-            escape(row["benchmark"] or "?"),
-            escape(row["agent"] or "?"),
-            escape(row["status"]),
-        )
-    _console().print(table)
+    # The run id is whole on one line whatever the width (it is what one copies); the
+    # event counts are in --json.
+    print_table(
+        _console(),
+        ["run", "created (UTC)", "benchmark", "agent", "status"],
+        [
+            [
+                printable(row["run_id"], cell=True),
+                _when(row["created_at"]),
+                printable(row["benchmark"] or "-", cell=True),
+                printable(row["agent"] or "-", cell=True),
+                printable(row["status"], cell=True),
+            ]
+            for row in rows
+        ],
+    )
+
+
+def _when(iso: str | None) -> str:
+    """An ISO 8601 UTC time as a person reads it: date, hours and minutes (--json has it
+    to the millisecond)."""
+    return "-" if iso is None else iso[:16].replace("T", " ")
 
 
 # --------------------------------------------------------------------------- show
@@ -170,6 +189,7 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
         "pool_size": summary.pool_size,
         "environment_digest": summary.environment_digest,
         "initial_program_digest": summary.initial_program_digest,
+        "episode_budget": summary.episode_budget,
         "budget_used": summary.budget_used,
         "budget_left": summary.budget_left,
         "submissions": [
@@ -224,22 +244,42 @@ def _containment(value: str | None) -> str:
 
 
 def _fmt(value: Any) -> str:
-    if value is None:
+    return human(value)
+
+
+def _agent(agent: dict[str, Any] | None) -> str:
+    """Who the Agent was, each thing said once: ``reference``, ``chat (openai, model gpt-x)``."""
+    if not agent:
         return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    name = str(agent.get("name") or "-")
+    details = [str(agent["provider"])] if agent.get("provider") not in (None, "", name) else []
+    if agent.get("model"):
+        details.append(f"model {agent['model']}")
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+def _budget(summary: dict[str, Any]) -> str:
+    """``8 Episodes, 3 used, 5 left``; what is left is the budget less what is used
+    where the log has not said it yet."""
+    used, budget, left = summary["budget_used"], summary.get("episode_budget"), summary["budget_left"]
+    if budget is None:
+        return f"{used} Episodes used (the budget is not recorded)"
+    if left is None:
+        left = max(budget - used, 0)
+    return f"{budget} Episodes, {used} used, {left} left"
+
+
+def _config(config: dict[str, Any] | None) -> str:
+    if not config:
+        return "-"
+    return ", ".join(f"{key}={human(value)}" for key, value in flatten(config))
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
     console = _console()
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
+    grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    agent = summary["agent"] or {}
-    agent_text = " ".join(
-        str(part) for part in (agent.get("name"), agent.get("provider"), agent.get("model")) if part
-    )
     terminal = summary["terminal"]
     final = summary["final_submission"]
     assessment = summary["assessment"]
@@ -249,21 +289,23 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("created", summary["created_at"] or "-"),
         ("status", summary["status"]),
         ("benchmark", summary["benchmark"] or "-"),
-        ("agent", agent_text or "-"),
+        ("agent", _agent(summary["agent"])),
         ("agent jail", _containment(summary["agent_containment"])),
-        ("config", msgspec.json.encode(summary["config"], order="sorted").decode()),
-        ("pool", f"{_fmt(summary['pool_size'])} Episodes"),
+        ("config", _config(summary["config"])),
+        ("pool", "-" if summary["pool_size"] is None else f"{summary['pool_size']} Episodes"),
         ("initial program", summary["initial_program_digest"] or "-"),
-        ("budget", f"{summary['budget_used']} used, {_fmt(summary['budget_left'])} left"),
+        ("budget", _budget(summary)),
         ("rejected", str(summary["rejected_submissions"])),
     ]
     if summary["agent_errors"]:
-        rows.append(("agent errors", f"{summary['agent_errors']} (last: {summary['last_agent_error'] or '-'})"))
+        last = summary["last_agent_error"]
+        rows.append(("agent errors", f"{summary['agent_errors']}" + (f" (last: {last})" if last else "")))
     if summary["unknown_stream_kinds"]:
         kinds = ", ".join(f"{kind} {count}" for kind, count in summary["unknown_stream_kinds"].items())
         rows.append(("unparsed lines", kinds))
     if final is not None:
-        rows.append(("final", f"submission {final['submission_id']} ({_fmt(final['score'])})"))
+        score = "" if final["score"] is None else f", validation score {_fmt(final['score'])}"
+        rows.append(("final", f"submission {final['submission_id']}{score}"))
     if summary["validation_error"]:
         rows.append(("validation", f"failed: {summary['validation_error']}"))
     if assessment is not None:
@@ -274,7 +316,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 (
                     "assessment",
                     f"submission {assessment['submission_id']}: {_fmt(assessment['score'])} "
-                    f"({assessment['failures']} failures)",
+                    f"({assessment['failures']} failures in {assessment['episodes']} Episodes)",
                 )
             )
     if terminal is not None:
@@ -295,18 +337,24 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(grid)
     if not summary["submissions"]:
         return
-    table = Table("#", "status", "score", "failures", "episodes", "validation", "program")
-    for entry in summary["submissions"]:
-        table.add_row(
-            str(entry["submission_id"]),
-            escape(entry["status"]),
-            _fmt(entry["score"]),
-            _fmt(entry["failures"]),
-            str(entry["episodes"]),
-            _fmt(entry["validation_score"]),
-            escape(_digest(entry["program_digest"])),
-        )
-    console.print(table)
+    console.print()
+    print_table(
+        console,
+        ["#", "status", "score", "failures", "episodes", "validation", "program"],
+        [
+            [
+                str(entry["submission_id"]),
+                printable(entry["status"], cell=True),
+                _fmt(entry["score"]),
+                _fmt(entry["failures"]),
+                str(entry["episodes"]),
+                _fmt(entry["validation_score"]),
+                _digest(entry["program_digest"]),
+            ]
+            for entry in summary["submissions"]
+        ],
+        keys=(0, 6),
+    )
 
 
 @record.command(short_help="Summarise one Run.")
@@ -334,19 +382,17 @@ def _digest(value: str | None) -> str:
     return value[:19] + "…" if value.startswith("sha256:") and len(value) > 19 else value
 
 
+SHORT_CHARS = 40  # of one value in an event's one-line summary
+
+
 def _short(value: Any) -> str:
-    if isinstance(value, list):
-        return f"[{len(value)}]"
-    if isinstance(value, dict):
-        return f"{{{len(value)}}}"
-    if isinstance(value, float):
-        return f"{value:.6g}"
     if isinstance(value, str):
         if value.startswith("sha256:") and len(value) == 71:
             return _digest(value)
-        text = one_line(value)
-        return text if len(text) <= 40 else text[:37] + "..."
-    return msgspec.json.encode(value).decode()
+        return human(one_line(value), SHORT_CHARS)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return human(value, SHORT_CHARS)
 
 
 def payload_summary(envelope: Envelope) -> str:
@@ -370,8 +416,7 @@ def payload_summary(envelope: Envelope) -> str:
             parts.append(f"messages={len(data[key])}")
             continue
         parts.append(f"{key}={_short(data[key])}")
-    text = " ".join(parts)
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 3] + "..."
+    return clip(" ".join(parts), SUMMARY_CHARS)
 
 
 def envelope_json(envelope: Envelope) -> dict[str, Any]:

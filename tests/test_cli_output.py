@@ -1,0 +1,170 @@
+"""What the CLI prints for people, at 80 columns and piped: identifiers whole, tables that
+fit (or turn vertical), values without Python reprs. Every check runs the real CLI in a
+subprocess, its stdout a pipe and COLUMNS set, as `COLUMNS=80 evopolicy ... | cat` does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PYTHON_VALUES = ("None", "{'", "['", "True", "False")
+
+
+@dataclass(frozen=True)
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, columns: int = 80, cwd: Path | None = None) -> Done:
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
+    env.pop("EVOPOLICY_STORE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "evopolicygym.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def ok(*args: str, columns: int = 80) -> str:
+    done = cli(*args, columns=columns)
+    assert done.code == 0, done.stderr
+    return done.stdout
+
+
+def assert_fits(text: str, width: int) -> None:
+    for line in text.splitlines():
+        assert len(line.rstrip()) <= width, line
+
+
+@dataclass(frozen=True)
+class Runs:
+    store: str
+    finished: str  # a Run of the reference Agent, through Validation and Assessment
+    failed: str  # a Run whose Agent failed before any submission
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    store = str(tmp_path_factory.mktemp("output") / "store")
+    common = (
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--store",
+        store,
+        "--allow-uncontained-agent",
+        "--json",
+    )
+    finished = cli(
+        *common,
+        "--budget", "3", "--validation-episodes", "1", "--assessment-episodes", "1", "--max-candidates", "2",
+    )  # fmt: skip
+    assert finished.code == 0, finished.stderr
+    failed = cli(*common, "--budget", "8", "--agent", "command", "--agent-command", "false")
+    assert failed.code != 0
+    return Runs(store, json.loads(finished.stdout)["run_id"], json.loads(failed.stdout)["run_id"])
+
+
+@pytest.mark.parametrize("columns", [80, 40])
+def test_record_list_prints_run_ids_whole(runs: Runs, columns: int) -> None:
+    out = ok("record", "--store", runs.store, "list", columns=columns)
+    assert_fits(out, columns)
+    for run_id in (runs.finished, runs.failed):
+        # whole, on one line, with no rule character stuck to it
+        assert re.search(rf"(^|\s){re.escape(run_id)}(\s|$)", out, re.MULTILINE), out
+    assert "…" not in out
+    for word in (
+        "created",
+        "benchmark",
+        "agent",
+        "status",
+        "cartpole",
+        "reference",
+        "agent_failed",
+    ):
+        assert word in out
+
+
+def test_record_list_at_80_columns_is_one_line_a_run(runs: Runs) -> None:
+    lines = ok("record", "--store", runs.store, "list").splitlines()
+    [finished] = [line for line in lines if runs.finished in line]
+    assert finished.split()[-1] == "finished" and "cartpole" in finished and "reference" in finished
+
+
+def test_record_show_renders_values_for_people(runs: Runs) -> None:
+    out = ok("record", "--store", runs.store, "show", runs.finished)
+    assert_fits(out, 80)
+    for value in PYTHON_VALUES:
+        assert value not in out, value
+    rows = {line[:17].strip(): line[17:].strip() for line in out.splitlines() if line[:1].strip()}
+    assert rows["agent"] == "reference"  # not "reference reference"
+    assert rows["budget"] == "3 Episodes, 3 used, 0 left"
+    assert rows["config"].startswith("agent_timeout=3600, assessment.enabled=yes,")
+    assert "assessment.episodes=1," in out and "jobs=-," in out
+    summary = json.loads(ok("record", "--store", runs.store, "show", runs.finished, "--json"))
+    final = summary["final_submission"]
+    assert (
+        rows["final"] == f"submission {final['submission_id']}, validation score {final['score']:g}"
+    )
+
+
+def test_record_show_tells_the_budget_of_a_run_with_no_submission(runs: Runs) -> None:
+    out = ok("record", "--store", runs.store, "show", runs.failed)
+    assert "budget           8 Episodes, 0 used, 8 left" in out
+    assert " - left" not in out
+    for value in PYTHON_VALUES:
+        assert value not in out, value
+
+
+def test_record_events_show_list_values(runs: Runs) -> None:
+    out = ok("record", "--store", runs.store, "events", runs.finished)
+    events = [
+        json.loads(line)
+        for line in ok(
+            "record", "--store", runs.store, "events", runs.finished, "--json"
+        ).splitlines()
+    ]
+    [finish] = [e["payload"] for e in events if e["type"] == "FinishAccepted"]
+    [line] = [line for line in out.splitlines() if "FinishAccepted" in line]
+    shown = ", ".join(str(c) for c in finish["candidates"])
+    assert f"candidates=[{shown}]" in line
+    assert "None" not in out and "{'" not in out
+
+
+def test_query_select_star_turns_vertical_when_too_wide(runs: Runs) -> None:
+    columns = json.loads(
+        ok("query", "--store", runs.store, "SELECT * FROM runs LIMIT 1", "--json")
+    )[0]
+    out = ok("query", "--store", runs.store, "SELECT * FROM runs")
+    assert_fits(out, 80)
+    assert "…" not in out
+    lines = out.splitlines()
+    for name in columns:  # every column name readable, at the start of its line
+        assert any(line.split()[:1] == [name] for line in lines if line.strip()), name
+    assert f"run_id               {runs.finished}" in out or re.search(
+        rf"^run_id\s+{re.escape(runs.finished)}$", out, re.MULTILINE
+    )
+    assert lines[-1] == "2 rows"
+    assert "True" not in out and "False" not in out
+
+
+def test_query_narrow_selection_is_a_table(runs: Runs) -> None:
+    out = ok("query", "--store", runs.store, "SELECT run_id, status FROM runs ORDER BY created_at")
+    lines = out.splitlines()
+    assert lines[0].split() == ["run_id", "status"]
+    assert lines[2].split() == [runs.finished, "finished"]
+    assert lines[3].split() == [runs.failed, "agent_failed"]
