@@ -554,3 +554,25 @@ def test_lunar_lander_without_box2d(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "Box2D", None)  # makes ``import Box2D`` fail
     with pytest.raises(BenchmarkError, match="uv sync --extra box2d"):
         box2d.lunar_lander()
+
+
+def test_missing_gymnasium_dependency_names_the_extra_not_pip() -> None:
+    """Gymnasium's advice (`pip install "gymnasium[box2d]"`, which builds box2d-py with swig) is
+    replaced by the project's extra, which installs the box2d wheel and pygame. Box2D is made
+    unimportable in a real `evopolicy` process, as where the extra is not installed."""
+    import subprocess
+
+    script = (
+        "import sys; sys.modules['Box2D'] = None\n"
+        "from evopolicygym.cli import main\n"
+        "sys.argv = ['evopolicy', 'benchmarks', 'show', 'gymnasium:LunarLander-v3']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: gymnasium:LunarLander-v3: missing dependency: Box2D is not installed; "
+        "install it with: uv sync --extra box2d"
+    ]

@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib
 import math
 import random
+import re
 import statistics
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, metadata
 from pathlib import Path
 from typing import Any
 
@@ -423,6 +425,28 @@ class GymnasiumEnvironment:
 # --- the Benchmark -----------------------------------------------------------------------------
 
 
+def _install_hint(message: str) -> str:
+    """Gymnasium's missing-dependency text with its pip advice replaced by this project's extra.
+
+    Gymnasium says ``pip install "gymnasium[box2d]"``, which builds box2d-py with swig; the
+    project's ``box2d`` extra installs the box2d wheel and pygame instead. A namespace that is
+    not registered (``ALE``) gets the extra of that name too. Text naming no extra is kept.
+    """
+    try:
+        extras = set(metadata("evopolicygym").get_all("Provides-Extra") or [])
+    except PackageNotFoundError:
+        return message
+    named = re.search(r"gymnasium\[(\w+)\]", message)
+    if named and named.group(1).lower() in extras:
+        missing = re.split(r",|\.| is not installed", message, maxsplit=1)[0].strip()
+        extra = named.group(1).lower()
+        return f"{missing} is not installed; install it with: uv sync --extra {extra}"
+    namespace = re.search(r"Namespace (\w+) not found", message)
+    if namespace and namespace.group(1).lower() in extras:
+        return f"{message} Install it with: uv sync --extra {namespace.group(1).lower()}"
+    return message
+
+
 def _lookup_spec(env_id: str) -> Any:
     """The registered EnvSpec; ``module:Env-v0`` imports ``module`` first, like gymnasium.make."""
     name = env_id
@@ -437,7 +461,9 @@ def _lookup_spec(env_id: str) -> Any:
     try:
         return gymnasium.spec(name)
     except gymnasium.error.Error as exc:
-        raise BenchmarkError(f"unknown Gymnasium environment id {env_id!r}: {exc}") from exc
+        raise BenchmarkError(
+            f"unknown Gymnasium environment id {env_id!r}: {_install_hint(str(exc))}"
+        ) from exc
 
 
 class GymnasiumBenchmark:
@@ -522,7 +548,9 @@ class GymnasiumBenchmark:
                 **self.make_kwargs,
             )
         except gymnasium.error.DependencyNotInstalled as exc:
-            raise BenchmarkError(f"{self.benchmark_id}: missing dependency: {exc}") from exc
+            raise BenchmarkError(
+                f"{self.benchmark_id}: missing dependency: {_install_hint(str(exc))}"
+            ) from exc
         except gymnasium.error.Error as exc:
             raise BenchmarkError(
                 f"{self.benchmark_id}: cannot make {self.env_id!r}: {exc}"
