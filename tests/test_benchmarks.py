@@ -576,3 +576,28 @@ def test_missing_gymnasium_dependency_names_the_extra_not_pip() -> None:
         "error: gymnasium:LunarLander-v3: missing dependency: Box2D is not installed; "
         "install it with: uv sync --extra box2d"
     ]
+
+
+def test_an_id_registered_on_import_is_named_with_its_module() -> None:
+    """Gymnasium 1.x loads no plugins: MiniGrid's ids exist once ``minigrid`` is imported. The
+    error names the id that imports it and the extra; that id then works where it is installed."""
+    import subprocess
+
+    evopolicy = [sys.executable, "-c", "from evopolicygym.cli import main; main()"]
+    done = subprocess.run(
+        [*evopolicy, "benchmarks", "show", "gymnasium:MiniGrid-Empty-5x5-v0"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert "name it gymnasium:minigrid:MiniGrid-Empty-5x5-v0" in line
+    assert line.endswith("(minigrid is installed by: uv sync --extra minigrid)")
+    if importlib.util.find_spec("minigrid") is None:
+        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+            pytest.fail("the minigrid extra is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
+        return
+    named = subprocess.run(
+        [*evopolicy, "benchmarks", "show", "gymnasium:minigrid:MiniGrid-Empty-5x5-v0", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert named.returncode == 0, named.stderr

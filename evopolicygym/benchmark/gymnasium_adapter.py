@@ -429,8 +429,8 @@ def _install_hint(message: str) -> str:
     """Gymnasium's missing-dependency text with its pip advice replaced by this project's extra.
 
     Gymnasium says ``pip install "gymnasium[box2d]"``, which builds box2d-py with swig; the
-    project's ``box2d`` extra installs the box2d wheel and pygame instead. A namespace that is
-    not registered (``ALE``) gets the extra of that name too. Text naming no extra is kept.
+    project's ``box2d`` extra installs the box2d wheel and pygame instead. Text naming no extra
+    of this project is kept.
     """
     try:
         extras = set(metadata("evopolicygym").get_all("Provides-Extra") or [])
@@ -441,10 +441,27 @@ def _install_hint(message: str) -> str:
         missing = re.split(r",|\.| is not installed", message, maxsplit=1)[0].strip()
         extra = named.group(1).lower()
         return f"{missing} is not installed; install it with: uv sync --extra {extra}"
-    namespace = re.search(r"Namespace (\w+) not found", message)
-    if namespace and namespace.group(1).lower() in extras:
-        return f"{message} Install it with: uv sync --extra {namespace.group(1).lower()}"
     return message
+
+
+# Environment ids registered only when their package is imported (Gymnasium 1.x loads no
+# plugins): id prefix -> (the module to name, the extra that installs it).
+_REGISTERED_ON_IMPORT = {
+    "ALE/": ("ale_py", "ale"),
+    "MiniGrid-": ("minigrid", "minigrid"),
+    "BabyAI-": ("minigrid", "minigrid"),
+}
+
+
+def _register_hint(env_id: str) -> str:
+    """For an id whose package registers it on import: the id that imports it, and the extra."""
+    for prefix, (module, extra) in _REGISTERED_ON_IMPORT.items():
+        if env_id.startswith(prefix):
+            return (
+                f" {module} registers it when imported, so name it gymnasium:{module}:{env_id}"
+                f" ({module} is installed by: uv sync --extra {extra})"
+            )
+    return ""
 
 
 def _lookup_spec(env_id: str) -> Any:
@@ -462,7 +479,7 @@ def _lookup_spec(env_id: str) -> Any:
         return gymnasium.spec(name)
     except gymnasium.error.Error as exc:
         raise BenchmarkError(
-            f"unknown Gymnasium environment id {env_id!r}: {_install_hint(str(exc))}"
+            f"unknown Gymnasium environment id {env_id!r}: {exc}{_register_hint(env_id)}"
         ) from exc
 
 
