@@ -97,12 +97,12 @@ def logs(
     recorded (secrets the Host knows are redacted before anything is stored).
 
     The record keeps the two streams apart, not interleaved: without --stdout or --stderr
-    both are printed, stdout first, each under a "==> stdout (attempt N) <==" line. Text is
+    both are printed, stdout first, each under a line such as "==> stdout (attempt 1, exited, code 3) <==". Text is
     decoded as UTF-8 and control characters are shown as \\xNN; --raw writes the bytes.
     An attempt the Host was interrupted under kept its streamed stdout but not its stderr.
 
-    Exit status 1 when the Run, the attempt, or any output of the chosen streams is not
-    in the record.
+    Exit status 1 when the Run or the attempt is not in the store, or the chosen streams
+    hold nothing (not recorded, or the Agent printed nothing there).
     """
     if only_stdout and only_stderr:
         raise CliUsageError("--stdout and --stderr exclude each other (give neither for both)")
