@@ -8,7 +8,7 @@ What runs (a convention of README.md's source):
   its reason, never decided here.
 - ``<!-- file: PATH -->`` before a block: the block is a file the examples use (the policy
   program); it is written at PATH in every directory the examples run in, not run.
-- ``<!-- needs extra: NAME -->`` before a block: it runs where the NAME family is installed
+- ``<!-- needs extra: NAME, ... -->`` before a block: it runs where those extras are installed
   (``uv sync --extra NAME``); elsewhere it is skipped saying so, and under
   ``EVOPOLICY_REQUIRE_EXTRAS=1`` (CI, ``--all-extras``) that is a failure.
 
@@ -51,7 +51,12 @@ README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 QUICKSTART = "Quickstart"
 STORE = "evopolicy-store"
-EXTRA_MODULES = {"box2d": "evopolicygym_box2d"}
+EXTRA_MODULES = {
+    "box2d": "evopolicygym_box2d",
+    "minigrid": "minigrid",
+    "ale": "ale_py",
+    "mujoco": "mujoco",
+}
 
 # What the README says a command prints: (a regex on the command, regexes its stdout must match).
 _PROMISED: list[tuple[str, list[str]]] = [
@@ -259,13 +264,17 @@ def _section_blocks(section: str) -> list[Block]:
     return [b for b in readme_blocks() if b.section == section and _runnable(b)]
 
 
-def _missing_extra(block: Block) -> str | None:
-    """The extra a ``needs extra:`` block names when its family is not installed."""
+def _missing_extras(block: Block) -> list[str]:
+    """The extras a ``needs extra:`` block names (comma-separated) that are not installed."""
     if block.marker != "needs extra":
-        return None
-    module = EXTRA_MODULES.get(block.argument)
-    assert module, f"README line {block.line}: unknown extra {block.argument!r}"
-    return block.argument if find_spec(module) is None else None
+        return []
+    missing = []
+    for extra in (name.strip() for name in block.argument.split(",")):
+        module = EXTRA_MODULES.get(extra)
+        assert module, f"README line {block.line}: unknown extra {extra!r}"
+        if find_spec(module) is None:
+            missing.append(extra)
+    return missing
 
 
 @pytest.fixture(scope="module")
@@ -323,9 +332,10 @@ def test_readme_section(name: str, quickstart: tuple[Path, str], tmp_path: Path)
     section = Section(cwd, scratch, run_id)
     skipped = []
     for block in _section_blocks(name):
-        extra = _missing_extra(block)
-        if extra:
-            skipped.append(f"README line {block.line} needs `uv sync --extra {extra}`")
+        missing = _missing_extras(block)
+        if missing:
+            extras = " ".join(f"--extra {extra}" for extra in missing)
+            skipped.append(f"README line {block.line} needs `uv sync {extras}`")
             continue
         section.run_block(block)
     assert _untracked(cwd) == [], "README examples wrote files .gitignore does not cover"
