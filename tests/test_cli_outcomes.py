@@ -99,7 +99,8 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
         time.sleep(600)
         """,
     )
-    env = {**os.environ, "NO_COLOR": "1"}
+    # As a user who typed `evopolicy` sees it (under `uv run` the hint says `uv run evopolicy`).
+    env = {**{k: v for k, v in os.environ.items() if k != "UV_RUN_RECURSION_DEPTH"}, "NO_COLOR": "1"}
     process = subprocess.Popen(
         [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
          "--allow-uncontained-agent", "--store", str(store)],

@@ -288,3 +288,26 @@ def test_a_resumed_run_has_two_attempts(tmp_path: Path) -> None:
         missing.stderr.decode().strip()
         == f"error: --attempt 3: run {run_id} has 2 Agent attempts (1 to 2)"
     )
+
+
+def test_a_reader_that_goes_away_stops_it_quietly(tmp_path: Path) -> None:
+    """`record logs RUN | head -1`: exit 0, nothing on stderr, whatever the mode."""
+    store = tmp_path / "store"
+    command = _agent(tmp_path, "loud.py", 'say(sys.stdout, b"line\\n" * 200_000)\nsys.exit(3)\n')
+    ran = _run(tmp_path, store, command)
+    assert ran.returncode == 3
+    run_id = json.loads(ran.stdout)["run_id"]
+    for args in ([], ["--raw"]):
+        reader = subprocess.Popen(
+            [*CLI, "record", "logs", run_id, "--store", str(store), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=ENV,
+            cwd=tmp_path,
+        )
+        assert reader.stdout is not None and reader.stderr is not None
+        assert reader.stdout.readline()
+        reader.stdout.close()
+        assert reader.wait() == 0
+        assert reader.stderr.read() == b""
+        reader.stderr.close()

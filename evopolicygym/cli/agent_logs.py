@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -131,6 +132,26 @@ def logs(
                     f"{_verify(run_id)}"
                 ) from exc
     _check_something(outputs, chosen, run_id)
+    try:
+        _write(outputs, chosen, attempts, run_id, raw=raw, as_json=as_json)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and let exit not flush again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        ctx.exit(0)
+
+
+def _write(
+    outputs: dict[Stream, bytes | None],
+    chosen: AgentAttempt,
+    attempts: list[AgentAttempt],
+    run_id: str,
+    *,
+    raw: bool,
+    as_json: bool,
+) -> None:
+    """What the command prints, once there is something to print."""
     if raw:
         out = sys.stdout.buffer
         for data in outputs.values():

@@ -18,6 +18,7 @@ from rich.table import Table
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import param_option, store_option
 from evopolicygym.cli.output import emit_json, one_line
@@ -316,7 +317,7 @@ def carry(
             if store.read_only:
                 raise CliError(
                     f"the store at {store.path} is read-only: the Run cannot be carried on there"
-                    + (" (it has finished: `evopolicy record show` tells its outcome)" if summary.finished else "")
+                    + (f" (it has finished: `{cli_command('record', 'show', run_id)}` tells its outcome)" if summary.finished else "")
                 )
             already_ended = summary.finished  # (the view folds on into ``summary``)
             if already_ended:
@@ -440,8 +441,7 @@ def _print_agent_failure(store: Store, events: list[Event]) -> None:
 
 def resume_command(store_dir: str | None, run_id: str) -> str:
     """The command that carries ``run_id`` on, with the store it was given."""
-    store = f" --store {shlex.quote(store_dir)}" if store_dir else ""
-    return f"evopolicy resume {run_id}{store}"
+    return cli_command("resume", run_id, store=store_dir)
 
 
 def _outcome(summary: RunSummary) -> dict[str, Any]:
@@ -472,7 +472,7 @@ def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
     for key, value in outcome.items():
         table.add_row(key.replace("_", " "), "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
     console.print(table)
-    console.print(f"replay it: evopolicy record replay {outcome['run_id']}")
+    console.print(f"replay it: {cli_command('record', 'replay', outcome['run_id'])}", markup=False, highlight=False, soft_wrap=True)
 
 
 class RunView:
