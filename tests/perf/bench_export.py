@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
         print()
         if growths:
             linear = all(g <= GROWTH_LIMIT for g in growths)
-            verdict = "ok" if linear else "MISSED"
+            verdict = "met" if linear else "MISSED"
             print(
                 f"target: time linear in Runs (s/Run grows <= {GROWTH_LIMIT}x from one size to the next; "
                 f"worst {max(growths):.2f}x): {verdict}"
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         largest = sizes[-1]
         peak = results[largest]["peak_mib"]
         if RSS_TARGET_AT in results:
-            verdict = "ok" if results[RSS_TARGET_AT]["peak_mib"] < RSS_TARGET_MIB else "MISSED"
+            verdict = "met" if results[RSS_TARGET_AT]["peak_mib"] < RSS_TARGET_MIB else "MISSED"
             print(
                 f"target: peak RSS < 1 GiB at {RSS_TARGET_AT:,} Runs "
                 f"({results[RSS_TARGET_AT]['peak_mib']:.0f} MiB): {verdict}"
