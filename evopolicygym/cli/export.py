@@ -14,10 +14,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json
+from evopolicygym.cli.stores import open_existing
 from evopolicygym.records.events import TerminalReason
-from evopolicygym.records.location import open_store
+from evopolicygym.records.location import resolve_store_path
 from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
 from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES, SPLIT_BY
 
@@ -187,7 +189,7 @@ def export_command(
     except ValueError as exc:
         raise CliUsageError(str(exc)) from exc
     err = Console(stderr=True)
-    with open_store(store_dir) as store, Progress(
+    with open_existing(resolve_store_path(store_dir)) as store, Progress(
         TextColumn("exporting Runs"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -216,7 +218,7 @@ def export_command(
             else f"the {report.runs} Runs matched give no rows of {', '.join(formats)}"
         )
         raise CliError(
-            f"{what}: the dataset in {report.output} is empty (see 'evopolicy record list')"
+            f"{what}: the dataset in {report.output} is empty (see `{cli_command('record', 'list')}`)"
             + (f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}" if report.skipped else "")
         )
     pushed = None
@@ -252,7 +254,14 @@ def export_command(
         table.add_row(name, str(rows.get("train", 0)), str(rows.get("test", 0)), str(c["files"]), note)
     console = Console()
     console.print(table)
-    console.print(f"{report.runs} Runs read into {report.output}; load with datasets.load_dataset(DIR, CONFIG)")
+    loaded = next((name for name, c in summary["configs"].items() if sum(c["rows"].values())), formats[0])
+    console.print(f"{report.runs} Runs read into {report.output}", markup=False, highlight=False)
+    console.print(
+        f"load with: datasets.load_dataset({str(report.output)!r}, {loaded!r})",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     if report.skipped:
         console.print(f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}", markup=False)
     if pushed:

@@ -11,6 +11,7 @@ import click
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import one_line
 from evopolicygym.cli.run import carry
@@ -80,15 +81,16 @@ def quickstart(store_dir: str | None, budget: int) -> None:
             f"on the same {config.validation.episodes_per_candidate} validation Episodes: "
             f"evolved {state.selected_score:g}, packaged baseline {baseline:g}"
         )
+    # Each command on a line of its own, with the store and launcher of this one, so that a
+    # narrow terminal wraps no command inside a quoted argument and each pastes as it is.
     hints = [
-        (f"evopolicy record replay {run_id}", "the Run's timeline, verified from the log"),
-        (f"evopolicy record checkout {run_id} final ./best", "the selected program"),
-        ('evopolicy query "SELECT run_id, status, best_score FROM runs"', "SQL over the record"),
-        ("evopolicy export --format sft --format dpo -o ./dataset", "Hugging Face training data"),
-        ("evopolicy run --benchmark acrobot --budget 64", "another Benchmark"),
-        ("evopolicy run --benchmark cartpole --agent command --agent-command 'your-agent'", "your own Agent"),
+        ("the Run's timeline, verified from the log", cli_command("record", "replay", run_id)),
+        ("the selected program", cli_command("record", "checkout", run_id, "final", "./best")),
+        ("SQL over the record", cli_command("query", "SELECT run_id, status, best_score FROM runs")),
+        ("Hugging Face training data", cli_command("export", "--format", "sft", "--format", "dpo", "-o", "./dataset")),
+        ("another Benchmark", cli_command("run", "--benchmark", "acrobot", "--budget", "64")),
+        ("your own Agent (--agent command) or an LLM one: see the examples", cli_command("run", "--help", takes_store=False)),
     ]
-    width = max(len(command) for command, _ in hints)
     click.echo("\nWhat next:")
-    for command, what in hints:
-        click.echo(f"  {command:<{width}}  {what}")
+    for what, command in hints:
+        click.echo(f"  {what}:\n    {command}")
