@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -13,7 +13,6 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import RECORD_STORE_NOTE, store_option
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, store_root
-from evopolicygym.run.reevaluate import Mismatch, reevaluate
 from evopolicygym.run.replay import (
     AgentEntry,
     AssessmentEntry,
@@ -32,6 +31,9 @@ from evopolicygym.run.replay import (
     ValidationEntry,
     replay_run,
 )
+
+if TYPE_CHECKING:  # re-evaluation imports NumPy and the Benchmarks: only --reevaluate pays for it
+    from evopolicygym.run.reevaluate import Mismatch
 
 __all__ = ["replay"]
 
@@ -225,6 +227,8 @@ def replay(
         stream_id = resolve(store, run)
         result = replay_run(store, stream_id)
         if reevaluating:
+            from evopolicygym.run.reevaluate import reevaluate
+
             try:
                 with _Bar() as bar:
                     mismatches = reevaluate(store, stream_id, jobs=jobs, progress=bar)
