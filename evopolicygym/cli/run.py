@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
