@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -83,6 +84,7 @@ def _from_host(conn: socket.socket, host_pid: int, proc_fd: int) -> bool:
 
 
 def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, host_pid: int) -> None:
+    global _starting_fd
     import gc
     import importlib.util  # noqa: F401  (used by every policy: import it once, here)
     import traceback  # noqa: F401
@@ -147,6 +149,7 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     ready = {"containment": containment, "pid": host_visible_pid, "enforced": enforced, "cgroup": pool.path if pool else None}
     os.write(ready_fd, msgspec.msgpack.encode(ready))
     os.close(ready_fd)
+    _starting_fd = None
 
     def reply(conn: socket.socket, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -286,9 +289,30 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             pool.close()  # every leaf killed and removed, then the group
 
 
+# The ready pipe while the server starts: the Host reads it until it has heard from us.
+_starting_fd: int | None = None
+
+
+def _abandoned() -> bool:
+    """Whether the Host stopped waiting for this server to start: it closes its end of the
+    ready pipe when interrupted (and may already be removing our directory)."""
+    if _starting_fd is None:
+        return False
+    poller = select.poll()
+    poller.register(_starting_fd, 0)  # a write end reports POLLERR once no reader is left
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def main() -> None:
+    global _starting_fd
     listener = socket.socket(fileno=int(sys.argv[1]))
-    _serve(listener, int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    _starting_fd = int(sys.argv[2])
+    try:
+        _serve(listener, _starting_fd, sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    except BaseException:
+        if _abandoned():
+            os._exit(1)  # what failed has no reader: the Host is gone or going
+        raise
 
 
 # --------------------------------------------------------------------------- host side
@@ -334,20 +358,34 @@ class ForkServer:
         for name in ("PYTHONPATH", "EVOPOLICY_CONTAINMENT"):
             if name in os.environ:
                 env[name] = os.environ[name]
-        self._process = _spawn(
-            lambda: subprocess.Popen(
-                [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
-                pass_fds=(listener.fileno(), ready_w),
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
+        try:
+            self._process = _spawn(
+                lambda: subprocess.Popen(
+                    [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
+                    pass_fds=(listener.fileno(), ready_w),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
             )
-        )
+        except BaseException:
+            # Interrupted: a server the spawner thread still starts finds nobody waiting.
+            os.close(ready_r)
+            os.close(ready_w)
+            listener.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
         listener.close()
         os.close(ready_w)
         # One read, not read-to-end: a server that re-parents itself keeps a copy open.
         try:
             data = os.read(ready_r, 4096)
+        except BaseException:
+            # Interrupted (Ctrl-C) while the server starts: stop it before its directory goes.
+            self._process.kill()
+            self._process.wait()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
         finally:
             os.close(ready_r)
         if not data:

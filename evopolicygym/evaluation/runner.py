@@ -36,9 +36,13 @@ def _spawn(start: Callable[[], T]) -> T:
 _LENGTH = struct.Struct("<Q")
 
 
-def _send(sock: socket.socket, message: Any) -> None:
+def _pack(message: Any) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_LENGTH.pack(len(data)) + data)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _send(sock: socket.socket, message: Any) -> None:
+    sock.sendall(_pack(message))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -67,16 +71,37 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(sys.argv[1]))
     runner: EpisodeRunner | None = None
+
+    def answer(reply: tuple[str, Any]) -> bool:
+        """Send ``reply``; False once the Host has gone away (closed or reset its end)."""
+        try:
+            data = _pack(reply)
+        except Exception as exc:  # a result that does not pickle is the request's error
+            data = _pack(("error", _picklable(exc)))
+        try:
+            sock.sendall(data)
+        except OSError:
+            return False
+        return True
+
+    def stop() -> None:
+        # The Host is closing this channel or has gone: nobody reads a fault from here on.
+        if runner is not None:
+            with contextlib.suppress(Exception):
+                runner.close()
+
     while True:
         try:
             message = _recv(sock)
-        except EOFError:
+        except (EOFError, OSError):
+            # The Host closed its end, or went away (a stopped Host resets a socket it left
+            # answers unread in): the end, not a fault, and nobody to tell.
             message = ("exit",)
         if message[0] == "exit":
-            if runner is not None:
-                runner.close()
+            stop()
             return
         kind = message[0]
+        reply: tuple[str, Any]
         if kind == "setup":
             _, path, benchmark_blob, address, program_dir, scratch_root, config, cpu = message
             if runner is not None:
@@ -90,23 +115,29 @@ def main() -> None:
                     with contextlib.suppress(OSError):
                         os.sched_setaffinity(0, {cpu})
                 runner = EpisodeRunner(benchmark, ForkServerClient(address), program_dir, scratch_root, config, cpu)
-                _send(sock, ("ok", None))
+                reply = ("ok", None)
             except BaseException as exc:
-                _send(sock, ("error", _picklable(exc)))
+                reply = ("error", _picklable(exc))
         elif kind == "release":
             # End of an evaluation: stop the spare policy process, reap the closed ones.
             try:
                 if runner is not None:
                     runner.close()
-                _send(sock, ("ok", None))
+                reply = ("ok", None)
             except BaseException as exc:
-                _send(sock, ("error", _picklable(exc)))
+                reply = ("error", _picklable(exc))
         elif kind == "run":
             try:
                 assert runner is not None, "run before setup"
-                _send(sock, ("ok", runner.run(message[1])))
+                reply = ("ok", runner.run(message[1]))
             except BaseException as exc:
-                _send(sock, ("error", _picklable(exc)))
+                reply = ("error", _picklable(exc))
+        else:
+            continue
+        if not answer(reply):
+            # Whatever this request met while the Host was going away has no reader.
+            stop()
+            return
 
 
 def _picklable(exc: BaseException) -> BaseException:
