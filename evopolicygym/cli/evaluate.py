@@ -80,20 +80,22 @@ def evaluate(
     PROGRAM may be the word 'baseline' for the Benchmark's packaged baseline
     (write ./baseline for a directory of that name).
     """
-    benchmark = load(benchmark_ref, params)
-    captured = _capture(_program_dir(program, benchmark))
-    config = EvaluationConfig(
-        split=split,
-        episodes=episodes,
-        seed=seed,
-        jobs=jobs,
-        episode_timeout=episode_timeout,
-        limits=ResourceLimits(memory_mb=memory_mb),
-    )
-    planned = plan(benchmark, split, seed, episodes)
     try:
-        with interruptible(), _progress(enabled=not as_json, total=len(planned)) as progress:
-            result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
+        # From the start: loading a Benchmark imports for a while, and Ctrl-C then is the same stop.
+        with interruptible():
+            benchmark = load(benchmark_ref, params)
+            captured = _capture(_program_dir(program, benchmark))
+            config = EvaluationConfig(
+                split=split,
+                episodes=episodes,
+                seed=seed,
+                jobs=jobs,
+                episode_timeout=episode_timeout,
+                limits=ResourceLimits(memory_mb=memory_mb),
+            )
+            planned = plan(benchmark, split, seed, episodes)
+            with _progress(enabled=not as_json, total=len(planned)) as progress:
+                result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
