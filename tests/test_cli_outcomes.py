@@ -114,7 +114,7 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     seen = []
     for line in process.stderr:  # the live view's lines, off a terminal
         seen.append(line)
-        if line.startswith("submission 1:"):
+        if line.startswith("submission 1"):
             break
     else:
         pytest.fail(f"the Run never published its Submission: {''.join(seen)}")
@@ -136,6 +136,49 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     outcome = json.loads(resumed.stdout)
     assert outcome["status"] == "finished" and outcome["final_submission"] == 1
     assert not list((store / "runs").glob("*.workspace"))  # the temporary workspace is gone
+
+
+@pytest.mark.parametrize(("phase", "after"), [("validation", "agent exited"), ("assessment", "selected submission")])
+def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_temporary_directory(
+    tmp_path: Path, phase: str, after: str
+) -> None:
+    """A real SIGINT while the Host evaluates on its own (the Agent has exited): the same one
+    line and status 130, no traceback from the runners or the fork server, and neither the
+    temporary workspace nor the Host's private directory is left behind."""
+    store = tmp_path / "store"
+    command = _agent(tmp_path, 'cli("submit", "--episodes", "0:2")\nsys.exit(cli("finish", "1"))\n')
+    episodes = {"validation": "2", "assessment": "2", phase: "2000"}  # the phase interrupted is long
+    process = subprocess.Popen(
+        [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
+         "--budget", "4", "--max-candidates", "1", "--validation-episodes", episodes["validation"],
+         "--assessment-episodes", episodes["assessment"], "--allow-uncontained-agent", "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}, cwd=tmp_path,
+    )
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # the live view's lines, off a terminal
+        seen.append(line)
+        if line.startswith(after):
+            break
+    else:
+        pytest.fail(f"the Run never reached its {phase}: {''.join(seen)}")
+    started = _episodes_started(3)  # the Agent is gone: these policies are the phase's
+    while not started(process.pid):
+        if process.poll() is not None:
+            pytest.fail(f"the Run ended before the SIGINT: {''.join(seen)}{process.stderr.read()}")
+        time.sleep(0.002)
+    process.send_signal(signal.SIGINT)
+    stderr = "".join(seen) + process.stderr.read()
+    assert process.wait() == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("interrupted")] == lines[-1:], stderr
+    hint = lines[-1].removeprefix("interrupted; resume with: ").split()
+    run_id = hint[hint.index("resume") + 1]
+    assert not list((store / "runs").glob("*.workspace"))
+    temp = tempfile.gettempdir()
+    assert not glob.glob(os.path.join(temp, f"evopolicy-{run_id}-*"))  # the temporary workspace
+    assert not glob.glob(os.path.join(temp, f"evopolicy-h{process.pid}-*"))  # the Host's own
 
 
 def _interrupted_evaluate(tmp_path: Path, jobs: int, when: str) -> tuple[int, str]:
