@@ -142,22 +142,22 @@ def test_record_subcommands_take_the_store_at_the_group_after_the_subcommand_or_
         assert check(results[name].stdout), (name, results[name].stdout)
 
 
-def test_a_store_at_the_group_and_another_after_the_subcommand_is_one_usage_error(
+def test_a_store_after_the_subcommand_wins_over_the_groups(
     recorded: Recorded, tmp_path: Path
 ) -> None:
-    result = _cli(
-        ["record", "--store", str(recorded.store), "list", "--store", str(tmp_path / "other")],
-        tmp_path,
+    words = ["record", "--store", str(tmp_path / "other"), "list", "--store", str(recorded.store)]
+    result = _cli([*words, "--json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert recorded.run_id in [row["run_id"] for row in json.loads(result.stdout)]
+    # and hints name that one
+    missing = _cli(
+        ["record", "--store", str(recorded.store), "show", "nope", "--store", "elsewhere"], tmp_path
     )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        "error: --store given twice with different stores"
-    ), lines
-    same = _cli(
-        ["record", "--store", str(recorded.store), "list", "--store", str(recorded.store)], tmp_path
+    assert missing.returncode == 1
+    assert (
+        missing.stderr
+        == "error: no store at elsewhere: create one with `evopolicy record create --store elsewhere` (or point --store or EVOPOLICY_STORE at an existing store)\n"
     )
-    assert same.returncode == 0 and recorded.run_id in same.stdout
 
 
 def test_query_and_resume_take_the_store_from_the_env(recorded: Recorded, tmp_path: Path) -> None:

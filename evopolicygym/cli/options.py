@@ -30,7 +30,7 @@ def _parse_params(
 
 STORE_META = "evopolicygym.cli.store"  # ctx.meta key: the --store given on the command line
 RECORD_STORE_NOTE = (
-    "; also accepted before the subcommand (`record --store DIR ...`): given at both, the two must agree"
+    "; also accepted before the subcommand (`record --store DIR ...`); given at both, this one is used"
 )
 
 
@@ -44,15 +44,10 @@ def given_store(ctx: click.Context | None = None) -> str | None:
 
 def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Keep the ``--store`` in ``ctx.meta``, which a group's and its subcommand's contexts share,
-    so the ``record`` group's and a subcommand's are one setting; two different ones are refused."""
-    if value is None:
-        return None
-    earlier = ctx.meta.get(STORE_META)
-    if earlier is not None and earlier != value:
-        raise click.UsageError(
-            f"--store given twice with different stores ({earlier!r} and {value!r}): give it once"
-        )
-    ctx.meta[STORE_META] = value
+    so the ``record`` group's and a subcommand's are one setting. A group's options are parsed
+    before its subcommand's: given at both, the subcommand's (the later, nearer one) is used."""
+    if value is not None:
+        ctx.meta[STORE_META] = value
     return value
 
 

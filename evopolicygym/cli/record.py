@@ -51,12 +51,12 @@ _JSON_LINE = msgspec.json.Encoder()
 
 
 @click.group(cls=StoreGroup, storeless=("schema",), short_help="Inspect and verify the event store.")
-@store_option("; also accepted after the subcommand (`record list --store DIR`)", expose_value=False)
+@store_option("; also accepted after the subcommand (`record list --store DIR`), where it wins", expose_value=False)
 def record() -> None:
     """Inspect the record: Runs, their events, integrity and the event schemas.
 
     --store goes before or after the subcommand (`record --store DIR list` is
-    `record list --store DIR`); given at both, the two must name the same store."""
+    `record list --store DIR`); given at both, the one after the subcommand is used."""
 
 
 # --------------------------------------------------------------------------- helpers
