@@ -168,3 +168,64 @@ def test_query_narrow_selection_is_a_table(runs: Runs) -> None:
     assert lines[0].split() == ["run_id", "status"]
     assert lines[2].split() == [runs.finished, "finished"]
     assert lines[3].split() == [runs.failed, "agent_failed"]
+
+
+def test_agents_list_never_breaks_a_name() -> None:
+    rows = json.loads(ok("agents", "list", "--json"))
+    out = ok("agents", "list")
+    assert_fits(out, 80)
+    words = set(out.split())
+    for row in rows:
+        assert row["name"] in words
+        for name in [*row["options"], *(entry.split()[0] for entry in row["inherits"])]:
+            assert name in words, name  # whole, not folded across lines
+
+
+def test_evaluate_prints_the_score_last_and_folds_many_episodes(tmp_path: Path) -> None:
+    out = ok("evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "30", "--jobs", "2")
+    assert_fits(out, 80)
+    lines = [line.rstrip() for line in out.splitlines() if line.strip()]
+    episodes = [line for line in lines if re.match(r"^\d+\s+ok\s", line)]
+    assert [int(line.split()[0]) for line in episodes] == list(range(20))
+    assert "… 10 more Episodes (all ok); --json lists every one" in lines
+    assert lines[-1].startswith("score ") and lines[-1].endswith("(maximize)")
+    assert "failures     0 of 30 Episodes" in lines
+
+
+def test_evaluate_shows_failed_episodes_first_when_folding(tmp_path: Path) -> None:
+    (tmp_path / "policy.py").write_text(
+        "class Push:\n"
+        "    def act(self, observation):\n"
+        "        return 0\n"
+        "def make_policy(context):\n"
+        "    if context.policy_seed % 4 == 0:\n"
+        "        raise RuntimeError('boom')\n"
+        "    return Push()\n"
+    )
+    done = cli("evaluate", str(tmp_path), "--benchmark", "cartpole", "--episodes", "30", "--json")
+    data = json.loads(done.stdout)
+    failed = [e["index"] for e in data["episodes"] if e["status"] != "ok"]
+    assert failed, data
+    out = ok("evaluate", str(tmp_path), "--benchmark", "cartpole", "--episodes", "30")
+    shown = [int(line.split()[0]) for line in out.splitlines() if re.match(r"^\d+\s+\w+\s", line)]
+    assert len(shown) == 20 and set(failed) <= set(shown)
+    assert "… 10 more Episodes (all ok); --json lists every one" in out
+
+
+def test_run_summary_renders_values_for_people(tmp_path: Path) -> None:
+    done = cli(
+        "run", "--benchmark", "cartpole", "--budget", "8", "--agent", "command", "--agent-command", "false",
+        "--allow-uncontained-agent", "--store", str(tmp_path / "store"),
+    )  # fmt: skip
+    assert done.code == 3, done.stderr
+    for value in PYTHON_VALUES:
+        assert value not in done.stderr, value
+    assert "agent exited (exited, code 1)" in done.stderr
+    rows = {
+        " ".join(line.split()[:-1]): line.split()[-1]
+        for line in done.stderr.splitlines()
+        if line.split() and not line.startswith(("agent", "run ", "replay", "all of", "  "))
+    }
+    assert rows["episode budget"] == "8" and rows["budget used"] == "0"
+    assert rows["success"] == "no" and rows["best train score"] == "-"
+    assert "improved               not measured" in done.stderr

@@ -8,11 +8,10 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from evopolicygym.agents.providers import PROVIDERS, kimi_flavour
 from evopolicygym.cli.errors import Cli
-from evopolicygym.cli.output import emit_json
+from evopolicygym.cli.output import emit_json, print_table
 
 __all__ = ["agents"]
 
@@ -53,17 +52,22 @@ def list_agents(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    table = Table("agent", "runs", "installed", "options", "inherits")
-    for column in table.columns[3:]:
-        column.overflow = "fold"  # names to type, never cut short
-    for row in rows:
-        table.add_row(
-            row["name"],
-            row["description"],
-            (f"yes ({row['flavour']})" if row["flavour"] else "yes")
-            if row["installed"]
-            else f"no ({row['executable']} not on PATH)",
-            "\n".join(row["options"]),
-            "\n".join(row["inherits"]),
-        )
-    Console().print(table)
+    # Names one types (the agent, its options, the variables it inherits) are never broken:
+    # the description wraps, or each agent gets a block of its own when that does not fit.
+    print_table(
+        Console(),
+        ["agent", "runs", "installed", "options", "inherits"],
+        [
+            [
+                row["name"],
+                row["description"],
+                (f"yes ({row['flavour']})" if row["flavour"] else "yes")
+                if row["installed"]
+                else f"no ({row['executable']} not on PATH)",
+                "\n".join(row["options"]) or "-",
+                "\n".join(row["inherits"]) or "-",
+            ]
+            for row in rows
+        ],
+        keys=(0, 3, 4),
+    )

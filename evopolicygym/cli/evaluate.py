@@ -17,7 +17,7 @@ from evopolicygym.benchmark import Benchmark
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.loading import load, plan
 from evopolicygym.cli.options import param_option
-from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.output import clip, emit_json, human, one_line, print_table
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
 from evopolicygym.evaluation import evaluate as run_evaluation
@@ -27,6 +27,7 @@ from evopolicygym.registry import baseline_dir
 __all__ = ["evaluate", "result_view"]
 
 FAILURE_CHARS = 80
+EPISODE_ROWS = 20  # the rest are counted in one line; --json has every one
 
 
 @click.command(short_help="Evaluate a policy program on a Benchmark.")
@@ -150,31 +151,57 @@ def result_view(result: EvaluationResult, benchmark: Benchmark) -> dict[str, Any
 
 
 def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
+    """The Episodes (at most ``EPISODE_ROWS``, failed ones first), then the summary, so
+    the score is the last thing on the screen however many Episodes ran."""
+    from rich.text import Text
+
     console = Console()
+    episodes = result.episodes
+    shown = list(episodes)
+    if len(episodes) > EPISODE_ROWS:
+        failed = [e for e in episodes if e.status != "ok"][:EPISODE_ROWS]
+        rest = [e for e in episodes if e.status == "ok"][: EPISODE_ROWS - len(failed)]
+        shown = sorted([*failed, *rest], key=lambda e: e.index)
+    print_table(
+        console,
+        ["episode", "status", "return", "steps", "failure"],
+        [
+            [
+                str(e.index),
+                Text(e.status, style="" if e.status == "ok" else "red"),
+                human(e.total_reward),
+                str(e.steps),
+                clip(_last_line(e.failure or ""), FAILURE_CHARS) or "-",
+            ]
+            for e in shown
+        ],
+    )
+    if len(shown) < len(episodes):
+        hidden = len(episodes) - len(shown)
+        failed_hidden = sum(e.status != "ok" for e in episodes) - sum(e.status != "ok" for e in shown)
+        what = f"{failed_hidden} of them failed" if failed_hidden else "all ok"
+        console.print(
+            f"… {hidden} more Episode{'s' if hidden != 1 else ''} ({what}); --json lists every one",
+            markup=False,
+            highlight=False,
+        )
+    console.print()
     summary = Table.grid(padding=(0, 2))
-    summary.add_column(style="bold")
+    summary.add_column(style="bold", no_wrap=True)
     summary.add_column(overflow="fold")
     failures = f"[red]{result.failures}[/]" if result.failures else "0"
     for key, value in (
         ("benchmark", result.benchmark_id),
         ("program", result.program_digest),
         ("split", result.split),
-        ("score", f"{result.feedback.score:.6g} ({benchmark.spec.score_direction})"),
-        ("failures", f"{failures} of {len(result.episodes)} Episodes"),
+        ("failures", f"{failures} of {len(episodes)} Episodes"),
         ("containment", result.containment),
         ("jobs", str(result.jobs)),
         ("duration", f"{result.duration_s:.2f}s"),
+        ("score", f"{human(result.feedback.score)} ({benchmark.spec.score_direction})"),
     ):
         summary.add_row(key, value)
     console.print(summary)
-    table = Table("episode", "status", "return", "steps", "failure")
-    for e in result.episodes:
-        failure = _last_line(e.failure or "")
-        if len(failure) > FAILURE_CHARS:
-            failure = failure[: FAILURE_CHARS - 3] + "..."
-        status = e.status if e.status == "ok" else f"[red]{e.status}[/]"
-        table.add_row(str(e.index), status, f"{e.total_reward:.6g}", str(e.steps), failure)
-    console.print(table)
 
 
 def _last_line(text: str) -> str:

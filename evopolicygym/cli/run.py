@@ -20,7 +20,7 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import param_option, store_option
-from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.output import emit_json, human, one_line
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.cli.stores import check_store_dir
 from evopolicygym.program import Program, ProgramError
@@ -469,7 +469,8 @@ def _outcome(summary: RunSummary) -> dict[str, Any]:
 def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     for key, value in outcome.items():
-        table.add_row(key.replace("_", " "), "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value))
+        shown = "not measured" if key == "improved" and value is None else human(value)
+        table.add_row(key.replace("_", " "), shown)
     console.print(table)
     console.print(f"replay it: {cli_command('record', 'replay', outcome['run_id'])}", markup=False, highlight=False, soft_wrap=True)
 
