@@ -229,3 +229,17 @@ def test_run_summary_renders_values_for_people(tmp_path: Path) -> None:
     assert rows["episode budget"] == "8" and rows["budget used"] == "0"
     assert rows["success"] == "no" and rows["best train score"] == "-"
     assert "improved               not measured" in done.stderr
+
+
+@pytest.mark.parametrize("benchmark", ["cartpole", "gymnasium:CartPole-v1"])
+def test_benchmarks_show_renders_values_for_people(benchmark: str) -> None:
+    spec = json.loads(ok("benchmarks", "show", benchmark, "--json"))
+    out = ok("benchmarks", "show", benchmark)
+    assert_fits(out, 80)
+    for value in PYTHON_VALUES:
+        assert value not in out, value
+    assert "env_id: CartPole-v1" in out  # metadata, a line per key
+    assert "observation: [cart position, cart velocity," in out  # brackets are text, not markup
+    assert "[train, validation, assessment]" in out
+    if spec["baseline"] is None:
+        assert re.search(r"^baseline\s+none packaged\s*$", out, re.MULTILINE)

@@ -7,13 +7,13 @@ from typing import Any
 import click
 import msgspec
 from rich.console import Console
-from rich.pretty import Pretty
 from rich.table import Table
+from rich.text import Text
 
 from evopolicygym.benchmark import Benchmark, check_benchmark
 from evopolicygym.cli.loading import FAMILIES, load
 from evopolicygym.cli.options import param_option
-from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.output import emit_json, human_block, one_line
 from evopolicygym.registry import baseline_dir, benchmark_names
 
 __all__ = ["benchmarks", "spec_view"]
@@ -77,14 +77,16 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in view.items():
-        shown = Pretty(value) if isinstance(value, dict | list) else str(value)
+        shown = human_block(value)
+        if key == "baseline" and value is None:
+            shown = "none packaged"
         if key == "failure_score":
             shown = (
                 f"{value:g} (what a failed Episode scores; no completed one scores less)"
                 if value is not None
                 else "none: not evaluated until given, e.g. --param failure_return=<worst return>"
             )
-        table.add_row(key, shown)
+        table.add_row(key, Text(shown))  # plain text: '[...]' in a value is not markup
     Console().print(table)
 
 

@@ -14,7 +14,16 @@ if TYPE_CHECKING:  # rich is imported when a table is printed: `evopolicy --help
     from rich.console import Console
     from rich.text import Text
 
-__all__ = ["clip", "emit_json", "flatten", "human", "one_line", "print_table", "printable"]
+__all__ = [
+    "clip",
+    "emit_json",
+    "flatten",
+    "human",
+    "human_block",
+    "one_line",
+    "print_table",
+    "printable",
+]
 
 
 def one_line(text: str) -> str:
@@ -66,6 +75,14 @@ def _human(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_human(item) for item in value) + "]"
     return str(value)
+
+
+def human_block(value: Any, inline: int = 60) -> str:
+    """``human(value)``, but a mapping whose one line would pass ``inline`` characters as
+    one ``key: value`` line per entry."""
+    if isinstance(value, Mapping) and len(_human(value)) > inline:
+        return "\n".join(f"{key}: {_human(item)}" for key, item in value.items())
+    return _human(value)
 
 
 def clip(text: str, limit: int) -> str:
