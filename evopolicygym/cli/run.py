@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
@@ -20,7 +21,7 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import param_option, store_option
-from evopolicygym.cli.output import emit_json, human, one_line
+from evopolicygym.cli.output import clip, emit_json, human, one_line, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.cli.stores import check_store_dir
 from evopolicygym.program import Program, ProgramError
@@ -30,15 +31,21 @@ from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,
     AssessmentCompleted,
+    AssessmentFailed,
+    AssessmentStarted,
     CandidateValidated,
     EvaluationFailed,
     Event,
     FinalSubmissionSelected,
     FinishAccepted,
     FinishRejected,
+    ReferenceValidated,
     RunFinished,
+    RunInterrupted,
     SubmissionPublished,
     SubmissionRejected,
+    ValidationFailed,
+    ValidationStarted,
 )
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
@@ -476,7 +483,10 @@ def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
 
 
 class RunView:
-    """A live view on a terminal; one line per notable event otherwise."""
+    """What a Run does, as it does it: one line per Submission, Validation and Assessment
+    step (and the Agent's starts, exits and errors), printed as a log; on a terminal, a
+    status panel below it (phase, budget bar, best so far) that stays put while the log
+    scrolls above it (rich's Live: what the console prints goes above the panel)."""
 
     def __init__(self, console: Console, summary: RunSummary) -> None:
         self.console = console
@@ -484,10 +494,13 @@ class RunView:
         self._summary = summary  # what happened so far, as the Run read API folds it
         self._live: Live | None = None
         self._state: RunState | None = None
+        self._phase = "starting"
 
     def __enter__(self) -> RunView:
         if self.console.is_terminal:
-            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live = Live(
+                _Panel(self), console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False
+            )
             self._live.__enter__()
         return self
 
@@ -499,57 +512,123 @@ class RunView:
         self._state = state
         for event in events:
             self._summary.apply(event)
+            self._phase = self._next_phase(event)
             line = self._describe(event)
-            if line and self._live is None:
-                self.console.print(line, highlight=False)
+            if line:
+                self.console.print(Text(printable(line)), overflow="fold", highlight=False)
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
+
+    def _next_phase(self, event: Event) -> str:
+        match event:
+            case AgentStarted():
+                return "agent"
+            case ValidationStarted() | CandidateValidated():
+                return "validation"
+            case AssessmentStarted() | FinalSubmissionSelected():
+                return "assessment"
+            case RunFinished():
+                return "finished" if event.reason == "finished" else f"ended: {event.reason}"
+            case RunInterrupted():
+                return "interrupted"
+        return self._phase
 
     def _describe(self, event: Event) -> str | None:
         match event:
             case AgentStarted():
                 return f"agent started (attempt {event.attempt})"
             case SubmissionPublished():
-                best = self._summary.best_score
-                return (
-                    f"submission {event.submission_id}: score {event.score:g}, failures {event.failures}, "
-                    f"best {'-' if best is None else f'{best:g}'}, "
-                    f"budget {event.budget_used}/{event.budget_used + event.budget_left}"
-                )
-            case SubmissionRejected():
-                return f"submit rejected: {event.code}: {event.message}"
-            case FinishRejected():
-                return f"finish rejected: {event.code}: {event.message}"
+                return self._submission_line(event.submission_id, "published", event.score, event.failures)
             case EvaluationFailed():
-                return f"submission {event.submission_id}: evaluation failed: {event.error}"
+                line = self._submission_line(event.submission_id, "evaluation failed", None, None)
+                return f"{line}: {one_line(event.error)}"
+            case SubmissionRejected():
+                return f"submit rejected: {event.code}: {one_line(event.message)}"
+            case FinishRejected():
+                return f"finish rejected: {event.code}: {one_line(event.message)}"
             case FinishAccepted():
-                return f"finished with candidates {', '.join(map(str, event.candidates))}"
+                return f"finish accepted: candidates {', '.join(map(str, event.candidates))}"
             case AgentMessages():
                 faults = [fault_line(m) for m in event.messages if m.role == "error"]
                 return "\n".join(f"agent error: {fault}" for fault in faults) or None
             case AgentExited():
-                return f"agent exited ({event.reason}, code {event.exit_code})"
+                how = [event.reason or "exited"]
+                if event.exit_code is not None:
+                    how.append(f"code {event.exit_code}")
+                if event.signal is not None:
+                    how.append(f"signal {event.signal}")
+                return f"agent exited ({', '.join(how)})"
+            case ValidationStarted():
+                candidates = ", ".join(map(str, event.candidates))
+                return f"validation: submissions {candidates} on {_episodes(event.episodes)} each"
+            case ReferenceValidated():
+                return f"validation: initial program scores {event.score:g}{_failed(event.failures)} (the reference)"
             case CandidateValidated():
-                return f"validation: submission {event.submission_id} scores {event.score:g}"
+                return f"validation: submission {event.submission_id} scores {event.score:g}{_failed(event.failures)}"
+            case ValidationFailed():
+                return f"validation failed: {one_line(event.error)}"
             case FinalSubmissionSelected():
-                return f"selected submission {event.submission_id}"
+                return f"selected submission {event.submission_id} (validation {event.score:g})"
+            case AssessmentStarted():
+                return f"assessment: submission {event.submission_id} on {_episodes(event.episodes)}"
             case AssessmentCompleted():
-                return f"assessment: {event.score:g}"
+                return (
+                    f"assessment: submission {event.submission_id} scores {event.score:g} "
+                    f"on {_episodes(len(event.episodes))}{_failed(event.failures)}"
+                )
+            case AssessmentFailed():
+                return f"assessment failed: {one_line(event.error)}"
             case RunFinished():
                 return f"run finished: {event.reason}"
         return None
 
-    def _render(self) -> Table:
-        table = Table(title=f"run {self.run_id}", show_header=False, box=None)
+    def _submission_line(self, submission_id: int, status: str, score: float | None, failures: int | None) -> str:
+        """``submission 3  score 73  1 Episode  published`` (and failures, when any)."""
+        episodes = self._summary.submission(submission_id).episodes
+        parts = [f"submission {submission_id}"]
+        if score is not None:
+            parts.append(f"score {score:g}")
+        parts.append(_episodes(episodes))
+        parts.append(status + (_failed(failures) if failures else ""))
+        return "  ".join(parts)
+
+    def panel_lines(self, width: int) -> list[str]:
+        """The status panel at ``width`` columns: phase; budget bar; best so far."""
         state = self._state
+        head = f"run {self.run_id}  {self._phase}"
         if state is None or not state.created:
-            table.add_row("phase", "starting")
-            return table
+            return [head]
         budget = state.cfg.episode_budget
-        filled = int(30 * state.budget_used / budget)
-        table.add_row("budget", f"[{'#' * filled}{'.' * (30 - filled)}] {state.budget_used}/{budget}")
-        table.add_row("submissions", str(len(state.submissions)))
-        best = self._summary.best_score
-        table.add_row("best train score", "-" if best is None else f"{best:g}")
-        table.add_row("phase", state.finished or ("agent" if state.authority_open else "validation / assessment"))
-        return table
+        used = state.budget_used
+        count = f" {used}/{budget} Episodes"
+        bar_width = max(min(width - len("budget ") - len(count) - 2, 40), 5)
+        filled = min(bar_width, bar_width * used // budget) if budget else bar_width
+        bar = f"budget [{'#' * filled}{'.' * (bar_width - filled)}]{count}"
+        summary = self._summary
+        best = summary.best_score
+        best_line = (
+            "best so far: -"
+            if best is None
+            else f"best so far: {best:g} (submission {summary.best_submission_id})"
+        )
+        best_line += f"  submissions {len(state.submissions)}"
+        return [clip(line, width) for line in (head, bar, best_line)]
+
+
+class _Panel:
+    """The live status panel, laid out at the console's width when it is drawn."""
+
+    def __init__(self, view: RunView) -> None:
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.view.panel_lines(options.max_width):
+            yield Text(line, no_wrap=True, overflow="ellipsis")
+
+
+def _episodes(count: int) -> str:
+    return f"{count} Episode{'' if count == 1 else 's'}"
+
+
+def _failed(failures: int | None) -> str:
+    return f", {failures} failed" if failures else ""
