@@ -243,3 +243,14 @@ def test_benchmarks_show_renders_values_for_people(benchmark: str) -> None:
     assert "[train, validation, assessment]" in out
     if spec["baseline"] is None:
         assert re.search(r"^baseline\s+none packaged\s*$", out, re.MULTILINE)
+
+
+@pytest.mark.parametrize("columns", [80, 40])
+def test_benchmarks_list_never_breaks_a_name(columns: int) -> None:
+    names = [row["name"] for row in json.loads(ok("benchmarks", "list", "--json"))]
+    out = ok("benchmarks", "list", columns=columns)
+    assert_fits(out, columns)
+    starts = {line.split()[0] for line in out.splitlines() if line.strip()}
+    starts |= {line.split()[1] for line in out.splitlines() if line.startswith("name ")}
+    for name in names:
+        assert name in starts, name

@@ -13,7 +13,7 @@ from rich.text import Text
 from evopolicygym.benchmark import Benchmark, check_benchmark
 from evopolicygym.cli.loading import FAMILIES, load
 from evopolicygym.cli.options import param_option
-from evopolicygym.cli.output import emit_json, human_block, one_line
+from evopolicygym.cli.output import emit_json, human_block, one_line, print_table, printable
 from evopolicygym.registry import baseline_dir, benchmark_names
 
 __all__ = ["benchmarks", "spec_view"]
@@ -34,11 +34,16 @@ def list_benchmarks(as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    table = Table("name", "description")
-    for row in rows:
-        style = None if row["available"] else "red"
-        table.add_row(row["name"], row["description"], style=style)
-    Console().print(table)
+    # The name (what --benchmark takes) is never broken; the description wraps.
+    print_table(
+        Console(),
+        ["name", "description"],
+        [
+            [Text(printable(row[key], cell=True), style=style) for key in ("name", "description")]
+            for row in rows
+            for style in ["" if row["available"] else "red"]
+        ],
+    )
 
 
 def _describe(name: str) -> dict[str, Any]:
