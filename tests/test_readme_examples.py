@@ -249,7 +249,8 @@ def _seed_files(cwd: Path) -> None:
 def _untracked(cwd: Path) -> list[str]:
     """What `git status` would show in a checkout after these examples (.gitignore applied)."""
     shutil.copy(ROOT / ".gitignore", cwd / ".gitignore")
-    git = ["git", "-c", "init.defaultBranch=main", "-C", str(cwd)]
+    # Only the repository's .gitignore counts, not this machine's global excludes.
+    git = ["git", "-c", "init.defaultBranch=main", "-c", "core.excludesFile=", "-C", str(cwd)]
     subprocess.run([*git, "init", "-q"], check=True, capture_output=True)
     listed = subprocess.run(
         [*git, "ls-files", "--others", "--exclude-standard", "--directory"],
