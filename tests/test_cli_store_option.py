@@ -241,3 +241,17 @@ def test_a_hint_names_uv_run_under_uv_run_and_no_store_from_the_env(
         )
         assert created.returncode == 0, created.stderr
         assert (tmp_path / "no store" / "events.db").is_file()
+
+
+@pytest.mark.parametrize(
+    "command", [["resume", "abc"], ["query", "select 1"], ["record", "show", "abc"]]
+)
+def test_a_store_that_is_a_file_is_refused_without_suggesting_to_create_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    file = tmp_path / "afile"
+    file.write_text("mine")
+    result = _cli([*command, "--store", str(file)], tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == f"error: --store {file}: {file} is not a directory (a store is one)\n"
+    assert file.read_text() == "mine"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
 
-from evopolicygym.cli.errors import Cli
+from evopolicygym.cli.errors import Cli, CliError
 
 __all__ = ["RECORD_STORE_NOTE", "STORE_META", "StoreGroup", "given_store", "param_option", "store_option"]
 
@@ -45,7 +46,11 @@ def given_store(ctx: click.Context | None = None) -> str | None:
 def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Keep the ``--store`` in ``ctx.meta``, which a group's and its subcommand's contexts share,
     so the ``record`` group's and a subcommand's are one setting. A group's options are parsed
-    before its subcommand's: given at both, the subcommand's (the later, nearer one) is used."""
+    before its subcommand's: given at both, the subcommand's (the later, nearer one) is used.
+    A path naming a file is refused here, before a command creates, records or suggests anything
+    (`resume`, say, would suggest creating a store there)."""
+    if value and "://" not in value and os.path.exists(value) and not os.path.isdir(value):
+        raise CliError(f"--store {value}: {value} is not a directory (a store is one)")
     if value is not None:
         ctx.meta[STORE_META] = value
     return value
