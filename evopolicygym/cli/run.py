@@ -494,18 +494,20 @@ class RunView:
         self._summary = summary  # what happened so far, as the Run read API folds it
         self._live: Live | None = None
         self._state: RunState | None = None
-        self._phase = "starting"
+        self._phase = "interrupted" if summary.status == "interrupted" else "starting"
 
     def __enter__(self) -> RunView:
-        if self.console.is_terminal:
+        if self.console.is_terminal and not self._summary.finished:  # an ended Run has nothing to show live
             self._live = Live(
                 _Panel(self), console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False
             )
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if self._live is not None:
+            if kind is not None and not issubclass(kind, KeyboardInterrupt):
+                self._live.transient = True  # an error follows in one line: no panel left above it
             self._live.__exit__(None, None, None)
 
     def update(self, state: RunState, events: list[Event]) -> None:
