@@ -10,6 +10,7 @@ is the entry point behind ids such as ``gymnasium:CartPole-v1``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import random
 import re
@@ -23,6 +24,7 @@ import gymnasium
 import msgspec
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import load_env_creator
 
 from evopolicygym.benchmark.contract import (
     Artifact,
@@ -572,6 +574,14 @@ class GymnasiumBenchmark:
             raise BenchmarkError(
                 f"{self.benchmark_id}: cannot make {self.env_id!r}: {exc}"
             ) from exc
+        except (KeyError, ValueError, IndexError, AssertionError) as exc:
+            if not self.make_kwargs:
+                raise  # the environment's own defaults fail: a bug, not a parameter
+            given = ", ".join(f"{key}={_shown(value)}" for key, value in self.make_kwargs.items())
+            raise BenchmarkError(
+                f"{self.benchmark_id}: {self.env_id} refuses --param {given} "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
     @property
     def spaces(self) -> tuple[spaces.Space[Any], spaces.Space[Any]]:
@@ -750,17 +760,102 @@ def _coerce(value: Any) -> Any:
     return decoded if decoded is None or type(decoded) in (bool, int, float) else value
 
 
+# The Benchmark's own parameters and the type each takes.
+_BENCHMARK_PARAMETERS: dict[str, type] = {
+    "max_episode_steps": int,
+    "failure_return": float,
+    "success_threshold": float,
+}
+_TYPE_NAMES = {"bool": bool, "int": int, "float": float}
+_KIND = {bool: "true or false", int: "an integer", float: "a finite number"}
+
+
+def _declared_type(parameter: inspect.Parameter, default: Any) -> type | None:
+    """bool, int or float where the constructor says so (annotation, else default), else None.
+    An int default alone does not rule out a float (``goal_velocity=0``): it asks for a number."""
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        annotation = _TYPE_NAMES.get(annotation.strip())
+    if annotation in (bool, int, float):
+        return annotation
+    if type(default) is bool:
+        return bool
+    if type(default) in (int, float):
+        return float
+    return None
+
+
+def _fits(value: Any, kind: type) -> bool:
+    if kind is bool:
+        return type(value) is bool
+    if kind is int:
+        return type(value) is int
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _constructor_parameters(registered: Any) -> tuple[dict[str, tuple[type, Any]], set[str] | None]:
+    """What the environment's constructor says of its parameters: name -> (type, default)
+    where known, and the names it takes (None: any, or it cannot be inspected)."""
+    try:
+        signature = inspect.signature(load_env_creator(registered.entry_point))
+    except Exception:  # an entry point that cannot be inspected is checked by gymnasium.make
+        return {}, None
+    types: dict[str, tuple[type, Any]] = {}
+    for name, parameter in signature.parameters.items():
+        default = registered.kwargs.get(name, parameter.default)
+        kind = _declared_type(parameter, None if default is inspect.Parameter.empty else default)
+        if kind is not None:
+            types[name] = (kind, default)
+    kinds = {parameter.kind for parameter in signature.parameters.values()}
+    names = None if inspect.Parameter.VAR_KEYWORD in kinds else set(signature.parameters)
+    return types, names
+
+
+def _shown(value: Any) -> str:
+    return msgspec.json.encode(value).decode() if value is None or type(value) in (bool, int, float, str) else str(value)
+
+
+def _check_params(env_id: str, raw: dict[str, Any], coerced: dict[str, Any]) -> None:
+    """A parameter the environment's constructor does not take, or whose type is known (the
+    Benchmark's own, or the constructor's annotation or default) and the value does not read
+    as: refused now, not when the Environment is made or at some step of an Episode."""
+    known: dict[str, tuple[type, Any]] = {name: (kind, None) for name, kind in _BENCHMARK_PARAMETERS.items()}
+    if any(name not in known for name in coerced):
+        types, names = _constructor_parameters(_lookup_spec(env_id))
+        unknown = sorted(name for name in coerced if name not in known and names is not None and name not in names)
+        if unknown and names is not None:
+            takes = ", ".join([*sorted(names - {"render_mode"}), *known, "description"])
+            given = " ".join(f"--param {name}={raw[name]}" for name in unknown)
+            missing = ", ".join(repr(name) for name in unknown)
+            raise BenchmarkError(
+                f"gymnasium:{env_id} does not take {given}: it has no parameter {missing} (it takes {takes})"
+            )
+        known = {**types, **known}
+    for name, value in coerced.items():
+        if name not in known or _fits(value, known[name][0]):
+            continue
+        kind, default = known[name]
+        said = f" (default {_shown(default)})" if default not in (None, inspect.Parameter.empty) else ""
+        raise BenchmarkError(
+            f"--param {name}={raw[name]}: gymnasium:{env_id} takes {_KIND[kind]} for {name}{said}"
+        )
+
+
 def make_gymnasium_benchmark(env_id: str, **params: Any) -> GymnasiumBenchmark:
     """The ``gymnasium:<env id>`` entry point.
 
     ``max_episode_steps``, ``failure_return``, ``success_threshold`` and
     ``description`` configure the Benchmark; every other parameter is passed to
-    ``gymnasium.make``. String values that read as JSON scalars become those scalars.
+    ``gymnasium.make``. String values that read as JSON scalars become those scalars;
+    a value that does not read as the type its parameter takes (where the environment's
+    constructor tells it, by annotation or default) is a BenchmarkError.
     """
     options: dict[str, Any] = {}
     if "description" in params:
         options["description"] = str(params.pop("description"))
+    raw = params
     params = {k: _coerce(v) for k, v in params.items()}
+    _check_params(env_id, raw, params)
     for key in ("max_episode_steps", "failure_return", "success_threshold"):
         if key in params:
             options[key] = params.pop(key)

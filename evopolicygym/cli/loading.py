@@ -26,8 +26,9 @@ def load(ref: str, params: Mapping[str, str]) -> Benchmark:
     """The Benchmark ``ref``; a factory rejecting its parameters is a user error."""
     from evopolicygym.registry import load_benchmark
 
-    if ref in FAMILIES:
-        raise CliError(f"{ref} is a family of Benchmarks: use {ref}:<id>")
+    name, _colon, argument = ref.partition(":")
+    if name in FAMILIES and not argument.strip():
+        raise CliError(f"{name} is a family of Benchmarks: use {name}:<id>")
     try:
         benchmark = load_benchmark(ref, params)
         if params:
