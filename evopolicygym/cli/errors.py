@@ -51,6 +51,13 @@ def _translated() -> Iterator[None]:
     except click.ClickException as exc:
         error = CliUsageError if exc.exit_code == 2 else CliError
         raise error(exc.format_message()) from exc
+    except UnicodeEncodeError as exc:
+        # An argument of bytes that are not UTF-8 reaches Python as lone surrogates, which a
+        # store, a socket or JSON cannot take: the user's input, not a bug.
+        if "surrogates not allowed" not in exc.reason:
+            raise
+        shown = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise CliUsageError(f"not valid UTF-8: '{one_line(shown)}' (give arguments as UTF-8 text)") from exc
     except Exception as exc:
         kind = _known(exc)
         if kind is None:

@@ -16,7 +16,7 @@ from rich.table import Table
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.loading import load, plan
-from evopolicygym.cli.options import param_option
+from evopolicygym.cli.options import finite, not_empty, param_option
 from evopolicygym.cli.output import clip, emit_json, human, one_line, print_table
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
@@ -27,28 +27,30 @@ from evopolicygym.registry import baseline_dir
 __all__ = ["evaluate", "result_view"]
 
 FAILURE_CHARS = 80
+MAX_EPISODES = 1_000_000  # as a Run's budget: planning more takes minutes before the first Episode
 EPISODE_ROWS = 20  # the rest are counted in one line; --json has every one
 
 
 @click.command(short_help="Evaluate a policy program on a Benchmark.")
-@click.argument("program", metavar="PROGRAM")
+@click.argument("program", metavar="PROGRAM", callback=not_empty)
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
 @click.option("--split", default="train", show_default=True, help="Episode split (see `evopolicy benchmarks show ID`).")
 @click.option(
     "--episodes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_EPISODES),
     default=8,
     show_default=True,
     help="Episodes to evaluate on.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Evaluation seed: which Episodes of the split are planned.")
+@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Evaluation seed: which Episodes of the split are planned.")
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs]."
 )
 @click.option(
     "--episode-timeout",
     type=click.FloatRange(min=0, max=86_400, min_open=True),
+    callback=finite,
     default=30.0,
     show_default=True,
     help="Seconds of policy time per Episode, start-up plus every act(); past it "

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.hints import cli_command
-from evopolicygym.cli.options import store_option
+from evopolicygym.cli.options import not_empty, store_option
 from evopolicygym.cli.output import emit_json
 from evopolicygym.cli.stores import open_existing
 from evopolicygym.records.events import TerminalReason
@@ -118,7 +118,7 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
 )
 @click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard [default: 256MiB].")
 @click.option("--license", "license_id", default="other", show_default=True, help="License id for the dataset card.")
-@click.option("--push-to-hub", metavar="REPO", help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).")
+@click.option("--push-to-hub", metavar="REPO", callback=not_empty, help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).")
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repo private.")
 @click.option("--revision", metavar="BRANCH", help="With --push-to-hub: the branch to push to.")
 @click.option("--create-pr", is_flag=True, help="With --push-to-hub: open a pull request instead of committing.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -51,6 +52,8 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
     (`resume`, say, would suggest creating a store there)."""
     if value and "://" not in value and os.path.exists(value) and not os.path.isdir(value):
         raise CliError(f"--store {value}: {value} is not a directory (a store is one)")
+    if value == "":  # read as not given, it would be the default store
+        raise click.BadParameter("must not be empty (leave it out for the default store)", ctx, param)
     if value is not None:
         ctx.meta[STORE_META] = value
     return value
@@ -87,6 +90,23 @@ class StoreGroup(Cli):
         if (name or cmd.name) not in self.storeless and not any(p.name == "store_dir" for p in cmd.params):
             store_option(RECORD_STORE_NOTE, expose_value=False)(cmd)
         super().add_command(cmd, name)
+
+
+def not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An option callback refusing an empty string (``--program ""``), which a command would
+    otherwise read as the option not given."""
+    values = value if isinstance(value, tuple) else (value,)
+    if "" in values:
+        raise click.BadParameter("must not be empty", ctx, param)
+    return value
+
+
+def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """An option callback refusing NaN, which passes click's FloatRange (every comparison
+    with it is false)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number", ctx, param)
+    return value
 
 
 def param_option(fn: F) -> F:

@@ -20,7 +20,7 @@ from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
-from evopolicygym.cli.options import param_option, store_option
+from evopolicygym.cli.options import finite, not_empty, param_option, store_option
 from evopolicygym.cli.output import clip, emit_json, human, one_line, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.cli.stores import check_store_dir
@@ -99,6 +99,54 @@ def exit_status(reason: str | None) -> int:
     return 0 if reason is None else _EXIT_STATUS.get(reason, 1)
 
 
+# RunConfig's field names as `run` spells them, for its errors (longest first).
+_OPTION_NAMES = (
+    ("train, validation and assessment splits", "--train-split, --validation-split and --assessment-split"),
+    ("max_episodes_per_submission", "--max-episodes-per-submission"),
+    ("validation episodes_per_candidate", "--validation-episodes"),
+    ("validation max_candidates", "--max-candidates"),
+    ("bulk_feedback_retention_bytes", "--retention-bytes"),
+    ("require_budget_exhaustion", "--finish-policy require_budget_exhaustion"),
+    ("assessment episodes", "--assessment-episodes"),
+    ("max_agent_attempts", "--max-agent-attempts"),
+    ("episode_pool_size", "--pool-size"),
+    ("max_submissions", "--max-submissions"),
+    ("episode_timeout", "--episode-timeout"),
+    ("agent_timeout", "--agent-timeout"),
+    ("episode_budget", "--budget"),
+    ("the pool size", "--pool-size"),
+)
+
+
+def _option_names(message: str) -> str:
+    """A RunConfigError's message naming the options the user gave, not the config's fields."""
+    for field, option in _OPTION_NAMES:
+        message = message.replace(field, option)
+    return message
+
+
+def _command_line(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--agent-command`` must split as a shell would (balanced quotes)."""
+    import shlex
+
+    if value is not None:
+        try:
+            shlex.split(value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{value!r} does not split into words ({exc})", ctx, param) from exc
+    return value
+
+
+def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--agent-env`` takes the names of variables the Agent inherits, not NAME=VALUE."""
+    for name in values:
+        if not name.isidentifier() or not name.isascii():
+            raise click.BadParameter(
+                f"{name!r} is not an environment variable name (give NAME: the Agent inherits its value)", ctx, param
+            )
+    return values
+
+
 @click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
@@ -110,10 +158,10 @@ def exit_status(reason: str | None) -> int:
 @click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Model calls of the chat Agent [default: 60].")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].")
 @click.option("--skill", "skill_dirs", multiple=True, metavar="DIR", help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).")
-@click.option("--agent-command", metavar="CMD", default=None, help="Command line of a command Agent.")
+@click.option("--agent-command", metavar="CMD", default=None, callback=_command_line, help="Command line of a command Agent.")
 @click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
-@click.option("--agent-env", multiple=True, metavar="NAME", help="Environment variable the Agent inherits (repeatable).")
-@click.option("--program", "program_dir", metavar="DIR", default=None, help="Initial program [default: the Benchmark's baseline].")
+@click.option("--agent-env", multiple=True, metavar="NAME", callback=_variable_names, help="Environment variable the Agent inherits (repeatable).")
+@click.option("--program", "program_dir", metavar="DIR", default=None, callback=not_empty, help="Initial program [default: the Benchmark's baseline].")
 @click.option("--budget", type=click.IntRange(min=1, max=MAX_EPISODES), default=64, show_default=True, help="Episode budget: Episodes the Agent may spend on submissions.")
 @click.option("--pool-size", type=click.IntRange(min=1, max=MAX_EPISODES), default=None, help="Episodes in the Run-local pool the Agent selects from [default: the budget].")
 @click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="Submissions the Agent may make [default: the budget].")
@@ -138,8 +186,8 @@ def exit_status(reason: str | None) -> int:
 @click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True, help="Held-out Episodes the final program is assessed on.")
 @click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
-@click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
-@click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
+@click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), callback=finite, default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
+@click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), callback=finite, default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs].")
 @click.option("--max-agent-attempts", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Agent starts, counting restarts on resume.")
 @click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.")
@@ -153,7 +201,7 @@ def exit_status(reason: str | None) -> int:
     show_default=True,
     help="Keep per-step traces of which Episodes.",
 )
-@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory, removed at the end].")
+@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, callback=not_empty, help="Agent workspace [default: a temporary directory, removed at the end].")
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
@@ -265,12 +313,11 @@ def run(
         check_store_dir(store_dir)
         if agent == "chat":
             _check_chat(base_url, api_key_env)
-        if params:  # parameters the Benchmark refuses, before anything is recorded
-            load(benchmark_ref, params)
+        load(benchmark_ref, params)  # an unknown Benchmark, or parameters it refuses, before anything is recorded
         if workspace_dir is not None:
             _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
-        raise CliError(one_line(str(exc))) from exc
+        raise CliError(_option_names(one_line(str(exc))) if isinstance(exc, RunConfigError) else one_line(str(exc))) from exc
     try:
         with open_store(store_dir, create=True) as store:
             try:

@@ -100,7 +100,7 @@ def submit(program: str | None, episodes: str, parent: int | None, socket_path: 
 @click.argument("ids", nargs=-1, required=True, type=int, metavar="ID...")
 @_socket_option
 def finish(ids: tuple[int, ...], socket_path: str | None) -> None:
-    """Finish the Run, naming Submission ids as final candidates, best first."""
+    """Finish the Run, naming final candidates by Submission ID, best first."""
     for i in ids:
         if not 0 <= i <= _MAX_ID:
             raise CliUsageError(f"{i} is not a Submission id")
