@@ -141,7 +141,7 @@ ROWS = [
     row("export-output-is-a-file", "export", "--format", "sft", "--output", "{file}", "--store", "{estore}",
         says="not a directory"),
     row("export-test-fraction-out-of-range", "export", "--format", "sft", "--output", "{missing}", "--store",
-        "{estore}", "--test-fraction", "2", says="test fraction"),
+        "{estore}", "--test-fraction", "2", says="--test-fraction must be in [0, 1)"),
     row("export-empty-hub-repo", "export", "--format", "sft", "--output", "{missing}", "--store", "{estore}",
         "--push-to-hub", "", says="--push-to-hub"),
     # quickstart

@@ -822,7 +822,7 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
         (["--format", "nope"], 2, "unknown format 'nope'"),
         (["--format", "sft", "--since", "yesterday"], 2, "is not a date"),
         (["--format", "sft", "--max-shard-size", "lots"], 2, "is not a size"),
-        (["--format", "sft", "--test-fraction", "1.5"], 2, "test fraction"),
+        (["--format", "sft", "--test-fraction", "1.5"], 2, "--test-fraction must be in [0, 1)"),
         (["--format", "sft", "--create-pr"], 2, "go with --push-to-hub"),
         (["--format", "sft", "--split-by", "row"], 2, "'row' is not one of 'task', 'run'"),
     ]:

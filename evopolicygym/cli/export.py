@@ -61,6 +61,24 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
+# ExportOptions' words for its settings, as `export` spells them, for its errors.
+_OPTION_NAMES = (
+    ("dpo minimum margin", "--dpo-min-margin"),
+    ("dpo pairs per Run", "--dpo-max-pairs"),
+    ("max shard size", "--max-shard-size"),
+    ("test fraction", "--test-fraction"),
+    ("minimum score", "--min-score"),
+    ("split by", "--split-by"),
+)
+
+
+def _option_names(message: str) -> str:
+    for words, option in _OPTION_NAMES:
+        if message.startswith(words):
+            return option + message[len(words):]
+    return message
+
+
 @click.command("export", short_help="Export recorded Runs as a Hugging Face dataset.")
 @click.option(
     "--format",
@@ -187,7 +205,7 @@ def export_command(
             license=license_id,
         )
     except ValueError as exc:
-        raise CliUsageError(str(exc)) from exc
+        raise CliUsageError(_option_names(str(exc))) from exc
     err = Console(stderr=True)
     with open_existing(resolve_store_path(store_dir)) as store, Progress(
         TextColumn("exporting Runs"),
