@@ -117,8 +117,8 @@ def _option_names(message: str) -> str:
 )
 @click.option("--per-turn", is_flag=True, help="sft, distill: prompt/completion rows ending at each assistant turn.")
 @click.option("--teacher", multiple=True, metavar="NAME", help="distill: keep this agent name, provider or model.")
-@click.option("--dpo-min-margin", type=float, default=0.0, show_default=True, help="dpo: least score difference.")
-@click.option("--dpo-max-pairs", type=int, default=64, show_default=True, help="dpo: pairs per Run, widest first.")
+@click.option("--dpo-min-margin", type=float, default=0.0, show_default=True, help="dpo: least score difference between chosen and rejected, a finite number >= 0.")
+@click.option("--dpo-max-pairs", type=int, default=64, show_default=True, help="dpo: pairs per Run, widest first, at least 1.")
 @click.option(
     "--test-fraction",
     type=float,
@@ -134,7 +134,7 @@ def _option_names(message: str) -> str:
     help="Group splits by task (Benchmark, parameters, initial program, limits) or by Run; "
     "identical rows of a config share a split either way (rl rows are tasks).",
 )
-@click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard [default: 256MiB].")
+@click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard, at least 64KiB (e.g. 512MB, 1GiB) [default: 256MiB].")
 @click.option("--license", "license_id", default="other", show_default=True, help="License id for the dataset card.")
 @click.option("--push-to-hub", metavar="REPO", callback=not_empty, help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).")
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repo private.")

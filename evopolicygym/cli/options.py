@@ -117,5 +117,6 @@ def param_option(fn: F) -> F:
         multiple=True,
         metavar="KEY=VALUE",
         callback=_parse_params,
-        help="Benchmark parameter (repeatable); the factory parses the value.",
+        help="Benchmark parameter (repeatable). gymnasium:<id> reads true, 3 or 0.5 as JSON and "
+        "checks each value against the type the environment's constructor gives it.",
     )(fn)

@@ -15,6 +15,7 @@ import click
 import msgspec
 
 from evopolicygym.cli.errors import Cli, CliUsageError
+from evopolicygym.cli.options import not_empty
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
 
@@ -29,6 +30,7 @@ def _socket_option(fn: Any) -> Any:
         "socket_path",
         metavar="PATH",
         default=None,
+        callback=not_empty,
         help=f"Session socket [default: ${SESSION_ENV}].",
     )(fn)
 
