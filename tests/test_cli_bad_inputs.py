@@ -173,6 +173,7 @@ ROWS = [
         says=f"${SESSION_ENV} is not set"),
     row("session-submit-missing-socket", "session", "submit", "{program}", "--episodes", "0:2", "--socket", "{missing}",
         says="cannot connect"),
+    row("session-finish-empty-socket", "session", "finish", "1", "--socket", "", says="--socket"),
     row("session-finish-not-an-id", "session", "finish", "abc", says="'abc' is not a valid integer"),
     row("session-finish-id-out-of-range", "session", "finish", str(2**64), says="is not a Submission id"),
 ]
