@@ -181,6 +181,40 @@ def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_tempor
     assert not glob.glob(os.path.join(temp, f"evopolicy-h{process.pid}-*"))  # the Host's own
 
 
+def test_sigint_while_a_submission_is_evaluated_stops_its_evaluation(tmp_path: Path) -> None:
+    """A real SIGINT while the Host evaluates a Submission for its Agent (in the session's
+    thread, not the one the signal interrupts): that evaluation stops too, so the Run ends
+    interrupted with the Submission still reserved (evaluated again on resume), neither
+    published nor recorded as failed, instead of the Host waiting for all its Episodes."""
+    store = tmp_path / "store"
+    command = _agent(tmp_path, 'cli("submit", "--episodes", "0:3000")\ntime.sleep(600)\n')
+    process = subprocess.Popen(
+        [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
+         "--budget", "3000", "--max-candidates", "1", "--validation-episodes", "2", "--assessment-episodes", "2",
+         "--allow-uncontained-agent", "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}, cwd=tmp_path,
+    )
+    started = _episodes_started(3)
+    while not started(process.pid):
+        if process.poll() is not None:
+            pytest.fail(f"the Run ended before the SIGINT: {process.communicate()[1]}")
+        time.sleep(0.002)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "submission 1" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith("interrupted; resume with: "), stderr
+    hint = lines[-1].split(": ", 1)[1].split()
+    shown = subprocess.run(
+        [*CLI, "record", "show", hint[hint.index("resume") + 1], "--store", str(store), "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    run = json.loads(shown.stdout)
+    assert run["status"] == "interrupted"
+    assert [(s["submission_id"], s["status"], s["score"]) for s in run["submissions"]] == [(1, "evaluating", None)]
+
+
 def _interrupted_evaluate(tmp_path: Path, jobs: int, when: str) -> tuple[int, str]:
     """A real SIGINT to a real `evopolicy evaluate`, ``when`` "start-up" (its first grandchild
     exists: the fork server's serving process where it re-parents into a PID namespace of its

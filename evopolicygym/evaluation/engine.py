@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
@@ -35,7 +36,7 @@ from evopolicygym.evaluation.runner import RunnerProcess
 from evopolicygym.hostdirs import remove_tree
 from evopolicygym.program import Program, ProgramError
 
-__all__ = ["Evaluator", "evaluate"]
+__all__ = ["Evaluator", "evaluate", "stop_all"]
 
 Progress = Callable[[int, int], None]
 
@@ -61,12 +62,36 @@ def _pinned(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
+_live: weakref.WeakSet[Evaluator] = weakref.WeakSet()
+
+
+def stop_all() -> None:
+    """Stop every evaluation under way in this process, in whatever thread (the Host's stop on
+    a signal; safe to call from a signal handler): see ``Evaluator.stop``."""
+    for evaluator in list(_live):
+        evaluator.stop()
+
+
 class Evaluator:
     """Evaluates Programs; keeps one policy fork server alive across evaluations."""
 
     def __init__(self) -> None:
         self._fork_server: ForkServer | None = None
         self._runner_pool: list[RunnerProcess] = []
+        self._stopped = False  # a plain flag: stop() runs in signal handlers, so takes no lock
+        _live.add(self)
+
+    def stop(self) -> None:
+        """Make the evaluations under way end soon with EvaluationError, and any later one at
+        once: between Episodes, and mid-Episode where runner processes play them (their
+        channels are shut, which they take as the end). Close still cleans up."""
+        self._stopped = True
+        for runner in list(self._runner_pool):
+            runner.interrupt()
+
+    def _check_stopped(self) -> None:
+        if self._stopped:
+            raise EvaluationError("the evaluation was stopped: the Host is stopping")
 
     @property
     def fork_server(self) -> ForkServer:
@@ -102,6 +127,7 @@ class Evaluator:
         Policy failures are scored outcomes; a fault of the Environment, the
         Benchmark or the Host raises EvaluationError.
         """
+        self._check_stopped()
         config = config or EvaluationConfig()
         require_failure_score(benchmark)
         if "policy.py" not in program.paths():
@@ -168,6 +194,7 @@ class Evaluator:
             runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
             try:
                 for i, planned in enumerate(episodes):
+                    self._check_stopped()
                     runner.prespawn = i + 1 < len(episodes)
                     records.append(runner.run(planned))
                     if progress:
@@ -212,7 +239,7 @@ class Evaluator:
                 try:
                     while True:
                         with lock:
-                            if errors or not queue:
+                            if errors or not queue or self._stopped:
                                 return
                             i = queue.pop()
                         results[i] = runner.call("run", episodes[i])
@@ -232,6 +259,7 @@ class Evaluator:
             t.start()
         for t in threads:
             t.join()
+        self._check_stopped()  # what failed meanwhile is the stop's doing
         if errors:
             first = errors[0]
             if isinstance(first, EvaluationError):

@@ -162,6 +162,9 @@ class RunnerProcess:
                 pass_fds=(child.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=env,
+                # Out of the terminal's process group, like the fork server: Ctrl-C is the
+                # Host's to handle, and would otherwise hit a runner still importing.
+                start_new_session=True,
             )
         )
         child.close()
@@ -179,6 +182,12 @@ class RunnerProcess:
         if status == "error":
             raise value
         return value
+
+    def interrupt(self) -> None:
+        """End the request under way (its call raises) and the runner with it: both ends of
+        the channel are shut, which the runner takes as the end. Safe in a signal handler."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     @property
     def alive(self) -> bool:
