@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -244,12 +245,18 @@ def test_a_resumed_run_has_two_attempts(tmp_path: Path) -> None:
     )
     assert process.stderr is not None
     seen = []
-    for line in process.stderr:
-        seen.append(line)
-        if line.startswith("submission 1:"):
-            break
-    else:
-        pytest.fail(f"the Run never published its Submission: {''.join(seen)}")
+    # The Agent sleeps after submitting: a Run that never says so would hang the test.
+    watchdog = threading.Timer(120, process.kill)
+    watchdog.start()
+    try:
+        for line in process.stderr:
+            seen.append(line)
+            if line.startswith("submission 1 "):  # the live view's published line
+                break
+        else:
+            pytest.fail(f"the Run never published its Submission: {''.join(seen)}")
+    finally:
+        watchdog.cancel()
     process.send_signal(signal.SIGINT)
     out, rest = process.communicate()
     assert process.returncode == 130, "".join(seen) + rest
