@@ -793,13 +793,16 @@ def _fits(value: Any, kind: type) -> bool:
     return type(value) in (int, float) and math.isfinite(value)
 
 
-def _constructor_parameters(registered: Any) -> tuple[dict[str, tuple[type, Any]], set[str] | None]:
+def _constructor_parameters(
+    registered: Any,
+) -> tuple[dict[str, tuple[type, Any]], set[str] | None, set[str]]:
     """What the environment's constructor says of its parameters: name -> (type, default)
-    where known, and the names it takes (None: any, or it cannot be inspected)."""
+    where known, the names it takes (None: any, or it cannot be inspected), and those whose
+    annotation allows None."""
     try:
         signature = inspect.signature(load_env_creator(registered.entry_point))
     except Exception:  # an entry point that cannot be inspected is checked by gymnasium.make
-        return {}, None
+        return {}, None, set()
     types: dict[str, tuple[type, Any]] = {}
     for name, parameter in signature.parameters.items():
         default = registered.kwargs.get(name, parameter.default)
@@ -808,7 +811,13 @@ def _constructor_parameters(registered: Any) -> tuple[dict[str, tuple[type, Any]
             types[name] = (kind, default)
     kinds = {parameter.kind for parameter in signature.parameters.values()}
     names = None if inspect.Parameter.VAR_KEYWORD in kinds else set(signature.parameters)
-    return types, names
+    nullable = {
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.annotation is not inspect.Parameter.empty
+        and ("None" in str(parameter.annotation) or "Optional" in str(parameter.annotation))
+    }
+    return types, names, nullable
 
 
 def _shown(value: Any) -> str:
@@ -820,8 +829,9 @@ def _check_params(env_id: str, raw: dict[str, Any], coerced: dict[str, Any]) -> 
     Benchmark's own, or the constructor's annotation or default) and the value does not read
     as: refused now, not when the Environment is made or at some step of an Episode."""
     known: dict[str, tuple[type, Any]] = {name: (kind, None) for name, kind in _BENCHMARK_PARAMETERS.items()}
+    nullable: set[str] = set()
     if any(name not in known for name in coerced):
-        types, names = _constructor_parameters(_lookup_spec(env_id))
+        types, names, nullable = _constructor_parameters(_lookup_spec(env_id))
         unknown = sorted(name for name in coerced if name not in known and names is not None and name not in names)
         if unknown and names is not None:
             takes = ", ".join([*sorted(names - {"render_mode"}), *known, "description"])
@@ -832,7 +842,7 @@ def _check_params(env_id: str, raw: dict[str, Any], coerced: dict[str, Any]) -> 
             )
         known = {**types, **known}
     for name, value in coerced.items():
-        if name not in known or _fits(value, known[name][0]):
+        if name not in known or _fits(value, known[name][0]) or (value is None and name in nullable):
             continue
         kind, default = known[name]
         said = f" (default {_shown(default)})" if default not in (None, inspect.Parameter.empty) else ""
