@@ -62,14 +62,19 @@ def _pinned(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-_live: weakref.WeakSet[Evaluator] = weakref.WeakSet()
+# Every Evaluator of this process. A list copied in one step, not a WeakSet, whose iteration
+# fails when another thread adds meanwhile; the lock orders adders only (never the handler).
+_live: list[weakref.ref[Evaluator]] = []
+_live_lock = threading.Lock()
 
 
 def stop_all() -> None:
     """Stop every evaluation under way in this process, in whatever thread (the Host's stop on
     a signal; safe to call from a signal handler): see ``Evaluator.stop``."""
-    for evaluator in list(_live):
-        evaluator.stop()
+    for ref in _live[:]:
+        evaluator = ref()
+        if evaluator is not None:
+            evaluator.stop()
 
 
 class Evaluator:
@@ -79,7 +84,8 @@ class Evaluator:
         self._fork_server: ForkServer | None = None
         self._runner_pool: list[RunnerProcess] = []
         self._stopped = False  # a plain flag: stop() runs in signal handlers, so takes no lock
-        _live.add(self)
+        with _live_lock:
+            _live[:] = [*(r for r in _live if r() is not None), weakref.ref(self)]
 
     def stop(self) -> None:
         """Make the evaluations under way end soon with EvaluationError, and any later one at
