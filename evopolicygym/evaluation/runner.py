@@ -66,8 +66,9 @@ def main() -> None:
     from evopolicygym.namespaces import die_with_parent
 
     die_with_parent(int(sys.argv[2]))
-    # Ctrl-C reaches the whole foreground process group; the Host decides what it means
-    # (a resumable interruption), not a runner dying mid-Episode as a trusted fault.
+    # The Host decides what Ctrl-C means (a resumable interruption), not a runner dying
+    # mid-Episode as a trusted fault: it starts us out of the terminal's process group, and a
+    # SIGINT sent here all the same is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(sys.argv[1]))
     runner: EpisodeRunner | None = None
