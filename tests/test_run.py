@@ -383,7 +383,7 @@ def test_bad_run_options_are_one_line_errors(tmp_path: Path) -> None:
     store = str(tmp_path / "s")
     for args, needle in [
         (["--agent", "command"], "--agent-command"),
-        (["--budget", "4", "--max-episodes-per-submission", "9"], "max_episodes_per_submission"),
+        (["--budget", "4", "--max-episodes-per-submission", "9"], "--max-episodes-per-submission must be between 1 and --pool-size"),
         (["--agent", "command", "--agent-command", "no-such-agent-x"], "not found"),
     ]:
         result = runner.invoke(main, ["run", "--benchmark", "cartpole", "--store", store, *args])
