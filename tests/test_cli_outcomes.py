@@ -247,6 +247,36 @@ def test_sigint_stops_evaluate_without_a_worker_traceback(tmp_path: Path, jobs: 
     assert (returncode, stderr.splitlines()) == (130, ["interrupted"]), stderr
 
 
+def _loaded_numpy(pid: int) -> bool:
+    """``pid`` has mapped NumPy's core extension: a command module is being imported, before
+    any command's own stop is set up."""
+    try:
+        return "_multiarray_umath" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "100000"],
+    ["run", "--benchmark", "cartpole", *SMALL, "--store", "store"],
+])
+def test_sigint_while_the_command_loads_is_the_same_one_line(tmp_path: Path, command: list[str]) -> None:
+    """Ctrl-C while a command is still being loaded (NumPy, the Benchmarks) is not click's
+    "Aborted!" and status 1: the command line says "interrupted" (and, where a Run was
+    recorded, how to resume it) and exits 130, with no traceback."""
+    process = subprocess.Popen([*CLI, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    while not _loaded_numpy(process.pid):
+        if process.poll() is not None:
+            pytest.fail(f"the command ended before the SIGINT: {process.communicate()[1]}")
+        time.sleep(0.001)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate()
+    lines = stderr.splitlines()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Aborted" not in stderr, stderr
+    assert lines and lines[-1].startswith("interrupted"), stderr
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(c) for t in os.listdir(f"/proc/{pid}/task")

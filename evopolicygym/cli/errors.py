@@ -45,6 +45,11 @@ def _translated() -> Iterator[None]:
         yield
     except _PASS_THROUGH:
         raise
+    except KeyboardInterrupt:
+        # Ctrl-C before a command has set up its own stop (imports, parsing, opening a store):
+        # the same line and status as after, not click's "Aborted!" and status 1.
+        click.echo("interrupted", err=True)
+        raise click.exceptions.Exit(130) from None
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         raise CliUsageError(exc.format_message() + hint) from exc

@@ -403,6 +403,10 @@ def carry(
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
+    except KeyboardInterrupt:
+        # Ctrl-C before the Host took over the signals (folding the log, checking the jail):
+        # the Run is recorded, so the hint to resume it holds as it does later.
+        interrupted = {"run_id": run_id, "status": "interrupted"}
     if interrupted is not None:
         if as_json:
             emit_json(interrupted)
