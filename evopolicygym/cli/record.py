@@ -331,7 +331,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if summary["undecodable_events"]:
         positions = ", ".join(str(p) for p in summary["undecodable_events"])
-        rows.append(("undecodable", f"positions {positions} (run 'evopolicy record verify')"))
+        rows.append(("undecodable", f"positions {positions} (run `{cli_command('record', 'verify')}`)"))
     for key, value in rows:
         grid.add_row(key, escape(printable(value)))
     console.print(grid)

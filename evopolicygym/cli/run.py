@@ -23,7 +23,7 @@ from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import finite, not_empty, param_option, store_option
 from evopolicygym.cli.output import clip, emit_json, human, one_line, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
-from evopolicygym.cli.stores import check_store_dir
+from evopolicygym.cli.stores import check_store_dir, open_existing
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.protocol import CLI_SHIM
 from evopolicygym.records.events import (
@@ -47,7 +47,7 @@ from evopolicygym.records.events import (
     ValidationFailed,
     ValidationStarted,
 )
-from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.location import Store, open_store, resolve_store_path
 from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
 from evopolicygym.records.store import StoreError
 from evopolicygym.run import (
@@ -365,7 +365,7 @@ def carry(
     console = Console(stderr=True)
     interrupted: dict[str, Any] | None = None
     try:
-        with open_store(store_dir) as store:
+        with open_existing(resolve_store_path(store_dir)) as store:  # a missing one: the CLI's hint
             summary = summarize(store.events, run_stream_id(run_id))
             if store.read_only:
                 raise CliError(
