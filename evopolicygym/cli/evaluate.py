@@ -82,6 +82,12 @@ def evaluate(
 
     PROGRAM may be the word 'baseline' for the Benchmark's packaged baseline
     (write ./baseline for a directory of that name).
+
+    With --json, episodes[] holds each Episode as the log and the exports name it
+    (total_reward: the return as played; steps); feedback is what an Agent is shown
+    for this evaluation, whose content the Benchmark writes: for the Gymnasium ones,
+    content.episodes[].return is the return as scored (a failed Episode at the failure
+    score, none below it) and length its steps.
     """
     try:
         # From the start: loading a Benchmark imports for a while, and Ctrl-C then is the same stop.
