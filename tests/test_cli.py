@@ -94,7 +94,7 @@ def test_benchmarks_list() -> None:
         assert name in result.stdout
     rows = ok_json(invoke("benchmarks", "list", "--json"))
     assert isinstance(rows, list)
-    by_name = {row["name"]: row for row in rows}
+    by_name = {row["benchmark_id"]: row for row in rows}
     assert names | {"gymnasium"} <= set(by_name)
     assert all(row["description"] for row in rows)
     assert "Balance a pole" in by_name["cartpole"]["description"]
@@ -103,7 +103,7 @@ def test_benchmarks_list() -> None:
 def test_show_cartpole_json() -> None:
     spec = ok_json(invoke("benchmarks", "show", "cartpole", "--json"))
     assert isinstance(spec, dict)
-    assert spec["id"] == "cartpole"
+    assert spec["benchmark_id"] == "cartpole" and "id" not in spec
     assert spec["score_direction"] == "maximize"
     assert spec["environment_digest"] == load_benchmark("cartpole").spec.environment_digest
     assert spec["action_space"] == {"type": "discrete", "n": 2, "start": 0}

@@ -134,7 +134,7 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
     outcome = json.loads(resumed.stdout)
-    assert outcome["status"] == "finished" and outcome["final_submission"] == 1
+    assert outcome["status"] == "finished" and outcome["final_submission_id"] == 1
     assert not list((store / "runs").glob("*.workspace"))  # the temporary workspace is gone
 
 

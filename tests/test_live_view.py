@@ -130,8 +130,8 @@ def test_the_log_keeps_every_submission_validation_and_assessment(
         line = f"submission {entry['submission_id']}  score {entry['score']:g}  {entry['episodes']} Episode"
         assert line in text, line
     assert re.search(r"^validation: initial program scores \S+", text, re.MULTILINE)
-    final = summary["final_submission"]
-    assert f"validation: submission {final['submission_id']} scores {final['score']:g}" in text
+    final, score = summary["final_submission_id"], summary["validation_score"]
+    assert f"validation: submission {final} scores {score:g}" in text
     assessment = summary["assessment"]
     assert (
         f"assessment: submission {assessment['submission_id']} scores {assessment['score']:g}"

@@ -61,7 +61,7 @@ def test_reading_commands_work_on_a_read_only_store(recorded: tuple[Path, str], 
 
     shown = _on_read_only(store, "record", "--store", str(store), "show", run_id, "--json")
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["terminal"]["reason"] == "finished"
+    assert json.loads(shown.stdout)["terminal_reason"] == "finished"
 
     assert _on_read_only(store, "record", "--store", str(store), "verify").stdout.startswith("ok: ")
     head = _on_read_only(store, "record", "--store", str(store), "head")

@@ -311,8 +311,8 @@ def test_list_text_and_json(built: Built) -> None:
     alpha, beta = by_id["alpha"], by_id["beta"]
     assert alpha["stream_id"] == "run-alpha"
     assert alpha["version"] == alpha["events"] == 16
-    assert alpha["benchmark"] == "cartpole"
-    assert alpha["status"] == "finished"
+    assert alpha["benchmark_id"] == "cartpole"
+    assert alpha["status"] == alpha["terminal_reason"] == "finished"
     assert alpha["assessment_score"] == 188.75
     assert alpha["created_at"].endswith("Z")
     # No Host holds beta, so it is a Run whose Host died; while one does, it is running.
@@ -336,13 +336,13 @@ def test_show_json_summary(built: Built) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["run_id"] == "alpha"
-    assert summary["benchmark"] == "cartpole"
+    assert summary["benchmark_id"] == "cartpole"
     assert summary["agent"]["name"] == "reference"
     assert summary["config"]["budget"] == 16
     assert summary["pool_size"] == 4
     assert summary["initial_program_digest"] == built.blobs["initial"]
     assert summary["budget_used"] == 2 and summary["budget_left"] == 14
-    assert summary["rejected_submissions"] == 1
+    assert summary["rejections"] == 1
     [submission] = summary["submissions"]
     assert submission == {
         "submission_id": 1,
@@ -355,10 +355,11 @@ def test_show_json_summary(built: Built) -> None:
         "validation_score": 190.25,
         "error": None,
     }
-    assert summary["final_submission"]["submission_id"] == 1
-    assert summary["assessment"]["score"] == 188.75
-    assert summary["terminal"]["reason"] == "finished"
-    assert summary["status"] == "finished"
+    assert summary["final_submission_id"] == 1 and summary["final_selection"]["score"] == 190.25
+    assert summary["validation_score"] == 190.25
+    assert summary["assessment"]["score"] == summary["assessment_score"] == 188.75
+    assert summary["status"] == summary["terminal_reason"] == "finished"
+    assert "terminal" not in summary and "final_submission" not in summary
     assert "pool" not in summary and "seeds" not in summary
 
 

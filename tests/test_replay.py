@@ -340,8 +340,9 @@ def test_json_is_complete_and_holds_no_private_value(store: Store, root: Path) -
     assert scores == [10.0, 5.0, 12.5]
     assert "mismatches" not in data
     assert_no_private(result.stdout + result.stderr)
-    # Typed read-back: the JSON is the Replay (plus ``ok``).
-    typed = msgspec.convert({k: v for k, v in data.items() if k != "ok"}, Replay)
+    # Typed read-back: the JSON is the Replay (plus ``ok``; its ``status`` is the Run's
+    # status as every command's --json says it, the terminal reason once it has ended).
+    typed = msgspec.convert({k: v for k, v in data.items() if k not in ("ok", "status")}, Replay)
     assert typed.timeline == replay_run(store, "alpha").timeline
 
 

@@ -370,7 +370,7 @@ def test_run_and_replay_from_the_command_line(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     outcome = json.loads(result.stdout)
-    assert outcome["status"] == "finished" and outcome["final_submission"] == 1
+    assert outcome["status"] == "finished" and outcome["final_submission_id"] == 1
     assert outcome["budget_used"] == 2 and outcome["assessment_score"] is not None
     assert "seed" not in result.stdout
     with open_store(store) as opened:
@@ -518,7 +518,7 @@ def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> Non
     done = subprocess.run([*cli, "resume", run_id, "--store", str(store_dir), "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
-    assert outcome["status"] == "finished" and outcome["final_submission"] == 1
+    assert outcome["status"] == "finished" and outcome["final_submission_id"] == 1
     assert not list(store_dir.glob("runs/*.workspace"))  # the temporary workspace is gone
 
 

@@ -39,7 +39,7 @@ def list_benchmarks(as_json: bool) -> None:
         Console(),
         ["name", "description"],
         [
-            [Text(printable(row[key], cell=True), style=style) for key in ("name", "description")]
+            [Text(printable(row[key], cell=True), style=style) for key in ("benchmark_id", "description")]
             for row in rows
             for style in ["" if row["available"] else "red"]
         ],
@@ -48,19 +48,21 @@ def list_benchmarks(as_json: bool) -> None:
 
 def _describe(name: str) -> dict[str, Any]:
     if name in FAMILIES:
-        return {"name": name, "description": FAMILIES[name], "available": True}
+        return {"benchmark_id": name, "description": FAMILIES[name], "available": True}
     try:
         description = load(name, {}).spec.description
     except Exception as exc:  # a broken third-party factory must not hide the others
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        return {"name": name, "description": f"unavailable: {one_line(message)}", "available": False}
-    return {"name": name, "description": one_line(description), "available": True}
+        return {"benchmark_id": name, "description": f"unavailable: {one_line(message)}", "available": False}
+    return {"benchmark_id": name, "description": one_line(description), "available": True}
 
 
 def spec_view(benchmark: Benchmark) -> dict[str, Any]:
     """The public BenchmarkSpec plus what the CLI knows about it: digest, splits, baseline."""
     spec = benchmark.spec
-    view: dict[str, Any] = msgspec.to_builtins(spec)
+    public: dict[str, Any] = msgspec.to_builtins(spec)
+    # The spec's ``id`` is ``benchmark_id`` here, as in every command's --json.
+    view: dict[str, Any] = {"benchmark_id": public.pop("id"), **public}
     view["environment_digest"] = spec.environment_digest
     view["splits"] = list(benchmark.splits)
     baseline = baseline_dir(benchmark)

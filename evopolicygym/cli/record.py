@@ -33,14 +33,13 @@ from evopolicygym.cli.output import (
     printable,
 )
 from evopolicygym.cli.replay import replay
-from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, store_root
+from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, run_status, store_root
 from evopolicygym.records.events import Envelope
 from evopolicygym.records.location import Store, open_store
-from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, RunSummary, overview, summarize
+from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError, StreamInfo
 from evopolicygym.records.verify import Anchor, log_head, verify_store
-from evopolicygym.run.liveness import host_alive
 
 __all__ = ["record", "run_summary"]
 
@@ -67,14 +66,6 @@ def _iso(ns: int | None) -> str | None:
         return None
     moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _status(store: Store, summary: RunSummary) -> str:
-    status = summary.status
-    # No Host holds a Run that says it is running: it died without a word (say, SIGKILL).
-    if status == "running" and not host_alive(store, summary.run_id):
-        return "interrupted"
-    return status
 
 
 def _console() -> Console:
@@ -114,9 +105,10 @@ def _run_row(store: Store, info: StreamInfo) -> dict[str, Any]:
         "version": info.version,
         "events": summary.events,
         "created_at": _iso(summary.created_at),
-        "benchmark": summary.benchmark_id,
+        "benchmark_id": summary.benchmark_id,
         "agent": summary.agent.name if summary.agent is not None else None,
-        "status": _status(store, summary),
+        "status": run_status(store, summary),
+        "terminal_reason": summary.terminal_reason,
         "assessment_score": summary.terminal_assessment_score,
     }
 
@@ -143,7 +135,7 @@ def list_runs(ctx: click.Context, as_json: bool) -> None:
             [
                 printable(row["run_id"], cell=True),
                 _when(row["created_at"]),
-                printable(row["benchmark"] or "-", cell=True),
+                printable(row["benchmark_id"] or "-", cell=True),
                 printable(row["agent"] or "-", cell=True),
                 printable(row["status"], cell=True),
             ]
@@ -180,8 +172,9 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
         "stream_id": summary.stream_id,
         "events": summary.events,
         "created_at": _iso(summary.created_at),
-        "status": _status(store, summary),
-        "benchmark": summary.benchmark_id,
+        "status": run_status(store, summary),
+        "terminal_reason": summary.terminal_reason,
+        "benchmark_id": summary.benchmark_id,
         "benchmark_spec": summary.benchmark_spec,
         "agent": msgspec.to_builtins(summary.agent) if summary.agent is not None else None,
         "agent_containment": summary.agent_containment,
@@ -206,29 +199,24 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
             }
             for s in (summary.submissions[k] for k in sorted(summary.submissions))
         ],
-        "rejected_submissions": summary.rejected_submissions,
+        "rejections": summary.rejections,
         "agent_attempts": summary.agent_attempts,
         "agent_errors": summary.agent_errors,
         "last_agent_error": summary.last_agent_error,
         "unknown_stream_kinds": dict(sorted(summary.unknown_stream_kinds.items())),
-        "final_submission": None
+        "best_submission_id": summary.best_submission_id,
+        "final_submission_id": summary.final_submission_id,
+        "final_selection": None
         if summary.final_program_digest is None
         else {
-            "submission_id": summary.final_submission_id,
             "program_digest": summary.final_program_digest,
             "score": summary.final_score,
             "reason": summary.final_reason,
         },
         "validation_error": one_line(summary.validation_error) if summary.validation_error else None,
         "assessment": assessment,
-        "terminal": None
-        if summary.terminal_reason is None
-        else {
-            "reason": summary.terminal_reason,
-            "final_submission_id": summary.final_submission_id,
-            "validation_score": summary.terminal_validation_score,
-            "assessment_score": summary.terminal_assessment_score,
-        },
+        "validation_score": summary.final_score if summary.validation_enabled else None,
+        "assessment_score": summary.assessment_score,
         "handoff": summary.handoff,
         "reference_score": summary.reference_score,
         "improved": summary.improved,
@@ -280,22 +268,22 @@ def _print_summary(summary: dict[str, Any]) -> None:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    terminal = summary["terminal"]
-    final = summary["final_submission"]
+    terminal_reason = summary["terminal_reason"]
+    final = summary["final_selection"]
     assessment = summary["assessment"]
     rows: list[tuple[str, str]] = [
         ("run", summary["run_id"]),
         ("stream", f"{summary['stream_id']} ({summary['events']} events)"),
         ("created", summary["created_at"] or "-"),
         ("status", summary["status"]),
-        ("benchmark", summary["benchmark"] or "-"),
+        ("benchmark", summary["benchmark_id"] or "-"),
         ("agent", _agent(summary["agent"])),
         ("agent jail", _containment(summary["agent_containment"])),
         ("config", _config(summary["config"])),
         ("pool", "-" if summary["pool_size"] is None else f"{summary['pool_size']} Episodes"),
         ("initial program", summary["initial_program_digest"] or "-"),
         ("budget", _budget(summary)),
-        ("rejected", str(summary["rejected_submissions"])),
+        ("rejected", str(summary["rejections"])),
     ]
     if summary["agent_errors"]:
         last = summary["last_agent_error"]
@@ -305,7 +293,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         rows.append(("unparsed lines", kinds))
     if final is not None:
         score = "" if final["score"] is None else f", validation score {_fmt(final['score'])}"
-        rows.append(("final", f"submission {final['submission_id']}{score}"))
+        rows.append(("final", f"submission {summary['final_submission_id']}{score}"))
     if summary["validation_error"]:
         rows.append(("validation", f"failed: {summary['validation_error']}"))
     if assessment is not None:
@@ -319,8 +307,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
                     f"({assessment['failures']} failures in {assessment['episodes']} Episodes)",
                 )
             )
-    if terminal is not None:
-        rows.append(("terminal", terminal["reason"]))
+    if terminal_reason is not None:
+        rows.append(("terminal", terminal_reason))
         improved = {True: "yes", False: "no", None: "not measured"}[summary["improved"]]
         rows.append(
             (

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.options import RECORD_STORE_NOTE, store_option
 from evopolicygym.cli.output import emit_json, printable
-from evopolicygym.cli.stores import open_existing, resolve, store_root
+from evopolicygym.cli.stores import open_existing, resolve, run_status, store_root
+from evopolicygym.records.runs import summarize
 from evopolicygym.run.replay import (
     AgentEntry,
     AssessmentEntry,
@@ -226,6 +227,9 @@ def replay(
     with open_existing(store_root(ctx, store_dir)) as store:
         stream_id = resolve(store, run)
         result = replay_run(store, stream_id)
+        # --json says the Run's status as every command does (`record list`, `run`): its
+        # terminal reason once it has ended; the timeline's words are for people.
+        status = run_status(store, summarize(store.events, stream_id)) if as_json else result.status
         if reevaluating:
             from evopolicygym.run.reevaluate import reevaluate
 
@@ -236,7 +240,7 @@ def replay(
                 raise CliError(f"cannot re-evaluate run {result.run_id}: {exc}") from exc
     reasons = _reasons(result, mismatches)
     if as_json:
-        view: dict[str, Any] = {"ok": not reasons, **msgspec.to_builtins(result)}
+        view: dict[str, Any] = {"ok": not reasons, **msgspec.to_builtins(result), "status": status}
         if mismatches is not None:
             view["mismatches"] = msgspec.to_builtins(mismatches)
         emit_json(view)

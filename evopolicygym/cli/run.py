@@ -396,7 +396,7 @@ def carry(
                 if state.finished == "agent_failed" and not already_ended:
                     _print_agent_failure(store, host.events)
             except KeyboardInterrupt:
-                interrupted = {"run_id": run_id, "status": "interrupted"}
+                interrupted = {"run_id": run_id, "status": "interrupted", "terminal_reason": None}
                 with contextlib.suppress(Exception):
                     interrupted = _outcome(summarize(store.events, run_stream_id(run_id)))
             except (RunError, RunBusy) as exc:
@@ -406,7 +406,7 @@ def carry(
     except KeyboardInterrupt:
         # Ctrl-C before the Host took over the signals (folding the log, checking the jail):
         # the Run is recorded, so the hint to resume it holds as it does later.
-        interrupted = {"run_id": run_id, "status": "interrupted"}
+        interrupted = {"run_id": run_id, "status": "interrupted", "terminal_reason": None}
     if interrupted is not None:
         if as_json:
             emit_json(interrupted)
@@ -506,15 +506,17 @@ def _outcome(summary: RunSummary) -> dict[str, Any]:
     first = summary.first_published
     return {
         "run_id": summary.run_id,
+        "benchmark_id": summary.benchmark_id,
         "status": summary.status,
+        "terminal_reason": summary.terminal_reason,
         "budget_used": summary.budget_used,
         "episode_budget": summary.episode_budget,
         "submissions": summary.started,
         "rejections": summary.rejections,
         "first_score": first.score if first is not None else None,
         "best_train_score": summary.best_score,
-        "best_train_submission": summary.best_submission_id,
-        "final_submission": summary.final_submission_id,
+        "best_submission_id": summary.best_submission_id,
+        "final_submission_id": summary.final_submission_id,
         "validation_score": summary.final_score if summary.validation_enabled else None,
         "assessment_score": summary.assessment_score,
         "handoff": summary.handoff,
@@ -527,6 +529,8 @@ def _outcome(summary: RunSummary) -> dict[str, Any]:
 def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     for key, value in outcome.items():
+        if key == "terminal_reason" and value == outcome["status"]:
+            continue  # said once: the status of an ended Run is its terminal reason
         shown = "not measured" if key == "improved" and value is None else human(value)
         table.add_row(key.replace("_", " "), shown)
     console.print(table)

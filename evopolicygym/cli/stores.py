@@ -14,10 +14,11 @@ from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import given_store
 from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
-from evopolicygym.records.runs import UnknownRun, resolve_run
+from evopolicygym.records.runs import RunSummary, UnknownRun, resolve_run
 from evopolicygym.records.store import StoreError
+from evopolicygym.run.liveness import host_alive
 
-__all__ = ["check_store_dir", "open_existing", "resolve", "store_root"]
+__all__ = ["check_store_dir", "open_existing", "resolve", "run_status", "store_root"]
 
 
 def store_root(ctx: click.Context, option: str | None = None) -> Path:
@@ -59,3 +60,13 @@ def resolve(store: Store, run: str) -> str:
         raise CliError(
             f"no run {run!r} in the store at {store.path} (see `{cli_command('record', 'list')}`)"
         ) from None
+
+
+def run_status(store: Store, summary: RunSummary) -> str:
+    """A Run's ``status`` in every command's output: ``empty``, ``running``, ``interrupted``
+    or its terminal reason. A Run that says it is running while no Host holds it died
+    without a word (say, SIGKILL): it reads ``interrupted``."""
+    status = summary.status
+    if status == "running" and not host_alive(store, summary.run_id):
+        return "interrupted"
+    return status
