@@ -53,7 +53,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Self, cast
 
 __all__ = [
     "CREDENTIAL_VARIABLES",
@@ -74,6 +74,12 @@ MIN_SECRET_LENGTH = 8
 # for every input met in practice; a second one catches a literal that a replacement
 # exposed. A cycle would need a secret built from pieces of REDACTED itself.
 _MAX_PASSES = 4
+
+# ``Redactor.text`` remembers its result for strings of at most _MEMO_LONGEST characters,
+# _MEMO_CHARS characters of them at most (then it starts over).
+_MEMO_LONGEST = 4096
+_MEMO_CHARS = 8 * 1024 * 1024
+_SAME: Any = object()  # the memo's mark for "returned unchanged"
 
 CREDENTIAL_VARIABLES: frozenset[str] = frozenset(
     {
@@ -344,7 +350,8 @@ def _literal_pattern(secrets: Iterable[str]) -> tuple[tuple[str, ...], re.Patter
 
 
 class Redactor:
-    """Replaces literal secrets and well-known secret shapes by ``REDACTED``; immutable."""
+    """Replaces literal secrets and well-known secret shapes by ``REDACTED``; immutable
+    (it remembers what it made of short strings, which changes no result)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # A secret inside REDACTED itself would be "found" again in every replacement.
@@ -357,6 +364,12 @@ class Redactor:
         )
         self._secrets: tuple[str, ...] = tuple(kept)
         self._forms, self._literals = _literal_pattern(kept)
+        # ``text`` of the strings met so far (``_SAME``: returned unchanged), up to
+        # _MEMO_CHARS characters: dict keys, roles, program files and tool names recur
+        # across the messages and rows of an export. Redaction is a pure function of
+        # the string and the secrets, so a memo changes no result.
+        self._memo: dict[str, Any] = {}
+        self._memo_chars = 0
 
     @classmethod
     def from_environment(
@@ -401,6 +414,21 @@ class Redactor:
 
     def text(self, s: str) -> str:
         """``s`` with every secret replaced; ``s`` itself when there is none."""
+        if type(s) is not str or len(s) > _MEMO_LONGEST:
+            return self._text(s)
+        memo = self._memo
+        known = memo.get(s)
+        if known is not None:
+            return s if known is _SAME else cast(str, known)
+        out = self._text(s)
+        if self._memo_chars > _MEMO_CHARS:
+            memo.clear()
+            self._memo_chars = 0
+        memo[s] = _SAME if out is s else out
+        self._memo_chars += len(s) + (0 if out is s else len(out))
+        return out
+
+    def _text(self, s: str) -> str:
         out = self._once(s)
         if out == s:
             return s
