@@ -40,6 +40,7 @@ Row = tuple[str, dict[str, Any]]  # (group: the key its split follows, row)
 # only while it runs): secrets by their shapes.
 REDACTOR = Redactor()
 _JSON = msgspec.json.Encoder(order="sorted")
+_KEPT_PROGRAM_BYTES = 32 * 1024 * 1024  # programs an exporter keeps from one Run to the next
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ class Exporter:
         self.store = store
         self.options = options
         self._programs: dict[str, Program] = {}
+        # Programs already read for earlier Runs, up to _KEPT_PROGRAM_BYTES of files: Runs
+        # of one task share their initial program and often their Submissions' programs.
+        # A Program is immutable and addressed by its digest, so these are the same Program.
+        self._kept: dict[str, Program] = {}
+        self._kept_bytes = 0
         self._seen: dict[int, tuple[Any, Any, bool]] = {}  # dicts redacted for the Run at hand
 
     def features(self) -> Features:
@@ -160,10 +166,20 @@ class Exporter:
         return iter(())
 
     def program(self, digest: str) -> Program:
-        """A Program from the blobs, cached for the Run at hand (``forget`` between Runs)."""
+        """A Program from the blobs, cached for the Run at hand (``forget`` between Runs)
+        and, up to a size, for the Runs after it."""
         program = self._programs.get(digest)
         if program is None:
-            program = self._programs[digest] = self.store.blobs.get_program(digest)
+            program = self._kept.get(digest)
+            if program is None:
+                program = self.store.blobs.get_program(digest)
+                size = sum(len(data) for _, data in program.files)
+                if self._kept_bytes + size > _KEPT_PROGRAM_BYTES:
+                    self._kept.clear()
+                    self._kept_bytes = 0
+                self._kept[digest] = program
+                self._kept_bytes += size
+            self._programs[digest] = program
         return program
 
     def forget(self) -> None:
