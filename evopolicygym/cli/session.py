@@ -8,7 +8,7 @@ connection, bad arguments), as one ``error: ...`` line.
 from __future__ import annotations
 
 import os
-import uuid
+import sys
 from typing import Any
 
 import click
@@ -89,7 +89,7 @@ def submit(program: str | None, episodes: str, parent: int | None, socket_path: 
         path,
         {
             "op": "submit",
-            "request_id": uuid.uuid4().hex,
+            "request_id": _request_id(),
             "episodes": episodes,
             "files": files,
             "problem": problem,
@@ -107,7 +107,7 @@ def finish(ids: tuple[int, ...], socket_path: str | None) -> None:
         if not 0 <= i <= _MAX_ID:
             raise CliUsageError(f"{i} is not a Submission id")
     path = _socket(socket_path)
-    _call(path, {"op": "finish", "request_id": uuid.uuid4().hex, "candidates": list(ids)})
+    _call(path, {"op": "finish", "request_id": _request_id(), "candidates": list(ids)})
 
 
 def _socket(option: str | None) -> str:
@@ -124,10 +124,39 @@ def _call(path: str, body: dict[str, Any]) -> None:
         raise CliUsageError(str(exc)) from exc
     if reply["ok"]:
         click.echo(_json(reply["result"]))
+        _exit_now(0)
         return
     error = reply["error"]
     click.echo(_json({"error": {"code": error["code"], "message": error["message"]}}), err=True)
+    _exit_now(1)
     raise click.exceptions.Exit(1)
+
+
+def _request_id() -> str:
+    """A fresh request id: 32 random hex digits (``uuid`` would cost the Agent its import)."""
+    return os.urandom(16).hex()
+
+
+def _exit_now(status: int) -> None:
+    """End the process with ``status`` as soon as the reply is out, when this process is the
+    ``evopolicy`` command itself: the Agent waits for the exit, and tearing the interpreter
+    down (click, msgspec, typing) costs it more than the socket exchange. Nothing is left to
+    clean up: the connection is closed and the reply flushed. Called in-process (a test's
+    runner, another program), or when the output cannot be flushed, it returns and the
+    command ends as any other."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    own = (spec is not None and spec.name == "evopolicygym.cli.__main__") or (
+        spec is None and os.path.basename(sys.argv[0]) == "evopolicy"
+    )
+    if not own or sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # the usual exit reports it
+    os._exit(status)
 
 
 def _json(value: Any) -> str:
