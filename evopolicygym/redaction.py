@@ -301,6 +301,25 @@ _QUOTED_VALUE = re.compile(rf"{_Q}{{{MIN_SECRET_LENGTH},}}", re.ASCII)
 _SCHEME_VALUE = re.compile(rf"((?i:{_AUTH_SCHEMES})[ \t]+)?({_TOKEN_VALUE})", re.ASCII)
 
 
+_CREDENTIAL_KEY, _AUTHORIZATION = 1, 2  # what a dict key names (``_key_kind``)
+_KEY_KINDS: dict[str, int] = {}  # the kinds of the keys met so far (a few thousand at most)
+_MEMO_KEYS = 65536
+
+
+def _key_kind(key: str) -> int:
+    """Whether a dict key names a credential, an Authorization header (bits), or neither."""
+    kind = _KEY_KINDS.get(key) if type(key) is str else None
+    if kind is None:
+        kind = (_CREDENTIAL_KEY if _KEY_NAME.fullmatch(key) else 0) | (
+            _AUTHORIZATION if _AUTHORIZATION_KEY.fullmatch(key) else 0
+        )
+        if type(key) is str and len(key) <= _MEMO_LONGEST:
+            if len(_KEY_KINDS) >= _MEMO_KEYS:
+                _KEY_KINDS.clear()
+            _KEY_KINDS[key] = kind
+    return kind
+
+
 def _replace_shape(match: re.Match[str]) -> str:
     group = match.lastgroup
     assert group is not None and group.startswith("s_"), group
@@ -458,10 +477,15 @@ class Redactor:
         if isinstance(v, str):
             return self.text(v)
         if isinstance(v, dict):
-            pairs = [(self._key(k), k, self._entry(k, item), item) for k, item in v.items()]
-            if all(new_key is k and new is item for new_key, k, new, item in pairs):
-                return v
-            return {new_key: new for new_key, _, new, _ in pairs}
+            pairs = []
+            same = True
+            for k, item in v.items():
+                new_key = self.text(k) if isinstance(k, str) else k
+                new = self._entry(k, item)
+                if same and (new_key is not k or new is not item):
+                    same = False
+                pairs.append((new_key, new))
+            return v if same else dict(pairs)
         if isinstance(v, list | tuple):
             items = [self.value(item) for item in v]
             if all(new is old for new, old in zip(items, v, strict=True)):
@@ -471,18 +495,16 @@ class Redactor:
             return self.bytes(v)
         return v
 
-    def _key(self, key: Any) -> Any:
-        return self.text(key) if isinstance(key, str) else key
-
     def _entry(self, key: Any, item: Any) -> Any:
         if isinstance(key, str) and isinstance(item, str):
+            kind = _key_kind(key)
             if (
-                _KEY_NAME.fullmatch(key)
+                kind & _CREDENTIAL_KEY
                 and _QUOTED_VALUE.fullmatch(item)
                 and not _NAME_LIKE.fullmatch(item)
             ):
                 return REDACTED
-            if _AUTHORIZATION_KEY.fullmatch(key):
+            if kind & _AUTHORIZATION:
                 match = _SCHEME_VALUE.fullmatch(item)
                 if match:
                     return (match.group(1) or "") + REDACTED

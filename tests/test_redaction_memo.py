@@ -1,9 +1,10 @@
 """The redactor remembers what it made of each string: the memo must change no result.
 
 ``Redactor.text`` keeps its result for the strings it has seen (dict keys, roles,
-program files recur across the rows of an export). With the memo switched off every
-string takes the full scan, as it did before there was one; these properties compare
-the two on generated strings with secrets (literal and by shape) planted at random
+program files recur across the rows of an export), and ``value`` what each dict key
+names. With the memo switched off every string takes the full scan, as it did before
+there was one, and the walk over dicts and lists as it was then is kept here; these
+properties compare the two on generated strings with secrets (literal and by shape) planted at random
 places, and on nested dicts and lists of them, through a redactor that has already seen
 earlier examples (so its answers come from the memo) and one whose memo is tiny (so it
 keeps starting over).
@@ -45,6 +46,10 @@ PLANTED = [
     "OPENAI_API_KEY=abc123def456ghi",
     "--token 'Tk9x8c7v6b5n4m'",
     "password: correct-horse-battery",
+    "Basic dXNlcjpodW50ZXIy",  # as the value of an Authorization key
+    "Token abcdefgh",
+    "abcdefgh12345678",
+    "correct-horse-battery",
     '"pad_token": "<pad>"',
     "max_tokens=4096",
     "tokenizer",
@@ -112,9 +117,49 @@ def memo(longest: int | None = None, chars: int | None = None) -> Iterator[None]
 
 
 def unmemoized(redactor: Redactor, v: Any) -> Any:
-    """What ``redactor.value(v)`` was before the memo: every string scanned in full."""
+    """What ``redactor.value(v)`` was before the memo: every string scanned in full, by
+    the walk as it was then (kept here verbatim), each dict key matched afresh."""
     with memo(longest=-1):
-        return redactor.value(v)
+        return _reference_value(redactor, v)
+
+
+def _reference_value(r: Redactor, v: Any) -> Any:
+    if isinstance(v, str):
+        return r.text(v)
+    if isinstance(v, dict):
+        pairs = [
+            (_reference_key(r, k), k, _reference_entry(r, k, item), item) for k, item in v.items()
+        ]
+        if all(new_key is k and new is item for new_key, k, new, item in pairs):
+            return v
+        return {new_key: new for new_key, _, new, _ in pairs}
+    if isinstance(v, list | tuple):
+        items = [_reference_value(r, item) for item in v]
+        if all(new is old for new, old in zip(items, v, strict=True)):
+            return v
+        return items if isinstance(v, list) else tuple(items)
+    if isinstance(v, bytes):
+        return r.bytes(v)
+    return v
+
+
+def _reference_key(r: Redactor, key: Any) -> Any:
+    return r.text(key) if isinstance(key, str) else key
+
+
+def _reference_entry(r: Redactor, key: Any, item: Any) -> Any:
+    if isinstance(key, str) and isinstance(item, str):
+        if (
+            redaction._KEY_NAME.fullmatch(key)
+            and redaction._QUOTED_VALUE.fullmatch(item)
+            and not redaction._NAME_LIKE.fullmatch(item)
+        ):
+            return REDACTED
+        if redaction._AUTHORIZATION_KEY.fullmatch(key):
+            match = redaction._SCHEME_VALUE.fullmatch(item)
+            if match:
+                return (match.group(1) or "") + REDACTED
+    return _reference_value(r, item)
 
 
 def same(a: Any, b: Any) -> bool:
