@@ -167,7 +167,7 @@ def child(mode: str, store_dir: Path, output: Path) -> dict[str, Any]:
             profiler.disable()
             text = io.StringIO()
             stats = pstats.Stats(profiler, stream=text).sort_stats("cumulative")
-            stats.print_stats(r"evopolicygym[/\\]", 20)
+            stats.print_stats(r"evopolicygym(_exporters)?[/\\]", 25)
             where = str(Path(__file__).resolve().parent.parent.parent) + os.sep  # the checkout
             result = {"runs": report.runs, "rows": 0, "profile": text.getvalue().replace(where, "")}
         result["seconds"] = time.perf_counter() - started
@@ -357,7 +357,9 @@ def main(argv: list[str] | None = None) -> None:
             n = 1_000 if 1_000 in stores else largest
             profiled = spawn("profile", stores[n], root / "out")
             print()
-            print(f"cProfile of the {FORMAT} export of {n:,} Runs (cumulative, evopolicygym only):")
+            print(
+                f"cProfile of the {FORMAT} export of {n:,} Runs (cumulative, evopolicygym and its exporters only):"
+            )
             print(profiled["profile"])
 
 
