@@ -151,9 +151,12 @@ def _exit_now(status: int) -> None:
     )
     if not own or sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
         return
+    out, err = sys.stdout, sys.stderr
+    if out is None or err is None:
+        return
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        out.flush()
+        err.flush()
     except (OSError, ValueError):
         return  # the usual exit reports it
     os._exit(status)
