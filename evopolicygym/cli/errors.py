@@ -14,7 +14,7 @@ import click
 
 from evopolicygym.cli.output import one_line
 
-__all__ = ["Cli", "CliError", "CliUsageError"]
+__all__ = ["Cli", "CliError", "CliUsageError", "name_options"]
 
 # click >= 8.2 raises this to print a group's help when it gets no arguments; it is help, not an error.
 _HELP_REQUESTS: tuple[type[BaseException], ...] = tuple(
@@ -34,6 +34,15 @@ class CliError(click.ClickException):
 
 class CliUsageError(CliError):
     exit_code = 2
+
+
+def name_options(message: str, names: tuple[tuple[str, str], ...]) -> str:
+    """``message`` from a layer below the CLI (a config's validation) with its words for each
+    setting replaced by the option a user gives (``names``: (words, option) pairs, longest
+    words first where one holds another)."""
+    for words, option in names:
+        message = message.replace(words, option)
+    return message
 
 
 _PASS_THROUGH: tuple[type[BaseException], ...] = (CliError, *_HELP_REQUESTS)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.errors import CliError, CliUsageError, name_options
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import not_empty, store_option
 from evopolicygym.cli.output import emit_json
@@ -70,13 +70,6 @@ _OPTION_NAMES = (
     ("minimum score", "--min-score"),
     ("split by", "--split-by"),
 )
-
-
-def _option_names(message: str) -> str:
-    for words, option in _OPTION_NAMES:
-        if message.startswith(words):
-            return option + message[len(words):]
-    return message
 
 
 @click.command("export", short_help="Export recorded Runs as a Hugging Face dataset.")
@@ -205,7 +198,7 @@ def export_command(
             license=license_id,
         )
     except ValueError as exc:
-        raise CliUsageError(_option_names(str(exc))) from exc
+        raise CliUsageError(name_options(str(exc), _OPTION_NAMES)) from exc
     err = Console(stderr=True)
     with open_existing(resolve_store_path(store_dir)) as store, Progress(
         TextColumn("exporting Runs"),

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
-from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.errors import CliError, name_options
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import finite, not_empty, param_option, store_option
@@ -116,13 +116,6 @@ _OPTION_NAMES = (
     ("episode_budget", "--budget"),
     ("the pool size", "--pool-size"),
 )
-
-
-def _option_names(message: str) -> str:
-    """A RunConfigError's message naming the options the user gave, not the config's fields."""
-    for field, option in _OPTION_NAMES:
-        message = message.replace(field, option)
-    return message
 
 
 def _command_line(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -317,7 +310,7 @@ def run(
         if workspace_dir is not None:
             _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
-        raise CliError(_option_names(one_line(str(exc))) if isinstance(exc, RunConfigError) else one_line(str(exc))) from exc
+        raise CliError(name_options(one_line(str(exc)), _OPTION_NAMES) if isinstance(exc, RunConfigError) else one_line(str(exc))) from exc
     try:
         with open_store(store_dir, create=True) as store:
             try:
