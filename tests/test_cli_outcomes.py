@@ -162,12 +162,8 @@ def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_tempor
             break
     else:
         pytest.fail(f"the Run never reached its {phase}: {''.join(seen)}")
-    started = _episodes_started(3)  # the Agent is gone: these policies are the phase's
-    while not started(process.pid):
-        if process.poll() is not None:
-            pytest.fail(f"the Run ended before the SIGINT: {''.join(seen)}{process.stderr.read()}")
-        time.sleep(0.002)
-    process.send_signal(signal.SIGINT)
+    # The Agent is gone: these policies are the phase's.
+    _sigint_once_ready(process, _episodes_started(3), "the Run", lambda: "".join(seen) + process.stderr.read())
     stderr = "".join(seen) + process.stderr.read()
     assert process.wait() == 130, stderr
     assert "Traceback" not in stderr, stderr
@@ -194,12 +190,7 @@ def test_sigint_while_a_submission_is_evaluated_stops_its_evaluation(tmp_path: P
          "--allow-uncontained-agent", "--store", str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}, cwd=tmp_path,
     )
-    started = _episodes_started(3)
-    while not started(process.pid):
-        if process.poll() is not None:
-            pytest.fail(f"the Run ended before the SIGINT: {process.communicate()[1]}")
-        time.sleep(0.002)
-    process.send_signal(signal.SIGINT)
+    _sigint_once_ready(process, _episodes_started(3), "the Run")
     _, stderr = process.communicate()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "submission 1" not in stderr, stderr
@@ -225,12 +216,7 @@ def _interrupted_evaluate(tmp_path: Path, jobs: int, when: str) -> tuple[int, st
         [*CLI, "evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "100000", "--jobs", str(jobs)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )
-    ready = _has_grandchild if when == "start-up" else _episodes_started(3)
-    while not ready(process.pid):
-        if process.poll() is not None:
-            pytest.fail(f"evaluate ended before the SIGINT: {process.communicate()[1]}")
-        time.sleep(0.002)
-    process.send_signal(signal.SIGINT)
+    _sigint_once_ready(process, _has_grandchild if when == "start-up" else _episodes_started(3), "evaluate")
     _, stderr = process.communicate()
     # The Host's private directory (the fork server's socket, programs, scratch) is gone.
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"evopolicy-h{process.pid}-*"))
@@ -265,16 +251,29 @@ def test_sigint_while_the_command_loads_is_the_same_one_line(tmp_path: Path, com
     "Aborted!" and status 1: the command line says "interrupted" (and, where a Run was
     recorded, how to resume it) and exits 130, with no traceback."""
     process = subprocess.Popen([*CLI, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    while not _loaded_numpy(process.pid):
-        if process.poll() is not None:
-            pytest.fail(f"the command ended before the SIGINT: {process.communicate()[1]}")
-        time.sleep(0.001)
-    process.send_signal(signal.SIGINT)
+    _sigint_once_ready(process, _loaded_numpy, "the command", pause=0.001)
     _, stderr = process.communicate()
     lines = stderr.splitlines()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "Aborted" not in stderr, stderr
     assert lines and lines[-1].startswith("interrupted"), stderr
+
+
+def _sigint_once_ready(
+    process: subprocess.Popen[str],
+    ready: Callable[[int], bool],
+    what: str,
+    output: Callable[[], str] | None = None,
+    *,
+    pause: float = 0.002,
+) -> None:
+    """SIGINT ``process`` as soon as ``ready(pid)``; fail the test, showing ``output`` (else
+    all of its stderr), if it ends before."""
+    while not ready(process.pid):
+        if process.poll() is not None:
+            pytest.fail(f"{what} ended before the SIGINT: {output() if output else process.communicate()[1]}")
+        time.sleep(pause)
+    process.send_signal(signal.SIGINT)
 
 
 def _children(pid: int) -> list[int]:

@@ -55,22 +55,16 @@ def _agent(tmp_path: Path, name: str, body: str) -> str:
     return f"{sys.executable} {path}"
 
 
+def _run_args(store: Path, command: str) -> list[str]:
+    """``run`` of a small cartpole Run whose Agent is ``command``, recorded in ``store``."""
+    return [
+        "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
+        "--allow-uncontained-agent", "--store", str(store), "--json",
+    ]
+
+
 def _run(tmp_path: Path, store: Path, command: str) -> subprocess.CompletedProcess[bytes]:
-    return _cli(
-        "run",
-        "--benchmark",
-        "cartpole",
-        "--agent",
-        "command",
-        "--agent-command",
-        command,
-        *SMALL,
-        "--allow-uncontained-agent",
-        "--store",
-        str(store),
-        "--json",
-        cwd=tmp_path,
-    )
+    return _cli(*_run_args(store, command), cwd=tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -222,21 +216,7 @@ def test_a_resumed_run_has_two_attempts(tmp_path: Path) -> None:
         """,
     )
     process = subprocess.Popen(
-        [
-            *CLI,
-            "run",
-            "--benchmark",
-            "cartpole",
-            "--agent",
-            "command",
-            "--agent-command",
-            command,
-            *SMALL,
-            "--allow-uncontained-agent",
-            "--store",
-            str(store),
-            "--json",
-        ],
+        [*CLI, *_run_args(store, command)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
