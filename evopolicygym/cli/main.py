@@ -41,6 +41,10 @@ _COMMANDS = {
     "evaluate": _Entry(
         "evopolicygym.cli.evaluate:evaluate", "Evaluate a policy program on a Benchmark."
     ),
+    "experiment": _Entry(
+        "evopolicygym.cli.experiment:experiment",
+        "Run and summarize matrices of Runs (agents x Benchmarks x seeds).",
+    ),
     "export": _Entry(
         "evopolicygym.cli.export:export_command", "Export recorded Runs as a Hugging Face dataset."
     ),
@@ -50,6 +54,10 @@ _COMMANDS = {
         "Offline end-to-end demo: evolve, validate, assess, replay.",
     ),
     "record": _Entry("evopolicygym.cli.record:record", "Inspect and verify the event store."),
+    "report": _Entry(
+        "evopolicygym.cli.report:report",
+        "Write one self-contained HTML report of a Run or an experiment.",
+    ),
     "resume": _Entry("evopolicygym.cli.run:resume", "Carry on a Run whose Host stopped."),
     "run": _Entry(
         "evopolicygym.cli.run:run", "Run an Agent on a Benchmark under an Episode budget."
