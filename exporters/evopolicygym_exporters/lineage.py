@@ -6,7 +6,8 @@ The **parent** is the program the edit started from. An Agent may say which
 the program the edit most likely started from (``nearest``): of the initial program and
 every earlier Submission's program, the one with the smallest diff to it (lines added
 plus lines removed, over every file; a file added or removed counts its lines), ties
-going to the most recent (an identical earlier program is therefore always the parent);
+going to the most recent (an identical earlier program is therefore always the parent;
+``evopolicygym.program_edits.nearest_parent``, which the analysis dataframes share);
 the previous Submission, which is what the Host records otherwise, is often not what an
 agent that keeps its best and tries variations of it edited.
 
@@ -32,18 +33,22 @@ attempt's assistant messages from 0, as ``--per-turn`` rows do.
 
 from __future__ import annotations
 
-import difflib
 import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from evopolicygym.program import Program
+from evopolicygym.program_edits import (
+    Lines,
+    file_lines,
+    lines_distance,
+    nearest_parent,
+    program_distance,
+)
 from evopolicygym_exporters.history import RunHistory, SubmissionHistory
 
 __all__ = ["Lineage", "Outcome", "lineage_of", "program_distance"]
-
-Lines = dict[str, list[str]]
 
 
 @dataclass(frozen=True)
@@ -117,55 +122,6 @@ def lineage_of(run: RunHistory, program: Callable[[str], Program]) -> Lineage:
     return run.lineage
 
 
-# --------------------------------------------------------------------------- diff size
-
-
-def _lines(data: bytes) -> list[str]:
-    text = data.decode("utf-8", "surrogateescape")
-    parts = text.split("\n")
-    return [line + "\n" for line in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
-def _file_lines(program: Program) -> Lines:
-    return {path: _lines(data) for path, data in program.files}
-
-
-def program_distance(before: Program, after: Program) -> int:
-    """Lines added plus lines removed from ``before`` to ``after``, over every file."""
-    return _distance(_file_lines(before), _file_lines(after), {})
-
-
-def _lower_bound(old: Lines, new: Lines) -> int:
-    """A bound no diff of the two can be under: the difference in line counts per file."""
-    total = 0
-    for path in old.keys() | new.keys():
-        a, b = old.get(path), new.get(path)
-        if a is None or b is None:
-            total += max(1, len(a or b or ()))
-        else:
-            total += abs(len(a) - len(b))
-    return total
-
-
-def _distance(old: Lines, new: Lines, matchers: dict[str, difflib.SequenceMatcher[str]]) -> int:
-    total = 0
-    for path in sorted(old.keys() | new.keys()):
-        a, b = old.get(path), new.get(path)
-        if a is None or b is None:
-            total += max(1, len(a or b or ()))
-            continue
-        if a == b:
-            continue
-        matcher = matchers.get(path)
-        if matcher is None:  # the new program's side is analysed once per file
-            matcher = matchers[path] = difflib.SequenceMatcher(None, b=b)
-        matcher.set_seq1(a)
-        total += sum(
-            (i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"
-        )
-    return total
-
-
 # --------------------------------------------------------------------------- the fold
 
 
@@ -181,7 +137,7 @@ class _Builder:
     def _lines_of(self, digest: str) -> Lines:
         found = self.lines.get(digest)
         if found is None:
-            found = self.lines[digest] = _file_lines(self.program(digest))
+            found = self.lines[digest] = file_lines(self.program(digest))
         return found
 
     def _stated(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int] | None:
@@ -196,31 +152,14 @@ class _Builder:
             if parent is None:
                 return None
             digest = parent.program_digest
-        distance = _distance(self._lines_of(digest), self._lines_of(submission.program_digest), {})
+        distance = lines_distance(self._lines_of(digest), self._lines_of(submission.program_digest))
         return parent, digest, distance
 
     def _parent(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int]:
         """The nearest earlier program: (its Submission or None for the initial, digest, distance)."""
-        digest = submission.program_digest
         earlier: list[tuple[SubmissionHistory | None, str]] = [(None, self.run.created.initial_program_digest)]
         earlier += [(s, s.program_digest) for s in self.run.submissions[:index]]
-        new = self._lines_of(digest)
-        matchers: dict[str, difflib.SequenceMatcher[str]] = {}
-        best: tuple[SubmissionHistory | None, str, int] | None = None
-        known: dict[str, int] = {}
-        for candidate, other in reversed(earlier):  # the most recent first: it wins ties
-            if other == digest:
-                return candidate, other, 0
-            distance = known.get(other)
-            if distance is None:
-                old = self._lines_of(other)
-                if best is not None and _lower_bound(old, new) >= best[2]:
-                    continue  # cannot be strictly nearer than the more recent one found
-                distance = known[other] = _distance(old, new, matchers)
-            if best is None or distance < best[2]:
-                best = (candidate, other, distance)
-        assert best is not None
-        return best
+        return nearest_parent(earlier, submission.program_digest, self._lines_of)
 
     def _episode_scores(self, submission: SubmissionHistory) -> dict[int, float] | None:
         """Per-index Episode scores, if the published score is their mean (else None)."""

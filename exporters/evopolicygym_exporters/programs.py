@@ -7,18 +7,14 @@ unified diff from the parent, what kind of edit that was, its train evidence, th
 matched comparison with the parent (both scores on the indices they share) and
 whether it was the best so far (``best_so_far_basis``: on matched evidence or not;
 ``best_so_far_matched``: on shared indices only). Rows of one program are identical
-for the split: they never straddle splits. The edit kind compares
-the programs' Python syntax trees with numeric constants blanked out: equal
-trees mean only numbers moved (``parametric``), a different tree, or a file
-added or removed, is new structure (``synthesis``); equal trees before
-blanking mean only comments or layout changed (``cosmetic``), and an identical
-program is ``none``. Non-Python files changing alone count as parametric
-(weights, tables).
+for the split: they never straddle splits. The edit kind is the kernel's
+``evopolicygym.program_edits.edit_kind`` (the analysis dataframes use the same):
+``none``, ``cosmetic`` (comments, layout), ``parametric`` (numbers, data files) or
+``synthesis`` (new structure, a file added or removed).
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -26,6 +22,7 @@ from typing import Any, ClassVar
 from datasets import Features, List, Value
 
 from evopolicygym.program import Program
+from evopolicygym.program_edits import edit_kind
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.history import RunHistory
 from evopolicygym_exporters.lineage import lineage_of
@@ -51,63 +48,6 @@ def _text(data: bytes) -> str | None:
 
 def file_rows(program: Program) -> list[dict[str, Any]]:
     return [{"path": path, "content": _text(data), "size": len(data)} for path, data in program.files]
-
-
-def _numeric(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Constant)
-        and isinstance(node.value, int | float | complex)
-        and not isinstance(node.value, bool)
-    )
-
-
-class _Blank(ast.NodeTransformer):
-    """Numeric constants (and their signs) become one placeholder: a name no source can
-    spell, so it equals no real constant or name."""
-
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        return _placeholder() if _numeric(node) else node
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-        if isinstance(node.op, ast.USub | ast.UAdd) and _numeric(node.operand):
-            return _placeholder()
-        return self.generic_visit(node)
-
-
-def _placeholder() -> ast.AST:
-    return ast.Name(id="<number>", ctx=ast.Load())
-
-
-def _shapes(path: str, data: bytes) -> tuple[str | bytes, str | bytes]:
-    """A file's syntax tree, and the same with numbers blanked (its structure). Data files
-    carry parameters only; text that is not Python we can read is all structure."""
-    if not path.endswith(".py"):
-        return data, b""
-    try:
-        tree = ast.parse(data)
-        return ast.dump(tree), ast.dump(_Blank().visit(tree))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting, bad bytes
-        return data, data
-
-
-def edit_kind(before: Program, after: Program) -> str:
-    """``none`` (same program), ``cosmetic`` (comments, layout), ``parametric`` (numbers, data
-    files) or ``synthesis`` (new structure, a file added or removed)."""
-    if before.digest == after.digest:
-        return "none"
-    old, new = dict(before.files), dict(after.files)
-    if old.keys() != new.keys():
-        return "synthesis"
-    kind = "cosmetic"
-    for path, data in new.items():
-        if data == old[path]:
-            continue
-        (tree_a, shape_a), (tree_b, shape_b) = _shapes(path, old[path]), _shapes(path, data)
-        if shape_a != shape_b:
-            return "synthesis"
-        if tree_a != tree_b:
-            kind = "parametric"
-    return kind
 
 
 def _lines(text: str) -> list[str]:
