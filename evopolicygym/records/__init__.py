@@ -3,7 +3,8 @@
 Every fact of a Run is an event here; replay, resume, queries and exports read
 only from it. ``open_store`` opens a store directory; ``Store.events`` is the
 log (the ``EventStore`` contract), ``Store.blobs`` the blob store. ``records.runs`` is the
-Run read API: ``summarize`` folds what happened in a Run, ``better`` compares scores.
+Run read API: ``summarize`` folds what happened in a Run, ``better`` compares scores;
+``records.experiments`` the experiment read API (``experiment_runs``: the Runs of its cells).
 
 Names are re-exported lazily, so importing one small module of the package
 (``records.store`` for its errors, say) does not import SQLAlchemy and zstd.
@@ -31,6 +32,11 @@ _EXPORTS = {
     "StoreError": "evopolicygym.records.store",
     "StreamInfo": "evopolicygym.records.store",
     "verify_store": "evopolicygym.records.verify",
+    "CellRun": "evopolicygym.records.experiments",
+    "UnknownExperiment": "evopolicygym.records.experiments",
+    "experiment_ids": "evopolicygym.records.experiments",
+    "experiment_runs": "evopolicygym.records.experiments",
+    "experiment_stream_id": "evopolicygym.records.experiments",
     "RunSummary": "evopolicygym.records.runs",
     "SubmissionSummary": "evopolicygym.records.runs",
     "UnknownRun": "evopolicygym.records.runs",

@@ -31,6 +31,8 @@ __all__ = [
     "AssessmentFailed",
     "AssessmentStarted",
     "CandidateValidated",
+    "CellRunAssigned",
+    "CellRunEnded",
     "Envelope",
     "EpisodeCompleted",
     "EpisodeOutcome",
@@ -38,6 +40,10 @@ __all__ = [
     "EvaluationStarted",
     "Event",
     "EventCodecError",
+    "ExperimentAgent",
+    "ExperimentBenchmark",
+    "ExperimentCell",
+    "ExperimentCreated",
     "FinalSubmissionSelected",
     "FinishAccepted",
     "FinishRejected",
@@ -327,6 +333,70 @@ class RunFinished(Event, frozen=True, kw_only=True):
     improved: bool | None = None
 
 
+# --------------------------------------------------------------------------- experiments
+# An experiment's own stream (``experiment-<id>``, records.experiments) says which Runs
+# stand for the cells of its matrix; the Runs' own streams are untouched by it.
+
+
+class ExperimentAgent(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent of an experiment: its label, provider and the options its Runs take."""
+
+    name: str
+    provider: str
+    options: dict[str, Any] = {}
+
+
+class ExperimentBenchmark(msgspec.Struct, frozen=True, kw_only=True):
+    """One Benchmark of an experiment: its label, registry id and parameters."""
+
+    name: str
+    id: str
+    params: dict[str, Any] = {}
+
+
+class ExperimentCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One cell of the matrix; ``agent`` and ``benchmark`` are labels of the lists above.
+    Its Run's config is the experiment's ``config`` with ``seed`` and the Benchmark's params."""
+
+    cell_id: str
+    agent: str
+    benchmark: str
+    seed: int
+    agent_seed: int = 0
+
+
+class ExperimentCreated(Event, frozen=True, kw_only=True):
+    """An experiment and its resolved matrix (agents x Benchmarks x seeds x agent seeds)."""
+
+    experiment_id: str
+    spec_digest: str  # sha256 of the resolved matrix below: the same spec resolves to the same
+    profile: str
+    config: dict[str, Any]  # the resolved RunConfig every cell's Run shares (seed and params aside)
+    agents: list[ExperimentAgent]
+    benchmarks: list[ExperimentBenchmark]
+    cells: list[ExperimentCell]
+
+
+class CellRunAssigned(Event, frozen=True, kw_only=True):
+    """Run ``run_id`` stands for the cell from now on (appended before the Run is created)."""
+
+    cell_id: str
+    run_id: str
+    attempt: int  # 1-based; >1 is a retry
+
+
+class CellRunEnded(Event, frozen=True, kw_only=True):
+    """The cell's Run ended: ``outcome`` is its terminal reason (``create_failed`` where the
+    Run could not be created); ``retryable`` where a fault, not the agent's result, ended it."""
+
+    cell_id: str
+    run_id: str
+    attempt: int
+    outcome: str
+    retryable: bool
+    error: str | None = None
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type_name(): cls
     for cls in (
@@ -352,6 +422,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunInterrupted,
         RunResumed,
         RunFinished,
+        ExperimentCreated,
+        CellRunAssigned,
+        CellRunEnded,
     )
 }
 
