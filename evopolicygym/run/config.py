@@ -10,7 +10,16 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["MAX_EPISODES", "RULES", "AssessmentConfig", "RunConfig", "RunConfigError", "ValidationConfig"]
+__all__ = [
+    "MAX_EPISODES",
+    "MAX_TRACE_STEPS",
+    "RULES",
+    "AssessmentConfig",
+    "FeedbackConfig",
+    "RunConfig",
+    "RunConfigError",
+    "ValidationConfig",
+]
 
 # The largest Episode budget and pool a Run takes (the CLI's --budget and --pool-size say so).
 MAX_EPISODES = 1_000_000
@@ -24,6 +33,9 @@ MAX_EPISODES = 1_000_000
 #    a repeated submission is a normal, charged one; Validation also runs the initial
 #    Program as a reference, so a Run says whether it improved on it.
 RULES = 2
+
+# Steps the Host records of one Episode's trace (so the most a Feedback trace can show).
+MAX_TRACE_STEPS = 10_000
 
 FinishBudgetPolicy = Literal["allow_early", "require_budget_exhaustion"]
 RecordTrajectories = Literal["none", "train", "all"]
@@ -46,6 +58,35 @@ class AssessmentConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     split: str = "assessment"
 
 
+class FeedbackConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What each Submission's Feedback shows the Agent: a condition a study can vary.
+
+    Only the Agent's view changes (``feedback/`` and the submit reply); the log keeps every
+    Episode, trace and artifact either way. The defaults are the Feedback of a Run recorded
+    before this was a setting.
+    """
+
+    # "benchmark": the Benchmark's own artifacts as it published them (its trace of a few
+    # Episodes among them). A number N or "all": instead of the Benchmark's bulk artifacts,
+    # the Host's recorded trace of each of the Submission's first N (or all) Episodes, one
+    # artifact per Episode; 0 shows no trace.
+    traces: int | Literal["benchmark", "all"] = "benchmark"
+    trace_steps: int | None = None  # steps of each Host trace shown; None: all recorded
+    episodes: bool = True  # the per-Episode rows (status, return, steps, failure, output tail)
+    content: bool = True  # the Benchmark's public content (its summaries, per-Episode details)
+
+    @property
+    def host_traces(self) -> bool:
+        """Whether the Host's traces replace the Benchmark's bulk artifacts."""
+        return self.traces != "benchmark"
+
+    def trace_count(self, episodes: int) -> int:
+        """How many of a Submission's ``episodes`` Episodes have their trace shown."""
+        if self.traces == "all":
+            return episodes
+        return 0 if self.traces == "benchmark" else min(self.traces, episodes)
+
+
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     benchmark_params: dict[str, Any] = {}  # the Benchmark factory's parameters, to reload it
     episode_budget: int = 64
@@ -66,6 +107,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # When the Agent exits without an accepted finish, the Host nominates its best
     # published Submissions as candidates (recorded as handoff "host"). Rules 2 only.
     host_nomination: bool = False
+    feedback: FeedbackConfig = FeedbackConfig()  # absent in a config recorded before it: the default
     rules: int | None = None  # see RULES; None in a config recorded before rules were versioned
 
     @property
@@ -140,12 +182,31 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
         need(0 < self.agent_timeout <= 30 * 86_400, "agent_timeout must be in (0, 30 days]")
         need(1 <= self.max_agent_attempts <= 100, "max_agent_attempts must be between 1 and 100")
         need(self.bulk_feedback_retention_bytes >= 0, "bulk_feedback_retention_bytes must be >= 0")
+        self._check_feedback(need)
         need(self.jobs is None or self.jobs >= 1, "jobs must be >= 1")
         need(0 <= self.seed < 2**63, "seed must be between 0 and 2**63 - 1")
         need(self.rules in (1, 2), "rules must be 1 or 2")
         need(not (self.host_nomination and self.legacy), "host_nomination needs rules 2")
         splits = {self.train_split, self.validation.split, self.assessment.split}
         need(len(splits) == 3, "train, validation and assessment splits must differ")
+
+    def _check_feedback(self, need: Any) -> None:
+        feedback = self.feedback
+        if isinstance(feedback.traces, int):
+            need(
+                0 <= feedback.traces <= MAX_EPISODES,
+                f"feedback traces must be between 0 and {MAX_EPISODES:,}, 'all' or 'benchmark'",
+            )
+        if feedback.trace_steps is not None:
+            need(
+                1 <= feedback.trace_steps <= MAX_TRACE_STEPS,
+                f"feedback trace_steps must be between 1 and {MAX_TRACE_STEPS:,}",
+            )
+            need(feedback.host_traces, "feedback trace_steps needs feedback traces set to a number or 'all'")
+        need(
+            feedback.traces in ("benchmark", 0) or self.record_trajectories != "none",
+            "feedback traces need record_trajectories 'train' or 'all': the traces shown are the recorded ones",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = msgspec.to_builtins(self)

@@ -19,6 +19,7 @@ from evopolicygym.records.pools import PoolError, RecordedPool
 from evopolicygym.records.store import MAX_EVENT_BYTES, EventTooLarge
 from evopolicygym.records.traces import encode_trace, plain_hook
 from evopolicygym.registry import load_benchmark
+from evopolicygym.run.config import MAX_TRACE_STEPS  # per recorded Episode
 from evopolicygym.run.decider import (
     Assess,
     Command,
@@ -44,7 +45,6 @@ __all__ = ["CONTENT_BYTES", "MAX_TRACE_STEPS", "Phases", "recorded_benchmark", "
 
 log = logging.getLogger(__name__)
 
-MAX_TRACE_STEPS = 10_000  # per recorded Episode
 # Feedback content a Submission's event holds inline, at most (encoded). Larger content (a
 # Benchmark's per-Episode list over many Episodes) is kept whole as a permanent artifact,
 # CONTENT_ARTIFACT, and the event keeps its small fields; an event stays far below the

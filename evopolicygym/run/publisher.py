@@ -1,5 +1,8 @@
 """The Host's side of the Agent's workspace: where it is, laying it out, publishing feedback.
 
+What the feedback shows of each Submission is the Run's recorded Feedback condition
+(``RunConfig.feedback``), applied here and nowhere else, so the log stays whole.
+
 Before each Agent attempt the workspace is rebuilt from the log (``workspace``'s
 projection) with the task text and skills; after each evaluation ``feedback/`` is
 brought up to date; a temporary workspace is removed once the Run has finished.
@@ -69,6 +72,7 @@ class Publisher:
                 store.blobs.get_program(created.initial_program_digest),
                 task_md,
                 task_json,
+                state.cfg.feedback,
             )
             write_skills(self._path, skills)
         except OSError as exc:
@@ -88,7 +92,8 @@ class Publisher:
     def publish(self) -> dict[str, bytes]:
         """Bring ``feedback/`` up to date with the log; the feedback files."""
         ledger = self._ledger
-        files = build_feedback(ledger.events, ledger.store.blobs, ledger.state.cfg.bulk_feedback_retention_bytes)
+        config = ledger.state.cfg
+        files = build_feedback(ledger.events, ledger.store.blobs, config.bulk_feedback_retention_bytes, config.feedback)
         if self._path is not None:
             try:
                 sync_feedback(self._path, files)

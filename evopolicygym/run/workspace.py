@@ -12,26 +12,33 @@ Layout under the workspace root::
 
 ``feedback/`` is rebuilt from the log alone, so a resumed Run shows exactly what an
 uninterrupted one would. It carries only what the Agent may see: never seeds, scenarios,
-traces, timings, nor validation or assessment results.
+timings, nor validation or assessment results. How much of each Submission it shows is the
+Run's recorded ``FeedbackConfig``: by default the Benchmark's artifacts and content and the
+per-Episode rows; a Run may instead show the Host's recorded trace of some Episodes
+(``artifacts/episode-<index>.trace.jsonl``), or withhold the rows or the content.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import msgspec
+
 from evopolicygym.program import Program
 from evopolicygym.records.blobs import BlobMissing, BlobStore
 from evopolicygym.records.events import (
-    ArtifactRef,
     EpisodeCompleted,
     EvaluationFailed,
     EvaluationStarted,
@@ -39,6 +46,8 @@ from evopolicygym.records.events import (
     RunCreated,
     SubmissionPublished,
 )
+from evopolicygym.records.traces import decode_trace
+from evopolicygym.run.config import FeedbackConfig
 
 __all__ = [
     "AGENT_FAULT_MESSAGE",
@@ -52,6 +61,7 @@ __all__ = [
     "feedback_dir_name",
     "rebuild_workspace",
     "sync_feedback",
+    "trace_artifact_name",
 ]
 
 AGENT_FAULT_MESSAGE = (
@@ -147,16 +157,129 @@ def _episode(event: EpisodeCompleted) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """An artifact the Agent may be shown: its listing and how to read its bytes."""
+
+    name: str
+    media_type: str
+    retention: str
+    size: int | None  # None: a Host trace whose blob is gone (never rendered)
+    read: Callable[[], bytes]
+
+
+def _benchmark_artifacts(
+    outcome: SubmissionPublished, shown: FeedbackConfig, blobs: BlobStore
+) -> list[_Shown]:
+    """The Benchmark's artifacts the condition shows: all by default; without its bulk ones
+    when the Host's traces stand in for them, without the whole-content one when the
+    content is withheld."""
+    truncated = outcome.content.get("content_truncated") if shown.content is False else None
+    whole = truncated.get("artifact") if isinstance(truncated, dict) else None
+    return [
+        _Shown(ref.name, ref.media_type, ref.retention, ref.size, functools.partial(blobs.get, ref.blob))
+        for ref in outcome.artifacts
+        if not (shown.host_traces and ref.retention == "bulk")
+        and not (whole is not None and ref.name == whole and ref.retention == "permanent")
+    ]
+
+
+TRACE_MEDIA_TYPE = "application/jsonl"
+_TRACE_JSON = msgspec.json.Encoder()
+# Rendered Host traces by (blob, index, steps): every publication renders the whole
+# feedback again, and a trace's bytes follow from those three alone. Bounded in bytes.
+_TRACE_CACHE: OrderedDict[tuple[str, int, int | None], bytes | None] = OrderedDict()
+_TRACE_CACHE_BYTES = 64 * 1024 * 1024
+_trace_cache_size = 0
+_trace_cache_lock = threading.Lock()
+
+
+def trace_artifact_name(index: int) -> str:
+    """``episode-3.trace.jsonl``: the Host's trace of pool Episode 3."""
+    return f"episode-{index}.trace.jsonl"
+
+
+def _render_trace(data: bytes, index: int, steps: int | None) -> bytes | None:
+    """A recorded trace as JSON lines, one per step ({episode, t, action, reward, terminated,
+    truncated, observation}, the observation after the action; a tensor's data in base64),
+    the first ``steps`` of them; None if the blob is not a trace."""
+    try:
+        trace = decode_trace(data)
+        lines = [
+            _TRACE_JSON.encode(
+                {
+                    "episode": index,
+                    "t": t,
+                    "action": action,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "observation": observation,
+                }
+            )
+            for t, (action, reward, terminated, truncated, observation) in enumerate(trace.steps[:steps])
+        ]
+    except (ValueError, TypeError, msgspec.EncodeError):
+        return None
+    return b"".join(line + b"\n" for line in lines)
+
+
+def _host_trace(blobs: BlobStore, blob: str, index: int, steps: int | None) -> bytes | None:
+    """The rendered trace (cached); ``BlobMissing`` if its blob is gone."""
+    global _trace_cache_size
+    key = (blob, index, steps)
+    with _trace_cache_lock:
+        if key in _TRACE_CACHE:
+            _TRACE_CACHE.move_to_end(key)
+            return _TRACE_CACHE[key]
+    rendered = _render_trace(blobs.get(blob), index, steps)
+    with _trace_cache_lock:
+        if key not in _TRACE_CACHE:
+            _TRACE_CACHE[key] = rendered
+            _trace_cache_size += len(rendered or b"")
+            while _trace_cache_size > _TRACE_CACHE_BYTES and len(_TRACE_CACHE) > 1:
+                _, dropped = _TRACE_CACHE.popitem(last=False)
+                _trace_cache_size -= len(dropped or b"")
+    return rendered
+
+
+def _host_traces(entry: _Submission, shown: FeedbackConfig, blobs: BlobStore) -> list[_Shown]:
+    """The Host's recorded trace of each of the Submission's first N Episodes (in the order
+    it selected them) that has one, as bulk artifacts."""
+    traced: list[_Shown] = []
+    for event in entry.episodes[: shown.trace_count(len(entry.episodes))]:
+        if event.trace_blob is None:
+            continue
+        name = trace_artifact_name(event.index)
+        try:
+            data = _host_trace(blobs, event.trace_blob, event.index, shown.trace_steps)
+        except BlobMissing:
+            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", None, _missing))
+            continue
+        if data is not None:
+            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", len(data), functools.partial(bytes, data)))
+    return traced
+
+
+def _missing() -> bytes:
+    raise BlobMissing("the trace's blob is gone")
+
+
 def build_feedback(
-    events: Sequence[Event], blobs: BlobStore, retention_bytes: int
+    events: Sequence[Event],
+    blobs: BlobStore,
+    retention_bytes: int,
+    shown: FeedbackConfig | None = None,
 ) -> dict[str, bytes]:
-    """The files of ``feedback/`` (relative path -> bytes) for a Run's events.
+    """The files of ``feedback/`` (relative path -> bytes) for a Run's events, showing what
+    the Run's Feedback condition ``shown`` shows (None: the default).
 
     Pure: the same events and blobs give byte-identical files. Bulk artifacts are kept
     newest Submission first: the newest Submission's always, an older one's only while
     the kept bulk bytes stay within ``retention_bytes``; after the first that does not fit,
     every older bulk artifact is pruned too, so a pruned artifact never comes back.
     """
+    shown = shown or FeedbackConfig()
     budget, submissions = _fold(events)
     concluded = sorted(sid for sid, entry in submissions.items() if entry.outcome is not None)
     files: dict[str, bytes] = {}
@@ -167,40 +290,43 @@ def build_feedback(
         started, outcome = entry.started, entry.outcome
         directory = feedback_dir_name(sid)
         artifacts: list[dict[str, Any]] = []
-        refs: list[ArtifactRef] = (
-            outcome.artifacts if isinstance(outcome, SubmissionPublished) else []
-        )
+        listed: list[_Shown] = []
+        if isinstance(outcome, SubmissionPublished):
+            listed = _benchmark_artifacts(outcome, shown, blobs)
+            if shown.host_traces:
+                listed += _host_traces(entry, shown, blobs)
         names: set[str] = set()
-        for ref in refs:
+        for item in listed:
             path: str | None = None
             pruned = False
-            if not _safe_name(ref.name) or ref.name in names:
+            size = item.size or 0
+            if not _safe_name(item.name) or item.name in names:
                 pass  # listed, never written: it cannot be a file of its own in artifacts/
             elif (
-                ref.retention == "permanent"
+                item.retention == "permanent"
                 or rank == 0
-                or (not exhausted and kept_bulk + ref.size <= retention_bytes)
+                or (not exhausted and kept_bulk + size <= retention_bytes)
             ):
                 try:
-                    data = blobs.get(ref.blob)
+                    data = item.read()
                 except BlobMissing:
                     # Removed from the store: the Agent sees it as pruned, not a crashed Run.
                     pruned = True
                 else:
-                    path = f"{directory}/{ARTIFACTS_DIR}/{ref.name}"
+                    path = f"{directory}/{ARTIFACTS_DIR}/{item.name}"
                     files[path] = data
-                    if ref.retention == "bulk":
-                        kept_bulk += ref.size
+                    if item.retention == "bulk":
+                        kept_bulk += size
             else:
                 exhausted = True
                 pruned = True
-            names.add(ref.name)
+            names.add(item.name)
             artifacts.append(
                 {
-                    "name": ref.name,
-                    "media_type": ref.media_type,
-                    "retention": ref.retention,
-                    "size": ref.size,
+                    "name": item.name,
+                    "media_type": item.media_type,
+                    "retention": item.retention,
+                    "size": item.size,
                     "path": path,
                     "pruned": pruned,
                 }
@@ -239,6 +365,11 @@ def build_feedback(
                 # Environment's exception); the Agent learns only what kind of fault it was.
                 error=AGENT_FAULT_MESSAGE,
             )
+        # A withheld part is left out, not emptied: an Agent cannot mistake it for "none".
+        if not shown.episodes:
+            del document["episodes"]
+        if not shown.content:
+            del document["content"]
         raw = _canonical(document)
         files[f"{directory}/{FEEDBACK_FILE}"] = raw
         if rank == 0:
@@ -393,12 +524,13 @@ def rebuild_workspace(
     initial_program: Program,
     task_md: str,
     task_json: bytes,
+    shown: FeedbackConfig | None = None,
 ) -> None:
     """The workspace of a resumed Run: a missing ``program/`` becomes the newest submitted
     Program (else the initial one), and ``feedback/`` is projected from the log."""
     workspace = Path(workspace)
     # Built first: a missing blob fails here, before anything on disk changes.
-    files = build_feedback(events, blobs, retention_bytes)
+    files = build_feedback(events, blobs, retention_bytes, shown)
     program = initial_program
     if not os.path.lexists(workspace / PROGRAM_DIR):
         submitted = [e.program_digest for e in events if isinstance(e, EvaluationStarted)]
