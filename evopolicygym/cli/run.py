@@ -61,7 +61,7 @@ from evopolicygym.run import (
     ValidationConfig,
     create_run,
 )
-from evopolicygym.run.config import MAX_EPISODES
+from evopolicygym.run.config import MAX_EPISODES, MAX_TRACE_STEPS, FeedbackConfig
 from evopolicygym.run.gateway import program_problem
 from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
 from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
@@ -106,6 +106,9 @@ _OPTION_NAMES = (
     ("validation episodes_per_candidate", "--validation-episodes"),
     ("validation max_candidates", "--max-candidates"),
     ("bulk_feedback_retention_bytes", "--retention-bytes"),
+    ("feedback trace_steps", "--feedback-trace-steps"),
+    ("feedback traces", "--feedback-traces"),
+    ("record_trajectories", "--record-trajectories"),
     ("require_budget_exhaustion", "--finish-policy require_budget_exhaustion"),
     ("assessment episodes", "--assessment-episodes"),
     ("max_agent_attempts", "--max-agent-attempts"),
@@ -128,6 +131,20 @@ def _command_line(ctx: click.Context, param: click.Parameter, value: str | None)
         except ValueError as exc:
             raise click.BadParameter(f"{value!r} does not split into words ({exc})", ctx, param) from exc
     return value
+
+
+def _feedback_traces(ctx: click.Context, param: click.Parameter, value: str) -> int | str:
+    """``--feedback-traces``: benchmark, all, or a count of Episodes."""
+    word = value.strip().lower()
+    if word in ("benchmark", "all"):
+        return word
+    try:
+        count = int(word)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= MAX_EPISODES:
+        raise click.BadParameter(f"{value!r} is not benchmark, all, or a number from 0 to {MAX_EPISODES:,}", ctx, param)
+    return count
 
 
 def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -194,6 +211,36 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
     show_default=True,
     help="Keep per-step traces of which Episodes.",
 )
+@click.option(
+    "--feedback-traces",
+    metavar="benchmark|all|N",
+    default="benchmark",
+    show_default=True,
+    callback=_feedback_traces,
+    help="Episode traces each Submission's Feedback shows the Agent. benchmark: the Benchmark's own "
+    "trace artifact (a Gymnasium task's: its first 3 Episodes, 200 steps each); N (0 to "
+    f"{MAX_EPISODES:,}): the Host's recorded trace of the Submission's first N Episodes instead, "
+    "one file each (0: no trace); all: of every Episode. N and all need --record-trajectories train or all.",
+)
+@click.option(
+    "--feedback-trace-steps",
+    type=click.IntRange(min=1, max=MAX_TRACE_STEPS),
+    default=None,
+    help=f"Steps of each Host trace the Feedback shows, 1 to {MAX_TRACE_STEPS:,} "
+    "[default: all recorded]; only with --feedback-traces N or all.",
+)
+@click.option(
+    "--no-feedback-episodes",
+    is_flag=True,
+    help="Leave the per-Episode rows (status, return, steps, failure, output tail) out of each "
+    "Submission's Feedback; its score, failure count and budget stay.",
+)
+@click.option(
+    "--no-feedback-content",
+    is_flag=True,
+    help="Leave the Benchmark's public content (its summaries and per-Episode details) out of each "
+    "Submission's Feedback; its score, failure count and budget stay.",
+)
 @click.option("--workspace", "workspace_dir", metavar="DIR", default=None, callback=not_empty, help="Agent workspace [default: a temporary directory, removed at the end].")
 @click.option(
     "--allow-uncontained-agent",
@@ -239,6 +286,10 @@ def run(
     validation_split: str,
     assessment_split: str,
     record_trajectories: str,
+    feedback_traces: int | str,
+    feedback_trace_steps: int | None,
+    no_feedback_episodes: bool,
+    no_feedback_content: bool,
     workspace_dir: str | None,
     allow_uncontained: bool,
     store_dir: str | None,
@@ -283,6 +334,12 @@ def run(
             bulk_feedback_retention_bytes=retention_bytes,
             record_trajectories=record_trajectories,  # type: ignore[arg-type]
             host_nomination=host_nomination,
+            feedback=FeedbackConfig(
+                traces=feedback_traces,  # type: ignore[arg-type]
+                trace_steps=feedback_trace_steps,
+                episodes=not no_feedback_episodes,
+                content=not no_feedback_content,
+            ),
         ).resolved()
         identity = agent_identity(
             agent,
