@@ -1,0 +1,197 @@
+"""What the report shows of one Run, read in one pass over its stream.
+
+``read_run`` folds the ``RunSummary`` (the Run read API) and keeps beside it what a summary
+leaves out and a page shows: the timeline, each Submission's Episodes, the transcript of
+each Agent attempt, and the public outcomes of Validation and Assessment. Nothing
+Host-private is kept: no pool, no seeds, no EpisodeSpecs (events that carry them are
+read for their public fields only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evopolicygym.records.events import (
+    AgentExited,
+    AgentMessages,
+    AgentStarted,
+    AssessmentCompleted,
+    AssessmentFailed,
+    AssessmentStarted,
+    CandidateValidated,
+    EpisodeCompleted,
+    EpisodeOutcome,
+    EvaluationFailed,
+    EvaluationStarted,
+    Event,
+    EventCodecError,
+    FinalSubmissionSelected,
+    FinishAccepted,
+    FinishRejected,
+    ReferenceValidated,
+    RunCreated,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    SubmissionPublished,
+    SubmissionRejected,
+    ValidationFailed,
+    ValidationStarted,
+)
+from evopolicygym.records.location import Store
+from evopolicygym.records.private import PrivateValues
+from evopolicygym.records.runs import RunSummary, run_id_of
+from evopolicygym.transcript import Message
+
+__all__ = ["Outcomes", "RunData", "TimelineEvent", "read_run", "timeline_text"]
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    at: int  # ns since the epoch, as recorded
+    kind: str  # the event type
+    text: str  # what happened, public facts only
+
+
+@dataclass
+class Outcomes:
+    """A Validation or Assessment result: its score and the Episodes' public outcomes."""
+
+    score: float
+    failures: int
+    episodes: list[EpisodeOutcome]
+
+
+@dataclass
+class RunData:
+    summary: RunSummary
+    timeline: list[TimelineEvent] = field(default_factory=list)
+    episodes: dict[int, list[EpisodeCompleted]] = field(default_factory=dict)  # by Submission
+    transcripts: dict[int, list[Message]] = field(default_factory=dict)  # by Agent attempt
+    tools: dict[int, list[str]] = field(default_factory=dict)  # tool names offered, by attempt
+    exits: dict[int, AgentExited] = field(default_factory=dict)
+    rejections: list[SubmissionRejected | FinishRejected] = field(default_factory=list)
+    validation: dict[int, Outcomes] = field(default_factory=dict)  # by Submission
+    reference: Outcomes | None = None  # the initial Program on the Validation Episodes
+    validation_split: str | None = None
+    validation_episodes: int | None = None
+    assessment: Outcomes | None = None
+    assessment_split: str | None = None
+    undecodable: int = 0
+    # The Run's seeds and scenarios, scrubbed from every recorded text the page shows (an
+    # error message can quote one).
+    private: PrivateValues = field(default_factory=PrivateValues)
+
+
+def timeline_text(event: Event) -> str | None:
+    """One line of public facts for the timeline; None for an event it leaves out."""
+    match event:
+        case RunCreated():
+            return f"Run created: {event.benchmark_id}, agent {event.agent.name} ({event.agent.provider})"
+        case AgentStarted():
+            return f"Agent attempt {event.attempt} started"
+        case AgentExited():
+            how = f"exit {event.exit_code}" if event.exit_code is not None else f"signal {event.signal}"
+            return f"Agent attempt {event.attempt} exited ({how}){': ' + event.reason if event.reason else ''}"
+        case SubmissionRejected():
+            return f"submission refused: {event.code}: {event.message}"
+        case EvaluationStarted():
+            named = event.parent_submission_id
+            parent = "" if named is None else ", parent initial" if named == 0 else f", parent #{named}"
+            return (
+                f"Submission #{event.submission_id}: evaluating on {len(event.indices)} Episodes"
+                f"{parent} (budget used {event.budget_used})"
+            )
+        case SubmissionPublished():
+            return (
+                f"Submission #{event.submission_id} published: score {event.score:.6g}, "
+                f"{event.failures} failures, {event.budget_left} Episodes left"
+            )
+        case EvaluationFailed():
+            return f"Submission #{event.submission_id} failed: {event.error}"
+        case FinishRejected():
+            return f"finish refused: {event.code}: {event.message}"
+        case FinishAccepted():
+            return f"finish accepted: candidates {', '.join(f'#{c}' for c in event.candidates)}"
+        case ValidationStarted():
+            return (
+                f"Validation started: {len(event.candidates)} candidates on {event.episodes} "
+                f"{event.split} Episodes"
+            )
+        case ReferenceValidated():
+            return f"initial program validated: score {event.score:.6g}"
+        case CandidateValidated():
+            return f"candidate #{event.submission_id} validated: score {event.score:.6g}, {event.failures} failures"
+        case ValidationFailed():
+            return f"Validation failed: {event.error}"
+        case FinalSubmissionSelected():
+            return f"final Submission #{event.submission_id} selected (validation score {event.score:.6g})"
+        case AssessmentStarted():
+            return f"Assessment of #{event.submission_id} started on {event.episodes} {event.split} Episodes"
+        case AssessmentCompleted():
+            return f"Assessment of #{event.submission_id}: score {event.score:.6g}, {event.failures} failures"
+        case AssessmentFailed():
+            return f"Assessment failed: {event.error}"
+        case RunInterrupted():
+            return f"Run interrupted: {event.reason}"
+        case RunResumed():
+            return f"Run resumed (attempt {event.attempt})"
+        case RunFinished():
+            return f"Run finished: {event.reason}"
+    return None
+
+
+def read_run(store: Store, stream_id: str) -> RunData:
+    """The Run of ``stream_id`` (see ``records.runs.resolve_run``), read in full."""
+    data = RunData(RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id))
+    summary = data.summary
+    recorded: dict[int, list[Message]] = {}
+    for envelope in store.events.read_stream(stream_id, 0):
+        try:
+            event = envelope.event()
+        except EventCodecError:
+            data.undecodable += 1
+            summary.events = max(summary.events, envelope.stream_version)
+            continue
+        summary.apply(event, version=envelope.stream_version, at=envelope.recorded_at)
+        match event:
+            case RunCreated():
+                data.private = PrivateValues.of(event, store.blobs)
+            case AgentMessages() if event.source is not None:
+                # The attempt as the CLI's own record holds it: taken instead of the chunks
+                # (as the exporters do), the live stream's system prompt kept ahead of it.
+                recorded[event.attempt] = list(event.messages)
+                continue
+            case AgentMessages():
+                data.transcripts.setdefault(event.attempt, []).extend(event.messages)
+                continue
+            case AgentStarted():
+                data.transcripts.setdefault(event.attempt, [])
+                if event.tools:
+                    data.tools[event.attempt] = [
+                        str(tool.get("function", {}).get("name", "?")) for tool in event.tools
+                    ]
+            case AgentExited():
+                data.exits[event.attempt] = event
+            case SubmissionRejected() | FinishRejected():
+                data.rejections.append(event)
+            case EpisodeCompleted():
+                data.episodes.setdefault(event.submission_id, []).append(event)
+                continue  # one timeline row per Submission's evaluation, not per Episode
+            case ValidationStarted():
+                data.validation_split, data.validation_episodes = event.split, event.episodes
+            case ReferenceValidated():
+                data.reference = Outcomes(event.score, event.failures, list(event.episodes))
+            case CandidateValidated():
+                data.validation[event.submission_id] = Outcomes(event.score, event.failures, list(event.episodes))
+            case AssessmentStarted():
+                data.assessment_split = event.split
+            case AssessmentCompleted():
+                data.assessment = Outcomes(event.score, event.failures, list(event.episodes))
+        text = timeline_text(event)
+        if text is not None:
+            data.timeline.append(TimelineEvent(envelope.recorded_at, event.type_name(), text))
+    for attempt, messages in recorded.items():
+        live = data.transcripts.get(attempt, [])
+        data.transcripts[attempt] = live[:1] + messages if live and live[0].role == "system" else messages
+    return data

@@ -1,0 +1,497 @@
+"""The page of one Run: its facts, timeline, Submissions, best-so-far, diffs, transcript,
+Validation and Assessment."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from evopolicygym.program import Program
+from evopolicygym.program_edits import Lines, edit_kind, file_lines, nearest_parent
+from evopolicygym.records.events import EpisodeOutcome
+from evopolicygym.records.location import Store
+from evopolicygym.records.runs import RunSummary
+from evopolicygym.report.curves import best_so_far
+from evopolicygym.report.diffs import diff_markup, program_diff
+from evopolicygym.report.html import Markup, Section, esc, fmt, table
+from evopolicygym.report.plots import figure
+from evopolicygym.report.run_data import Outcomes, RunData
+from evopolicygym.transcript import Message
+
+__all__ = ["MESSAGE_LIMIT", "run_sections"]
+
+MESSAGE_LIMIT = 20_000  # characters of one message's text kept in the page
+_TIMELINE_OPEN = 60  # a longer timeline table starts folded
+
+Redact = Callable[[str], str]
+
+
+def _when(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _yes_no(value: bool | None) -> str:
+    return "not measured" if value is None else ("yes" if value else "no")
+
+
+def _facts(pairs: list[tuple[str, str]]) -> str:
+    return '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
+
+
+# --------------------------------------------------------------------------- overview
+
+
+def _overview(data: RunData, status: str) -> str:
+    s = data.summary
+    agent = s.agent
+    who = "-" if agent is None else f"{agent.name} ({agent.provider}{', ' + agent.model if agent.model else ''})"
+    budget = s.episode_budget
+    duration = (
+        f"{(s.finished_at - s.created_at) / 1e9:.1f} s"
+        if s.finished_at is not None and s.created_at is not None
+        else "-"
+    )
+    best = "-" if s.best_submission_id is None else f"#{s.best_submission_id}: {fmt(s.best_score)} ({s.best_basis})"
+    final = "-" if s.final_submission_id is None else f"#{s.final_submission_id}: {fmt(s.final_score)}"
+    pairs = [
+        ("Benchmark", f"{s.benchmark_id or '-'} ({s.score_direction})"),
+        ("Agent", who),
+        ("Status", status),
+        ("Terminal reason", s.terminal_reason or "not ended"),
+        ("Handoff", s.handoff),
+        ("Improved", _yes_no(s.improved)),
+        ("Success", "yes" if s.success else "no"),
+        ("Budget", f"{s.budget_used} of {budget if budget is not None else '?'} Episodes used"),
+        ("Episode pool", fmt(s.pool_size)),
+        ("Submissions", f"{s.started} evaluated, {s.published} published, {s.failed} failed, {s.rejections} refused"),
+        ("Best published (train)", best),
+        ("Final (validation)", final),
+        ("Initial program (validation)", fmt(s.reference_score)),
+        ("Assessment (held out)", fmt(s.assessment_score)),
+        ("Agent attempts", str(s.agent_attempts)),
+        ("Agent containment", s.agent_containment or "-"),
+        ("Created", _when(s.created_at)),
+        ("Finished", _when(s.finished_at)),
+        ("Duration", duration),
+        ("Events", str(s.events)),
+    ]
+    config = s.public_config()
+    shown = (
+        f"<details><summary>Run config (public)</summary><pre>{esc(json.dumps(config, indent=2, sort_keys=True))}</pre></details>"
+        if config is not None
+        else ""
+    )
+    bad = f'<p class="bad">{data.undecodable} events do not decode (see record verify).</p>' if data.undecodable else ""
+    return _facts(pairs) + shown + bad
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+def _timeline(data: RunData, redact: Redact) -> str:
+    events = data.timeline
+    if not events:
+        return '<p class="muted">No events.</p>'
+    start = events[0].at
+    kinds = list(dict.fromkeys(e.kind for e in events))
+    plot = figure(
+        "plot-timeline",
+        [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": kind,
+                "x": [(e.at - start) / 1e9 for e in events if e.kind == kind],
+                "y": [kind] * sum(1 for e in events if e.kind == kind),
+                "text": [redact(e.text) for e in events if e.kind == kind],
+                "hovertemplate": "%{x:.2f} s: %{text}<extra></extra>",
+                "marker": {"size": 9},
+            }
+            for kind in kinds
+        ],
+        {
+            "title": {"text": "Events over time"},
+            "xaxis": {"title": {"text": "seconds since the Run was created"}},
+            "yaxis": {"automargin": True, "categoryorder": "array", "categoryarray": kinds[::-1]},
+            "showlegend": False,
+        },
+        height=max(260, 40 + 26 * len(kinds)),
+    )
+    rows = [(f"{(e.at - start) / 1e9:.2f}", e.kind, redact(e.text)) for e in events]
+    listing = table(["s", "event", "what"], rows, cls="timeline")
+    opened = " open" if len(rows) <= _TIMELINE_OPEN else ""
+    return f"{plot}<details{opened}><summary>{len(rows)} events</summary>{listing}</details>"
+
+
+# --------------------------------------------------------------------------- Submissions
+
+
+def _submissions(data: RunData, redact: Redact) -> str:
+    s = data.summary
+    subs = [s.submissions[k] for k in sorted(s.submissions) if s.submissions[k].budget_reserved is not None]
+    if not subs:
+        return '<p class="muted">No Submission was evaluated.</p>'
+    published = [x for x in subs if x.status == "published" and x.score is not None]
+    clean = [x for x in published if not x.failures]
+    flawed = [x for x in published if x.failures]
+    failed = [x for x in subs if x.status == "failed"]
+    floor = min((x.score for x in published if x.score is not None), default=0.0)
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": "budget used (Episodes)",
+            "x": [x.submission_id for x in subs],
+            "y": [x.budget_used for x in subs],
+            "yaxis": "y2",
+            "marker": {"color": "rgba(120,130,150,0.25)"},
+            "hovertemplate": "#%{x}: %{y} Episodes used<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "score",
+            "x": [x.submission_id for x in clean],
+            "y": [x.score for x in clean],
+            "marker": {"size": 10, "color": "#1f77b4"},
+            "hovertemplate": "#%{x}: score %{y}<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "score, with failed Episodes",
+            "x": [x.submission_id for x in flawed],
+            "y": [x.score for x in flawed],
+            "text": [f"{x.failures} failed Episodes" for x in flawed],
+            "marker": {"size": 10, "color": "#d62728"},
+            "hovertemplate": "#%{x}: score %{y} (%{text})<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "evaluation failed",
+            "x": [x.submission_id for x in failed],
+            "y": [floor] * len(failed),
+            "text": [redact(x.error or "") for x in failed],
+            "marker": {"size": 12, "symbol": "x", "color": "#d62728"},
+            "hovertemplate": "#%{x}: evaluation failed: %{text}<extra></extra>",
+        },
+    ]
+    plot = figure(
+        "plot-submissions",
+        traces,
+        {
+            "title": {"text": "Score per Submission"},
+            "xaxis": {"title": {"text": "Submission"}, "dtick": 1 if len(subs) <= 40 else None},
+            "yaxis": {"title": {"text": "score"}},
+            "yaxis2": {
+                "title": {"text": "Episodes used"},
+                "overlaying": "y",
+                "side": "right",
+                "showgrid": False,
+                "rangemode": "tozero",
+                "tickformat": "d",
+            },
+        },
+    )
+    rows = []
+    for x in subs:
+        episodes = data.episodes.get(x.submission_id, [])
+        kinds = Counter(e.failure or e.status for e in episodes if e.status != "ok" or e.failure)
+        rows.append(
+            (
+                f"#{x.submission_id}",
+                "initial" if x.parent_submission_id == 0
+                else "-" if x.parent_submission_id is None
+                else f"#{x.parent_submission_id}",
+                len(x.indices),
+                x.status,
+                x.score,
+                x.failures,
+                ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items())) or "-",
+                x.budget_used,
+                x.validation_score,
+                redact(x.error) if x.error else None,
+            )
+        )
+    listing = table(
+        ["Submission", "parent", "Episodes", "status", "score", "failures", "failure kinds",
+         "budget used", "validation", "error"],
+        rows,
+    )
+    return plot + listing
+
+
+def _best_so_far(data: RunData) -> str:
+    s = data.summary
+    points = best_so_far(s)
+    if not points:
+        return '<p class="muted">No published Submission.</p>'
+    matched = [p for p in points if p.evidence != "unmatched"]
+    unmatched = [p for p in points if p.evidence == "unmatched"]
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "line": {"shape": "hv", "color": "#2ca02c", "width": 2},
+            "name": "best so far",
+            "x": [p.episodes_used for p in points],
+            "y": [p.best for p in points],
+            "hovertemplate": "%{x} Episodes: best %{y}<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Submission, matched evidence",
+            "x": [p.episodes_used for p in matched],
+            "y": [p.score for p in matched],
+            "text": [f"#{p.submission_id} ({p.evidence})" for p in matched],
+            "marker": {"size": 10, "color": "#1f77b4"},
+            "hovertemplate": "%{text}: %{y}<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "Submission, unmatched (other Episodes)",
+            "x": [p.episodes_used for p in unmatched],
+            "y": [p.score for p in unmatched],
+            "text": [f"#{p.submission_id} (unmatched: scored on other Episodes)" for p in unmatched],
+            "marker": {"size": 10, "color": "#ff7f0e", "symbol": "circle-open", "line": {"width": 2}},
+            "hovertemplate": "%{text}: %{y}<extra></extra>",
+        },
+    ]
+    layout: dict[str, Any] = {
+        "title": {"text": "Best so far vs Episodes used"},
+        "xaxis": {"title": {"text": "Episodes used"}},
+        "yaxis": {"title": {"text": "score"}},
+    }
+    note = {
+        "matched": "Every Submission was scored on the same Episodes: the best is a matched comparison.",
+        "unmatched": "Submissions were scored on different Episodes: an unmatched best is a reference "
+        "point, not a comparison.",
+        "single": "One Submission: nothing to compare yet.",
+    }.get(s.best_basis or "", "")
+    return figure("plot-best", traces, layout) + f'<p class="note">{esc(note)}</p>'
+
+
+# --------------------------------------------------------------------------- diffs
+
+
+def _diffs(data: RunData, store: Store, redact: Redact) -> str:
+    """Each Submission against its parent: the one the Agent named, else the nearest earlier
+    program (``program_edits.nearest_parent``, the rule the exports use)."""
+    s = data.summary
+    programs: dict[str, Program | None] = {}
+
+    def program(digest: str) -> Program | None:
+        if digest not in programs:
+            try:
+                programs[digest] = store.blobs.get_program(digest)
+            except Exception:  # a missing or corrupt blob: `record verify` says which
+                programs[digest] = None
+        return programs[digest]
+
+    lines: dict[str, Lines] = {}
+
+    def lines_of(digest: str) -> Lines:
+        if digest not in lines:
+            found = program(digest)
+            lines[digest] = file_lines(found) if found is not None else {}
+        return lines[digest]
+
+    earlier: list[tuple[int, str]] = []  # (Submission id, 0 for the initial program; digest)
+    if s.initial_program_digest is not None:
+        earlier.append((0, s.initial_program_digest))
+    options, blocks = [], []
+    for sid in sorted(s.submissions):
+        sub = s.submissions[sid]
+        digest = sub.program_digest
+        if digest is None or sub.budget_reserved is None:
+            continue
+        named = dict(earlier).get(sub.parent_submission_id) if sub.parent_submission_id is not None else None
+        if named is not None and sub.parent_submission_id is not None:
+            parent_key, parent_digest = sub.parent_submission_id, named
+        elif earlier:
+            parent_key, parent_digest, _distance = nearest_parent(earlier, digest, lines_of)
+        else:
+            parent_key, parent_digest = -1, ""
+        label = "initial" if parent_key == 0 else f"#{parent_key}"
+        before, after = program(parent_digest) if parent_digest else None, program(digest)
+        if before is None or after is None:
+            kind = "?"
+            body = esc(f"[program blob missing: {digest if after is None else parent_digest or 'no parent'}]")
+        else:
+            kind = edit_kind(before, after)
+            diff = program_diff(dict(before.files), dict(after.files), label.lstrip("#"), str(sid))
+            body = diff_markup(diff, redact) if diff else esc("(the same program as its parent)")
+        options.append(f'<option value="{sid}">#{sid} vs its parent {esc(label)} ({esc(kind)})</option>')
+        blocks.append(f'<pre class="diff" data-diff="{sid}">{body}</pre>')
+        earlier.append((sid, digest))
+    if not options:
+        return '<p class="muted">No Submission to compare.</p>'
+    return (
+        '<label>Submission: <select id="diff-select" data-diffs="diff-box">'
+        + "".join(options)
+        + '</select></label> <span class="note">the parent: the one the Agent named, else the '
+        "nearest earlier program; the kind of edit in brackets</span>"
+        + '<div id="diff-box">'
+        + "".join(blocks)
+        + "</div>"
+    )
+
+
+# --------------------------------------------------------------------------- transcript
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    return text[:MESSAGE_LIMIT] + f"\n[… {len(text) - MESSAGE_LIMIT:,} more characters in the record]"
+
+
+def _message(message: Message, redact: Redact) -> str:
+    parts = [f'<div class="msg {esc(message.role)}"><span class="role">{esc(message.role)}</span>']
+    if message.name:
+        parts.append(f' <span class="muted">{esc(message.name)}</span>')
+    if message.tool_call_id:
+        parts.append(f' <span class="muted">result of call {esc(message.tool_call_id)}</span>')
+    if message.model:
+        parts.append(f' <span class="muted">{esc(message.model)}</span>')
+    if message.error is not None:
+        status = f" {message.error.status}" if message.error.status is not None else ""
+        parts.append(f' <span class="bad">{esc(message.error.kind + status)}</span>')
+    if message.reasoning:
+        parts.append(
+            f"<details><summary>reasoning ({len(message.reasoning):,} characters)</summary>"
+            f"<pre>{esc(_clip(redact(message.reasoning)))}</pre></details>"
+        )
+    if message.content:
+        parts.append(f"<pre>{esc(_clip(redact(message.content)))}</pre>")
+    for call in message.tool_calls:
+        arguments = json.dumps(call.arguments, indent=2, sort_keys=True, ensure_ascii=False)
+        parts.append(
+            f'<div class="call">→ <b>{esc(call.name)}</b> <span class="muted">call {esc(call.id)}</span>'
+            f"<pre>{esc(_clip(redact(arguments)))}</pre></div>"
+        )
+    if message.usage is not None:
+        u = message.usage
+        parts.append(
+            f'<div class="usage">tokens: {u.input_tokens:,} in ({u.cached_tokens:,} cached), '
+            f"{u.output_tokens:,} out ({u.reasoning_tokens:,} reasoning)</div>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _transcript(data: RunData, redact: Redact) -> str:
+    if not any(data.transcripts.values()):
+        return '<p class="muted">No transcript was recorded.</p>'
+    out = []
+    for attempt in sorted(data.transcripts):
+        messages = data.transcripts[attempt]
+        usage = [m.usage for m in messages if m.usage is not None]
+        totals = (
+            f"{sum(u.input_tokens for u in usage):,} input and {sum(u.output_tokens for u in usage):,} output tokens"
+            if usage
+            else "no usage reported"
+        )
+        exit_ = data.exits.get(attempt)
+        ended = (
+            f"; exited {exit_.exit_code if exit_.exit_code is not None else 'by signal ' + str(exit_.signal)}"
+            f"{' (' + exit_.reason + ')' if exit_.reason else ''}"
+            if exit_ is not None
+            else ""
+        )
+        tools = data.tools.get(attempt)
+        offered = f"; tools offered: {', '.join(tools)}" if tools else ""
+        calls = sum(len(m.tool_calls) for m in messages)
+        out.append(
+            f"<h3>Attempt {attempt}</h3><p class=\"note\">{len(messages)} messages, {calls} tool calls, "
+            f"{esc(totals)}{esc(ended)}{esc(offered)}</p>"
+        )
+        out.extend(_message(m, redact) for m in messages)
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- Validation, Assessment
+
+
+def _outcome_cells(outcomes: Outcomes) -> tuple[object, ...]:
+    episodes: list[EpisodeOutcome] = outcomes.episodes
+    n = len(episodes)
+    kinds = Counter(e.failure or e.status for e in episodes if e.status != "ok" or e.failure)
+    return (
+        outcomes.score,
+        outcomes.failures,
+        n,
+        sum(e.total_reward for e in episodes) / n if n else None,
+        sum(e.steps for e in episodes) / n if n else None,
+        ", ".join(f"{k} x{c}" for k, c in sorted(kinds.items())) or "-",
+    )
+
+
+_OUTCOME_HEADERS = ["score", "failures", "Episodes", "mean return", "mean steps", "failure kinds"]
+
+
+def _validation(data: RunData, redact: Redact) -> str:
+    s = data.summary
+    parts = []
+    if data.validation or data.reference is not None:
+        rows: list[tuple[object, ...]] = []
+        if data.reference is not None:
+            rows.append(("initial program (reference)", "-", *_outcome_cells(data.reference)))
+        for sid in sorted(data.validation):
+            chosen = Markup('<b class="good">selected</b>') if sid == s.final_submission_id else ""
+            rows.append((f"#{sid}", chosen, *_outcome_cells(data.validation[sid])))
+        where = (
+            f"{data.validation_episodes} {data.validation_split} Episodes per candidate, the same for each"
+            if data.validation_episodes is not None
+            else ""
+        )
+        parts.append(f"<h3>Validation</h3><p class=\"note\">{esc(where)}</p>")
+        parts.append(table(["candidate", "", *_OUTCOME_HEADERS], rows))
+    elif s.validation_error:
+        parts.append(f'<h3>Validation</h3><p class="bad">failed: {esc(redact(s.validation_error))}</p>')
+    else:
+        parts.append('<h3>Validation</h3><p class="muted">No Validation was recorded.</p>')
+    if data.assessment is not None:
+        assessed = s.assessment_submission_id
+        rows = [
+            (
+                f"#{assessed}" if assessed is not None else "-",
+                data.assessment_split or "-",
+                *_outcome_cells(data.assessment),
+            )
+        ]
+        parts.append("<h3>Assessment</h3>")
+        parts.append(table(["Submission", "split", *_OUTCOME_HEADERS], rows))
+    elif s.assessment_error:
+        parts.append(f'<h3>Assessment</h3><p class="bad">failed: {esc(redact(s.assessment_error))}</p>')
+    else:
+        parts.append('<h3>Assessment</h3><p class="muted">No Assessment was recorded.</p>')
+    parts.append('<p class="note">Public outcomes only: Episode seeds and specs stay with the Host.</p>')
+    return "".join(parts)
+
+
+def run_sections(data: RunData, store: Store, redact: Redact, status: str | None = None) -> list[Section]:
+    """The sections of one Run's page. ``status``: the Run's status as the caller tells it
+    (the CLI knows whether a Host still holds a running Run); else the summary's."""
+    summary: RunSummary = data.summary
+
+    def clean(text: str) -> str:
+        return data.private.scrub(redact(text))
+
+    redact = clean
+    return [
+        Section("overview", "Overview", _overview(data, status or summary.status)),
+        Section("timeline", "Timeline", _timeline(data, redact)),
+        Section("submissions", "Submissions", _submissions(data, redact)),
+        Section("best", "Best so far", _best_so_far(data)),
+        Section("diffs", "Diffs", _diffs(data, store, redact)),
+        Section("transcript", "Transcript", _transcript(data, redact)),
+        Section("validation", "Validation and Assessment", _validation(data, redact)),
+    ]
