@@ -1,0 +1,375 @@
+"""Reading Runs for the dataframes: which Runs, each read once from its stream.
+
+``selected_runs`` opens the store (a ``Store``, a path, or None for the default store)
+and names the Run streams asked for: every Run, the ``run_ids`` given, or an
+experiment's Runs (``experiment="<id>"``, with each Run's cell). ``read_run`` folds one
+Run's stream with the Run read API (``RunSummary.apply``) and keeps beside the summary
+what the frames need and a summary leaves out: each Submission's Episodes, the
+transcript by Agent attempt (only when asked: it is the bulk of a long Run), and the
+Run's private values to scrub from recorded text. ``lineage`` gives each Submission its
+parent, edit kind and matched comparison with the parent, by the rules the ``programs``
+export uses.
+
+Nothing Host-private leaves here: the pool and every seed stay in ``RunCreated``, which
+is used only to scrub text; Validation and Assessment are scores (the summary's),
+never their Episodes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from evopolicygym.program import Program
+from evopolicygym.program_edits import Lines, edit_kind, file_lines, lines_distance, nearest_parent
+from evopolicygym.records.events import (
+    AgentMessages,
+    AgentStarted,
+    EpisodeCompleted,
+    EvaluationStarted,
+    Event,
+    EventCodecError,
+    RunCreated,
+)
+from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.private import PrivateValues
+from evopolicygym.records.runs import (
+    RUN_PREFIX,
+    RunSummary,
+    SubmissionSummary,
+    better,
+    resolve_run,
+    run_id_of,
+)
+from evopolicygym.transcript import Message
+
+__all__ = [
+    "Cell",
+    "RunRecord",
+    "StoreLike",
+    "SubmissionLineage",
+    "lineage",
+    "programs_of",
+    "read_run",
+    "selected_runs",
+]
+
+StoreLike = Store | str | os.PathLike[str] | None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A Run's place in an experiment (``records.experiments.CellRun``, as the frames use it)."""
+
+    experiment: str
+    cell_id: str
+    agent: str
+    benchmark: str
+    seed: int
+    agent_seed: int
+    attempt: int
+    current: bool
+    outcome: str | None
+
+
+@dataclass
+class RunRecord:
+    """One Run as the frames read it: its summary and what a summary does not keep."""
+
+    summary: RunSummary
+    created: RunCreated | None
+    private: PrivateValues
+    episodes: dict[int, list[EpisodeCompleted]] = field(default_factory=dict)  # by Submission
+    episode_times: dict[int, list[int]] = field(default_factory=dict)  # recorded_at, alongside
+    transcripts: dict[int, list[Message]] = field(default_factory=dict)  # by Agent attempt
+    cell: Cell | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def direction(self) -> str:
+        return self.summary.score_direction
+
+    @property
+    def started(self) -> list[SubmissionSummary]:
+        """Submissions whose evaluation started (an EvaluationStarted names their Program),
+        in id order."""
+        return [
+            s
+            for _, s in sorted(self.summary.submissions.items())
+            if s.budget_reserved is not None and s.program_digest is not None
+        ]
+
+    @property
+    def failure_score(self) -> float | None:
+        spec = self.summary.benchmark_spec or {}
+        floor = spec.get("failure_score")
+        return float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+
+
+# --------------------------------------------------------------------------- which Runs
+
+
+@contextmanager
+def _opened(store: StoreLike) -> Iterator[Store]:
+    if isinstance(store, Store):
+        yield store
+        return
+    with open_store(store) as opened:
+        yield opened
+
+
+def _cells(store: Store, experiment: str) -> dict[str, Cell]:
+    # Imported here: the experiment read API is only needed with experiment=.
+    from evopolicygym.records.experiments import experiment_runs
+
+    return {
+        run.run_id: Cell(
+            experiment=run.experiment_id,
+            cell_id=run.cell_id,
+            agent=run.agent,
+            benchmark=run.benchmark,
+            seed=run.seed,
+            agent_seed=run.agent_seed,
+            attempt=run.attempt,
+            current=run.current,
+            outcome=run.outcome,
+        )
+        for run in experiment_runs(store.events, experiment)
+    }
+
+
+@contextmanager
+def selected_runs(
+    store: StoreLike, run_ids: Sequence[str] | None = None, experiment: str | None = None
+) -> Iterator[tuple[Store, list[tuple[str, Cell | None]]]]:
+    """The open store and the Run streams asked for (stream id, experiment cell), in
+    stream order, or the experiment's matrix order. ``UnknownRun`` / ``UnknownExperiment``
+    name what is not in the store."""
+    if isinstance(run_ids, str):
+        run_ids = [run_ids]  # one id given bare is one Run, not its characters
+    with _opened(store) as opened:
+        if experiment is not None:
+            cells = _cells(opened, experiment)
+            wanted = None if run_ids is None else {run_id_of(resolve_run(opened.events, r)) for r in run_ids}
+            streams = [
+                (RUN_PREFIX + run_id, cell)
+                for run_id, cell in cells.items()
+                if wanted is None or run_id in wanted
+            ]
+            # A cell's Run is assigned before it is created: one not recorded yet is left out.
+            known = {info.stream_id for info in opened.events.streams(RUN_PREFIX)}
+            yield opened, [(s, c) for s, c in streams if s in known]
+        elif run_ids is not None:
+            yield opened, [(resolve_run(opened.events, r), None) for r in dict.fromkeys(run_ids)]
+        else:
+            yield opened, [(info.stream_id, None) for info in opened.events.streams(RUN_PREFIX)]
+
+
+# --------------------------------------------------------------------------- one Run
+
+
+def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages: bool = False) -> RunRecord:
+    """The Run ``stream_id`` read in one pass; its transcript only with ``messages``. A
+    payload that does not decode is left out (the summary's ``undecodable`` lists it)."""
+    summary = RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
+    record = RunRecord(summary=summary, created=None, private=PrivateValues(), cell=cell)
+    live: dict[int, list[Message]] = {}
+    recorded: dict[int, list[Message]] = {}
+    started: set[int] = set()
+    agent_messages = AgentMessages.type_name()
+    for envelope in store.events.read_stream(stream_id, 0):
+        if envelope.type == agent_messages and not messages:
+            summary.fold([envelope])  # counts it without decoding the chunk
+            continue
+        try:
+            event: Event = envelope.event()
+        except EventCodecError:
+            summary.undecodable.append(envelope.position)
+            continue
+        summary.apply(event, version=envelope.stream_version, at=envelope.recorded_at)
+        match event:
+            case RunCreated():
+                record.created = event
+                record.private = PrivateValues.of(event, store.blobs)
+            case AgentStarted():
+                live.setdefault(event.attempt, [])
+            case AgentMessages() if event.source is not None:
+                # The attempt as the CLI's own session record holds it, as the exports take it.
+                recorded[event.attempt] = list(event.messages)
+            case AgentMessages():
+                live.setdefault(event.attempt, []).extend(event.messages)
+            case EvaluationStarted():
+                started.add(event.submission_id)
+            # Episodes of a Submission never started are ignored, as the workspace does.
+            case EpisodeCompleted() if event.submission_id in started:
+                record.episodes.setdefault(event.submission_id, []).append(event)
+                record.episode_times.setdefault(event.submission_id, []).append(envelope.recorded_at)
+    for number, found in recorded.items():
+        chunks = live.get(number, [])
+        live[number] = chunks[:1] + found if chunks and chunks[0].role == "system" else found
+    record.transcripts = {number: live[number] for number in sorted(live)}
+    return record
+
+
+# --------------------------------------------------------------------------- lineage
+
+
+@dataclass(frozen=True)
+class SubmissionLineage:
+    """A Submission against its parent and the Submissions before it (``programs`` rules)."""
+
+    parent_submission_id: int  # 0: the initial program
+    parent_basis: str  # stated (the Agent named it) or nearest (the smallest diff)
+    parent_distance: int  # lines changed from the parent
+    edit_kind: str  # none, cosmetic, parametric or synthesis
+    matched_indices: list[int]
+    matched_score: float | None
+    parent_matched_score: float | None
+    beats_parent: bool | None  # on matched_indices, in the Benchmark's direction
+    best_so_far: bool  # published, and better than every earlier published score
+    best_so_far_score: float | None  # the best published score up to and including it
+    best_so_far_basis: str | None  # first | matched | unmatched (None: not published)
+    best_so_far_matched: bool | None  # beats every earlier one it shares indices with, there
+
+
+class _Programs:
+    """Programs and their lines by digest, read from the blobs once per frame build."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.programs: dict[str, Program] = {}
+        self.lines: dict[str, Lines] = {}
+
+    def program(self, digest: str) -> Program:
+        found = self.programs.get(digest)
+        if found is None:
+            found = self.programs[digest] = self.store.blobs.get_program(digest)
+        return found
+
+    def lines_of(self, digest: str) -> Lines:
+        found = self.lines.get(digest)
+        if found is None:
+            found = self.lines[digest] = file_lines(self.program(digest))
+        return found
+
+
+def _episode_scores(record: RunRecord, submission: SubmissionSummary) -> dict[int, float] | None:
+    """Per-index Episode scores, if the published score is their mean (else None): a failed
+    Episode scores the Benchmark's failure score, as it does in Feedback."""
+    if submission.status != "published" or submission.score is None:
+        return None
+    floor = record.failure_score
+    maximize = record.direction != "minimize"
+    scores: dict[int, float] = {}
+    for episode in record.episodes.get(submission.submission_id, []):
+        if episode.status != "ok":
+            if floor is None:
+                return None
+            value = floor
+        else:
+            value = float(episode.total_reward)
+            if floor is not None:
+                value = max(value, floor) if maximize else min(value, floor)
+        scores[episode.index] = value
+    if not scores or sorted(scores) != sorted(submission.indices):
+        return None
+    if not math.isclose(statistics.fmean(scores.values()), submission.score, rel_tol=1e-9, abs_tol=1e-9):
+        return None
+    return scores
+
+
+def _matched(
+    a: SubmissionSummary, b: SubmissionSummary, per_episode: dict[int, dict[int, float] | None]
+) -> tuple[list[int], float | None, float | None]:
+    """The indices ``a`` and ``b`` share, and each one's score on them (None: not known)."""
+    shared = sorted(set(a.indices) & set(b.indices))
+    if not shared or a.status != "published" or b.status != "published":
+        return shared, None, None
+    if sorted(a.indices) == sorted(b.indices):
+        return shared, a.score, b.score
+    sa, sb = per_episode[a.submission_id], per_episode[b.submission_id]
+    if sa is None or sb is None:
+        return shared, None, None
+    return shared, statistics.fmean(sa[i] for i in shared), statistics.fmean(sb[i] for i in shared)
+
+
+def lineage(record: RunRecord, programs: _Programs) -> dict[int, SubmissionLineage]:
+    """Each started Submission's parent, edit kind and matched comparisons, by id."""
+    initial = record.summary.initial_program_digest
+    started = record.started
+    if initial is None:
+        return {}
+    per_episode = {s.submission_id: _episode_scores(record, s) for s in started}
+    found: dict[int, SubmissionLineage] = {}
+    published: list[SubmissionSummary] = []
+    best: float | None = None
+    direction = record.direction
+    for index, submission in enumerate(started):
+        digest = submission.program_digest
+        assert digest is not None  # ``started`` keeps those with a Program
+        parent: SubmissionSummary | None = None
+        stated = submission.parent_submission_id
+        earlier = {s.submission_id: s for s in started[:index]}
+        if stated is not None and (stated == 0 or stated in earlier):
+            parent = earlier.get(stated)
+            parent_digest = initial if parent is None else parent.program_digest
+            assert parent_digest is not None
+            distance = lines_distance(programs.lines_of(parent_digest), programs.lines_of(digest))
+            basis = "stated"
+        else:
+            choices: list[tuple[SubmissionSummary | None, str]] = [(None, initial)]
+            choices += [(s, s.program_digest) for s in started[:index] if s.program_digest is not None]
+            parent, parent_digest, distance = nearest_parent(choices, digest, programs.lines_of)
+            basis = "nearest"
+        shared: list[int] = []
+        mine = theirs = None
+        if parent is not None:
+            shared, mine, theirs = _matched(submission, parent, per_episode)
+        beats = None if mine is None or theirs is None else better(mine, theirs, direction)
+        new_best = False
+        best_basis: str | None = None
+        best_matched: bool | None = None
+        if submission.status == "published":
+            new_best = better(submission.score, best, direction)
+            if not published:
+                best_basis = "first"
+            elif all(sorted(p.indices) == sorted(submission.indices) for p in published):
+                best_basis = "matched"
+            else:
+                best_basis = "unmatched"
+            verdicts = []
+            for other in published:
+                _, a, b = _matched(submission, other, per_episode)
+                if a is not None and b is not None:
+                    verdicts.append(better(a, b, direction))
+            best_matched = all(verdicts) if verdicts else None
+            if new_best:
+                best = submission.score
+            published.append(submission)
+        found[submission.submission_id] = SubmissionLineage(
+            parent_submission_id=0 if parent is None else parent.submission_id,
+            parent_basis=basis,
+            parent_distance=distance,
+            edit_kind=edit_kind(programs.program(parent_digest), programs.program(digest)),
+            matched_indices=shared,
+            matched_score=mine,
+            parent_matched_score=theirs,
+            beats_parent=beats,
+            best_so_far=new_best,
+            best_so_far_score=best,
+            best_so_far_basis=best_basis,
+            best_so_far_matched=best_matched,
+        )
+    return found
+
+
+def programs_of(store: Store) -> _Programs:
+    """A Program cache over ``store``'s blobs, for ``lineage``."""
+    return _Programs(store)
