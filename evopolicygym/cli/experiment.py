@@ -1,0 +1,458 @@
+"""``evopolicy experiment``: run a matrix of Runs from a TOML spec, follow it, list experiments.
+
+``run`` resolves the spec, checks every agent and Benchmark before recording anything,
+then drives the experiment (``experiments.runner``) with the Agent launcher of this
+package (``CliCellLauncher``): each cell's Run is created here and carried by
+``evopolicy resume`` in a process of its own. ``status`` and ``list`` read the
+experiment stream (``records.experiments``); ``summary`` lives in its own module and
+is loaded when used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.options import StoreGroup, store_option
+from evopolicygym.cli.output import emit_json, one_line, print_table
+from evopolicygym.cli.signals import EXIT_INTERRUPTED
+from evopolicygym.cli.stores import check_store_dir, open_existing, run_status, store_root
+from evopolicygym.records.events import ExperimentCell, ExperimentCreated
+from evopolicygym.records.location import Store, resolve_store_path
+from evopolicygym.records.store import StoreError
+
+__all__ = ["CliCellLauncher", "experiment"]
+
+_SUBCOMMANDS_ELSEWHERE = {"summary": "evopolicygym.cli.experiment_summary:summary"}
+
+EXIT_INCOMPLETE = 3
+_RUN_EXIT_HELP = """\b
+Exit status:
+  0    every cell's Run ended with an outcome (finished, agent_exited, budget_exhausted)
+  1    an error before or around the experiment (one line on stderr)
+  2    a usage error
+  3    some cell did not: a fault past --retries (agent_failed, evaluation_failed,
+       validation_failed, assessment_failed), a Run that could not be created, or a
+       Run whose carrying process stopped short; run the same command again to go on
+  130  interrupted by Ctrl-C or SIGTERM; run the same command again to go on
+The same with --json."""
+
+
+class ExperimentGroup(StoreGroup):
+    """The experiment commands; those of other modules (``summary``) load when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *(n for n in _SUBCOMMANDS_ELSEWHERE if self._elsewhere(n) is not None)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _SUBCOMMANDS_ELSEWHERE:
+            return self._elsewhere(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    @staticmethod
+    def _elsewhere(name: str) -> click.Command | None:
+        module, _sep, attr = _SUBCOMMANDS_ELSEWHERE[name].partition(":")
+        try:
+            command: click.Command = getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the module is there but fails to import: not ours to hide
+                raise
+            return None
+        return command
+
+
+@click.group(cls=ExperimentGroup, short_help="Run and summarize matrices of Runs (agents x Benchmarks x seeds).")
+def experiment() -> None:
+    """Experiments: a TOML spec names agents, Benchmarks (with parameters), Run seeds,
+    agent seeds and a Run profile; `experiment run` carries one Run per cell of their
+    product and records which Run stands for which cell, so running it again goes on
+    where it stopped.
+
+    \b
+    Example:
+      evopolicy experiment run examples/experiments/quick.toml
+      evopolicy experiment status quick
+      evopolicy experiment summary quick
+    """
+
+
+# --------------------------------------------------------------------------- the launcher
+
+
+class CliCellLauncher:
+    """Creates a cell's Run with this package's agents (``experiments.runner.CellLauncher``)
+    and carries it with ``evopolicy resume`` in a new process."""
+
+    def __init__(self, *, allow_uncontained: bool) -> None:
+        from evopolicygym.agents.launcher import ProviderLauncher
+
+        self.allow_uncontained = allow_uncontained
+        self.launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
+        self._containment: str | None = None
+
+    def _identity(self, created: ExperimentCreated, agent_name: str, agent_seed: int) -> Any:
+        from evopolicygym.agents.providers import agent_identity
+
+        agent = next(a for a in created.agents if a.name == agent_name)
+        options = agent.options
+        return agent_identity(
+            agent.provider,
+            command=options.get("agent_command"),
+            seed=agent_seed,
+            env=tuple(options.get("agent_env", ())),
+            name=agent.name,
+            model=options.get("model"),
+            effort=options.get("effort"),
+            base_url=options.get("base_url"),
+            api_key_env=options.get("api_key_env"),
+            max_turns=options.get("max_turns"),
+            max_tokens=options.get("max_tokens"),
+        )
+
+    def check(self, created: ExperimentCreated) -> None:
+        """Every agent, skill and Benchmark of the matrix, and the Agent's containment, before
+        anything is recorded; ``CliError`` naming the first problem."""
+        from evopolicygym.agents.providers import AgentError
+        from evopolicygym.cli.loading import load
+        from evopolicygym.cli.run import _check_chat
+        from evopolicygym.run.skills import SkillError, load_skill
+
+        for agent in created.agents:
+            try:
+                self._identity(created, agent.name, 0)
+                for directory in agent.options.get("skills", ()):
+                    load_skill(directory)
+            except (AgentError, SkillError) as exc:
+                raise CliError(f"agents {agent.name}: {one_line(str(exc))}") from exc
+            if agent.provider == "chat":
+                _check_chat(agent.options.get("base_url"), agent.options.get("api_key_env"))
+        for benchmark in created.benchmarks:
+            try:
+                load(benchmark.id, benchmark.params)
+            except CliError as exc:
+                raise CliError(f"benchmarks {benchmark.name}: {exc.format_message()}") from exc
+        try:
+            self._containment = self.launcher.containment()
+        except AgentError as exc:
+            raise CliError(one_line(str(exc))) from exc
+
+    def create(self, store: Store, experiment: ExperimentCreated, cell: ExperimentCell, run_id: str) -> None:
+        from evopolicygym.agents.providers import AgentError
+        from evopolicygym.records.experiments import cell_config
+        from evopolicygym.run import RunConfig, RunConfigError, RunError, create_run
+        from evopolicygym.run.skills import SkillError, load_skill
+
+        try:
+            agent = next(a for a in experiment.agents if a.name == cell.agent)
+            benchmark = next(b for b in experiment.benchmarks if b.name == cell.benchmark)
+            config = RunConfig.from_dict(cell_config(experiment, cell))
+            skills = [load_skill(directory) for directory in agent.options.get("skills", ())]
+            create_run(
+                store,
+                benchmark.id,
+                config,
+                self._identity(experiment, cell.agent, cell.agent_seed),
+                run_id=run_id,
+                skills=skills,
+                agent_containment=self._containment or self.launcher.containment(),
+            )
+        except (AgentError, SkillError, RunConfigError, RunError) as exc:
+            raise ValueError(str(exc)) from exc
+
+    def carry_argv(self, store_path: Path, run_id: str) -> list[str]:
+        from evopolicygym.experiments.runner import default_carry_argv
+
+        return default_carry_argv(store_path, run_id, allow_uncontained=self.allow_uncontained)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _default_max_runs(jobs: int | None) -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cpus // max(1, jobs or cpus))
+
+
+class _Progress:
+    """The live view: counts of cells done, running, pending and failed, and the last change."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.total = total
+        self.text = Text("")
+
+    def update(self, outcome: Any) -> None:
+        counts = {state: outcome.count(state) for state in ("done", "running", "pending", "failed", "interrupted")}
+        line = (
+            f"experiment {outcome.experiment_id}: {counts['done']}/{self.total} done, "
+            f"{counts['running']} running, {counts['pending']} waiting"
+        )
+        if counts["failed"] or counts["interrupted"]:
+            line += f", {counts['failed']} failed, {counts['interrupted']} stopped short"
+        self.text = Text(line)
+
+
+def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "cell_id": p.cell.cell_id,
+            "agent": p.cell.agent,
+            "benchmark": p.cell.benchmark,
+            "seed": p.cell.seed,
+            "agent_seed": p.cell.agent_seed,
+            "run_id": p.run_id,
+            "attempt": p.attempt,
+            "cell_state": p.state,
+            "terminal_reason": p.outcome,
+            "detail": p.detail or None,
+        }
+        for p in outcome.cells
+    ]
+
+
+@experiment.command("run", short_help="Run (or go on with) the experiment a spec describes.")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0, max=100),
+    default=1,
+    show_default=True,
+    help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, validation_failed, assessment_failed), counted over every invocation.",
+)
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once on this machine [default: CPUs // the profile's jobs, at least 1].")
+@click.option(
+    "--allow-uncontained-agent",
+    "allow_uncontained",
+    is_flag=True,
+    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agents as the Host's user anyway; recorded in each Run.",
+)
+@store_option("; created if missing")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
+def run_experiment(
+    spec_path: Path, retries: int, max_runs: int | None, allow_uncontained: bool, store_dir: str | None, as_json: bool
+) -> None:
+    """Carry one Run per cell of SPEC's matrix (agents x benchmarks x seeds x agent_seeds),
+    --max-runs at once, each in a process of its own; the experiment's stream records
+    which Run stands for which cell. Running the same command again goes on: cells whose
+    Run ended are skipped, interrupted Runs are resumed from their logs, and a cell whose
+    Run a fault ended gets a new Run while it has retries left. The same name with a
+    changed matrix is refused.
+
+    \b
+    Spec (TOML):
+      name = "quick"                 # the experiment id
+      profile = "quick"              # quick, paper-128 or a TOML file of RunConfig fields
+      seeds = 3                      # Run seeds 0..2 (or a list); agent_seeds likewise
+      [run]                          # RunConfig fields over the profile's
+      episode_budget = 32
+      [[agents]]                     # provider, name, model, effort, base_url,
+      provider = "reference"         # api_key_env, max_turns, max_tokens,
+      [[benchmarks]]                 # agent_command, agent_env, skills
+      id = "cartpole"                # params = { ... }, name = "label"
+    """
+    from evopolicygym.experiments.runner import (
+        ExperimentBusy,
+        ExperimentMismatch,
+        ExperimentRunner,
+        LocalExecutor,
+    )
+    from evopolicygym.experiments.spec import SpecError, load_spec, resolve
+
+    try:
+        created = resolve(load_spec(spec_path), spec_path.parent)
+    except SpecError as exc:
+        raise CliError(str(exc)) from exc
+    check_store_dir(store_dir)
+    launcher = CliCellLauncher(allow_uncontained=allow_uncontained)
+    launcher.check(created)
+    jobs = created.config.get("jobs")
+    executor = LocalExecutor(max_runs or _default_max_runs(jobs if isinstance(jobs, int) else None))
+    console = Console(stderr=True)
+    progress = _Progress(console, len(created.cells))
+    # No refresh thread (auto_refresh off): the runner's children are forked with a preexec
+    # function, which is only safe without other threads. Off a terminal, no live view.
+    live = Live(progress.text, console=console, auto_refresh=False, transient=True)
+
+    def changed(outcome: Any) -> None:
+        progress.update(outcome)
+        if console.is_terminal:
+            live.update(progress.text, refresh=True)
+
+    runner = ExperimentRunner(
+        resolve_store_path(store_dir), created, launcher, executor, retries=retries, on_change=changed
+    )
+    try:
+        with _forwarding(runner), (live if console.is_terminal else contextlib.nullcontext()):
+            outcome = runner.run()
+    except (ExperimentMismatch, ExperimentBusy, StoreError) as exc:
+        raise CliError(str(exc)) from exc
+    cells = _cell_rows(outcome)
+    result = {
+        "experiment_id": outcome.experiment_id,
+        "cells": len(cells),
+        "done": outcome.count("done"),
+        "failed": outcome.count("failed"),
+        "stopped": outcome.count("interrupted") + outcome.count("pending") + outcome.count("running"),
+        "runs_started": outcome.runs_started,
+        "interrupted": outcome.interrupted,
+        "complete": outcome.complete,
+        "wall_s": round(outcome.wall_s, 3),
+        "bookkeeping_s": round(outcome.bookkeeping_s, 3),
+        "create_s": round(outcome.create_s, 3),
+        "cell_runs": cells,
+    }
+    if as_json:
+        emit_json(result)
+    else:
+        for row in cells:
+            if row["cell_state"] in ("failed", "interrupted"):
+                reason = row["terminal_reason"] or "stopped short"
+                detail = f": {row['detail']}" if row["detail"] else ""
+                click.echo(f"{row['cell_id']}: run {row['run_id']} {reason}{detail}", err=True)
+        click.echo(
+            f"experiment {outcome.experiment_id}: {result['done']} of {len(cells)} cells ended with an outcome, "
+            f"{result['failed']} failed, {result['stopped']} not ended; {outcome.runs_started} Runs carried "
+            f"in {outcome.wall_s:.1f} s",
+            err=True,
+        )
+    if outcome.interrupted:
+        click.echo("interrupted; run the same command again to go on", err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    if not outcome.complete:
+        raise SystemExit(EXIT_INCOMPLETE)
+
+
+run_experiment.help = f"{inspect.cleandoc(run_experiment.help or '')}\n\n{_RUN_EXIT_HELP}"
+
+
+class _forwarding:
+    """SIGINT and SIGTERM stop the runner (no new Runs) and reach the running ones, which
+    record their interruption; the command returns once they have ended."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.runner.stop(signum)
+
+    def __enter__(self) -> None:
+        self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+
+# --------------------------------------------------------------------------- status and list
+
+
+def _status_rows(store: Store, experiment_id: str) -> Iterator[dict[str, Any]]:
+    from evopolicygym.records.experiments import experiment_runs
+    from evopolicygym.records.runs import overview, run_stream_id
+    from evopolicygym.records.store import StreamInfo
+
+    versions = {info.stream_id: info.version for info in store.events.streams("run-")}
+    for cell_run in experiment_runs(store.events, experiment_id):
+        if not cell_run.current:
+            continue
+        stream = run_stream_id(cell_run.run_id)
+        status, assessment = "not created", None
+        if stream in versions:
+            summary = overview(store.events, StreamInfo(stream, versions[stream]))
+            status, assessment = run_status(store, summary), summary.assessment_score
+        yield {
+            "cell_id": cell_run.cell_id,
+            "agent": cell_run.agent,
+            "benchmark": cell_run.benchmark,
+            "benchmark_id": cell_run.benchmark_id,
+            "seed": cell_run.seed,
+            "agent_seed": cell_run.agent_seed,
+            "run_id": cell_run.run_id,
+            "attempt": cell_run.attempt,
+            "status": status,
+            "terminal_reason": cell_run.outcome,
+            "assessment_score": assessment,
+        }
+
+
+@experiment.command("status", short_help="Each cell of an experiment: its Run and how it stands.")
+@click.argument("experiment_id", metavar="EXPERIMENT")
+@store_option()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object with one entry per cell.")
+@click.pass_context
+def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_json: bool) -> None:
+    """Per cell of EXPERIMENT: agent, Benchmark, seed, agent seed, the Run standing for it,
+    its attempt (above 1: retried), its status and assessment score. A cell without a
+    Run yet is left out."""
+    from evopolicygym.records.experiments import UnknownExperiment
+
+    with open_existing(store_root(ctx, store_dir)) as store:
+        try:
+            rows = list(_status_rows(store, experiment_id))
+        except UnknownExperiment as exc:
+            raise CliError(f"{exc.args[0]} (see `evopolicy experiment list`)") from exc
+        from evopolicygym.records.experiments import read_experiment
+
+        total = len(read_experiment(store.events, experiment_id).cells)
+    if as_json:
+        emit_json({"experiment_id": experiment_id, "cells": total, "cell_runs": rows})
+        return
+    headers = ["cell", "run", "attempt", "status", "assessment"]
+    table = [
+        [r["cell_id"], r["run_id"], str(r["attempt"]), r["status"], "" if r["assessment_score"] is None else f"{r['assessment_score']:g}"]
+        for r in rows
+    ]
+    print_table(Console(), headers, table)
+    ended = sum(1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted"))
+    click.echo(f"{ended} of {total} cells ended with an outcome; {total - len(rows)} have no Run yet", err=True)
+
+
+@experiment.command("list", short_help="The experiments in the store.")
+@store_option()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with one object per experiment.")
+@click.pass_context
+def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -> None:
+    """Each experiment in the store: its profile, cells and how many have ended."""
+    from evopolicygym.experiments.decider import OUTCOMES
+    from evopolicygym.records.experiments import experiment_ids, read_experiment
+
+    with open_existing(store_root(ctx, store_dir)) as store:
+        rows = []
+        for experiment_id in experiment_ids(store.events):
+            record = read_experiment(store.events, experiment_id)
+            runs = [r for r in record.runs() if r.current]
+            rows.append(
+                {
+                    "experiment_id": experiment_id,
+                    "profile": record.created.profile if record.created else None,
+                    "cells": len(record.cells),
+                    "done": sum(1 for r in runs if r.outcome in OUTCOMES),
+                    "failed": sum(1 for r in runs if r.outcome is not None and r.outcome not in OUTCOMES),
+                    "runs": len(record.runs()),
+                }
+            )
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no experiments in this store (start one with `evopolicy experiment run SPEC`)", err=True)
+        return
+    print_table(
+        Console(),
+        ["experiment", "profile", "cells", "done", "failed", "runs"],
+        [[str(r["experiment_id"]), str(r["profile"]), str(r["cells"]), str(r["done"]), str(r["failed"]), str(r["runs"])] for r in rows],
+    )

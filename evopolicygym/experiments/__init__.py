@@ -1,0 +1,44 @@
+"""Experiments: matrices of Runs (agents x Benchmarks x seeds x agent seeds) under one profile.
+
+``spec`` parses a TOML spec and resolves it into the matrix an experiment's stream starts
+with; ``decider`` holds the rules (which cell needs a new Run, which Run to carry on);
+``runner`` applies them, carrying each Run in a process of its own through an
+``Executor``. The experiment read API is ``records.experiments``.
+
+Re-exported lazily, so reading a spec does not import the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "MAX_CELLS": "evopolicygym.experiments.spec",
+    "PROFILES": "evopolicygym.experiments.spec",
+    "ExperimentSpec": "evopolicygym.experiments.spec",
+    "SpecError": "evopolicygym.experiments.spec",
+    "load_spec": "evopolicygym.experiments.spec",
+    "resolve": "evopolicygym.experiments.spec",
+    "spec_schema": "evopolicygym.experiments.spec",
+    "OUTCOMES": "evopolicygym.experiments.decider",
+    "RETRYABLE": "evopolicygym.experiments.decider",
+    "next_step": "evopolicygym.experiments.decider",
+    "CellLauncher": "evopolicygym.experiments.runner",
+    "Executor": "evopolicygym.experiments.runner",
+    "ExperimentBusy": "evopolicygym.experiments.runner",
+    "ExperimentMismatch": "evopolicygym.experiments.runner",
+    "ExperimentOutcome": "evopolicygym.experiments.runner",
+    "ExperimentRunner": "evopolicygym.experiments.runner",
+    "LocalExecutor": "evopolicygym.experiments.runner",
+    "default_carry_argv": "evopolicygym.experiments.runner",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evopolicygym.experiments' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
