@@ -46,3 +46,29 @@ def event_store(open_backend: Opener, tmp_path: Path) -> Iterator[EventStore]:
     store = open_backend(tmp_path, create=True)
     yield store
     store.close()
+
+
+# --------------------------------------------------------------------------- screenshots
+
+_SCREENSHOTS = pytest.StashKey[list[Path]]()
+
+
+@pytest.fixture
+def screenshot_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``screenshot_path(name)``: where a test saves a screenshot; the session's summary
+    lists every one saved, so CI output says where to find them."""
+
+    def path(name: str) -> Path:
+        saved = tmp_path_factory.mktemp("screenshots") / name
+        request.config.stash.setdefault(_SCREENSHOTS, []).append(saved)
+        return saved
+
+    return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    saved = [p for p in config.stash.get(_SCREENSHOTS, []) if p.exists()]
+    if saved:
+        terminalreporter.write_sep("-", "screenshots saved")
+        for path in saved:
+            terminalreporter.write_line(str(path))

@@ -201,7 +201,7 @@ def _submissions(data: RunData, redact: Redact) -> str:
     rows = []
     for x in subs:
         episodes = data.episodes.get(x.submission_id, [])
-        kinds = Counter(e.failure or e.status for e in episodes if e.status != "ok" or e.failure)
+        kinds = Counter(e.status for e in episodes if e.status != "ok")
         rows.append(
             (
                 f"#{x.submission_id}",
@@ -423,7 +423,7 @@ def _transcript(data: RunData, redact: Redact) -> str:
 def _outcome_cells(outcomes: Outcomes) -> tuple[object, ...]:
     episodes: list[EpisodeOutcome] = outcomes.episodes
     n = len(episodes)
-    kinds = Counter(e.failure or e.status for e in episodes if e.status != "ok" or e.failure)
+    kinds = Counter(e.status for e in episodes if e.status != "ok")
     return (
         outcomes.score,
         outcomes.failures,
@@ -482,8 +482,10 @@ def run_sections(data: RunData, store: Store, redact: Redact, status: str | None
     (the CLI knows whether a Host still holds a running Run); else the summary's."""
     summary: RunSummary = data.summary
 
+    shown = redact
+
     def clean(text: str) -> str:
-        return data.private.scrub(redact(text))
+        return data.private.scrub(shown(text))
 
     redact = clean
     return [

@@ -1,0 +1,134 @@
+"""The HTML report in a real browser: Debian's ``chromium``, headless, driven by Playwright.
+
+A real Run of the reference Agent is recorded with the CLI, its report written with the
+CLI, and the page opened from the file with every network request refused: each figure
+must have drawn (plotly's ``.main-svg`` inside its container, with its traces), the
+console must hold no error, and the diff viewer must show the diff of the Submission
+chosen. A full-page screenshot is saved; the session's summary prints where.
+
+Playwright never downloads a browser here: it drives the system's ``chromium``. Without
+it the test is skipped with how to install it, except under ``EVOPOLICY_REQUIRE_EXTRAS=1``
+(CI), where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli_json_keys import CLI, SMALL
+
+INSTALL = "install Debian's chromium (apt-get install chromium) to run it"
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    problem = None if found else f"no chromium on PATH: {INSTALL}"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problem = "playwright is not installed (uv sync installs the dev group)"
+    if problem is not None:
+        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+            pytest.fail(f"{problem}, but EVOPOLICY_REQUIRE_EXTRAS=1")
+        pytest.skip(problem)
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    with sync_playwright() as playwright:
+        # --no-sandbox: chromium's own sandbox needs user namespaces a container may not give.
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def _cli(*args: str) -> Any:
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, (args, done.stderr)
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def run_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report-browser")
+    store = str(root / "store")
+    ran = _cli("run", "--benchmark", "cartpole", *SMALL, "--store", store, "--json")
+    written = _cli("report", ran["run_id"], "-o", str(root / "run.html"), "--store", store, "--json")
+    assert written["runs"] == 1 and written["bytes"] == (root / "run.html").stat().st_size
+    return root / "run.html"
+
+
+class Opened:
+    """A report opened in a page, with what the page logged and tried to fetch."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+        def refuse(route: Any) -> None:
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:  # the page must need nothing from the network
+                self.requests.append(route.request.url)
+                route.abort()
+
+        self.page.route("**/*", refuse)
+        self.page.goto(path.as_uri(), wait_until="load")
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Each figure container: its id, the plotly SVGs drawn in it, and its traces."""
+        # Plotly draws synchronously in newPlot, which the page's scripts call as it loads.
+        figures: list[dict[str, Any]] = self.page.evaluate(
+            """() => Array.from(document.querySelectorAll('div.figure')).map(f => {
+                const plot = f.querySelector('.plotly-graph-div');
+                return {id: f.dataset.figure, svgs: f.querySelectorAll('.main-svg').length,
+                        traces: plot && plot.data ? plot.data.length : 0,
+                        drawn: f.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length};
+            })"""
+        )
+        return figures
+
+
+def test_every_plot_renders_with_no_console_error_and_the_diff_viewer_switches(
+    browser: Any, run_page: Path, screenshot_path: Callable[[str], Path]
+) -> None:
+    opened = Opened(browser, run_page)
+    page = opened.page
+    figures = opened.figures()
+    assert [f["id"] for f in figures] == ["plot-timeline", "plot-submissions", "plot-best"]
+    for figure in figures:
+        assert figure["svgs"] >= 1, figure  # plotly drew it
+        assert figure["traces"] >= 1 and figure["drawn"] >= 1, figure
+    # The diff viewer: choosing a Submission shows its diff and hides every other one.
+    options = page.eval_on_selector_all("#diff-select option", "os => os.map(o => o.value)")
+    assert len(options) >= 2
+    for value in reversed(options):
+        page.select_option("#diff-select", value)
+        shown = page.eval_on_selector_all(
+            "#diff-box pre[data-diff]", "ps => ps.filter(p => !p.hidden).map(p => p.dataset.diff)"
+        )
+        assert shown == [value]
+        assert page.locator(f'#diff-box pre[data-diff="{value}"]').is_visible()
+    # The transcript's reasoning is folded; tool calls are there.
+    assert page.locator("#transcript .msg").count() >= 3
+    assert opened.errors == [], opened.errors
+    assert opened.requests == [], opened.requests
+    shot = screenshot_path("report-run.png")
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    page.close()
