@@ -172,7 +172,7 @@ def test_runs_follow_the_run_read_api(synth: Store) -> None:
         assert row["agent"] == "reference" and row["benchmark"] == row["benchmark_id"]
     assert runs.loc["alpha", "success"] and not runs.loc["beta", "success"]
     assert runs.loc["beta", "score_direction"] == "minimize" and runs.loc["beta", "best_score"] == 0.0
-    assert pd.isna(runs.loc["alpha", "experiment"]) and pd.isna(runs.loc["alpha", "current"])
+    assert pd.isna(runs.loc["alpha", "experiment_id"]) and pd.isna(runs.loc["alpha", "current"])
 
 
 def test_run_ids_select_and_an_unknown_run_is_named(synth: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -278,3 +278,65 @@ def test_frames_of_nothing_are_empty_with_their_columns(tmp_path: Path) -> None:
 def test_a_column_table_names_each_dtype_once() -> None:
     for _, columns in FRAMES.values():
         assert all(re.fullmatch(r"string|Int64|float64|boolean|object|utc", k) for k in columns.values())
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def _experiment(store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]) -> None:
+    """An experiment stream ``demo``: per cell (agent, benchmark, seed, agent_seed, its Runs
+    as (run_id, outcome) in attempt order), as ``experiment run`` records it."""
+    from evopolicygym.records.events import (
+        CellRunAssigned,
+        CellRunEnded,
+        ExperimentAgent,
+        ExperimentBenchmark,
+        ExperimentCell,
+        ExperimentCreated,
+        new_event,
+    )
+    from evopolicygym.records.experiments import experiment_stream_id
+
+    made = [
+        ExperimentCell(cell_id=f"{a}/{b}/seed={s}/agent_seed={g}", agent=a, benchmark=b, seed=s, agent_seed=g)
+        for a, b, s, g, _ in cells
+    ]
+    created = ExperimentCreated(
+        experiment_id="demo", spec_digest="0" * 64, profile="quick", config={},
+        agents=[ExperimentAgent(name=a, provider="reference") for a in sorted({c[0] for c in cells})],
+        benchmarks=[ExperimentBenchmark(name=b, id="toy-counter") for b in sorted({c[1] for c in cells})],
+        cells=made,
+    )
+    events = [new_event(created, "demo/created")]
+    for cell, (_, _, _, _, attempts) in zip(made, cells, strict=True):
+        for attempt, (run_id, outcome) in enumerate(attempts, 1):
+            events.append(new_event(CellRunAssigned(cell_id=cell.cell_id, run_id=run_id, attempt=attempt), f"demo/{run_id}/a"))
+            events.append(new_event(
+                CellRunEnded(cell_id=cell.cell_id, run_id=run_id, attempt=attempt, outcome=outcome,
+                             retryable=outcome == "agent_failed"),
+                f"demo/{run_id}/e",
+            ))
+    store.events.append(experiment_stream_id("demo"), events, 0)
+
+
+def test_an_experiment_adds_its_cells_and_limits_every_frame_to_its_runs(synth: Store) -> None:
+    from evopolicygym.records.experiments import UnknownExperiment
+
+    write_run(synth, _synth("retried", reason="agent_failed", assessment_score=None))
+    write_run(synth, _synth("outside"))
+    _experiment(synth, [
+        ("ref", "toy", 0, 0, [("alpha", "finished")]),
+        ("ref", "toy", 1, 0, [("retried", "agent_failed"), ("beta", "agent_exited")]),
+    ])
+    runs = runs_df(synth, experiment="demo")
+    assert runs.run_id.tolist() == ["alpha", "retried", "beta"]
+    assert runs.experiment_id.tolist() == ["demo"] * 3 and runs.agent.tolist() == ["ref"] * 3
+    assert runs.benchmark.tolist() == ["toy"] * 3 and runs.benchmark_id.tolist() == ["toy-counter"] * 3
+    assert runs.seed.tolist() == [0, 1, 1] and runs.attempt.tolist() == [1, 1, 2]
+    assert runs.current.tolist() == [True, False, True]
+    assert runs.cell_id.tolist()[1] == "ref/toy/seed=1/agent_seed=0"
+    for build in (submissions_df, episodes_df, messages_df, events_df):
+        assert set(build(synth, experiment="demo").run_id) == {"alpha", "retried", "beta"}, build
+    assert runs_df(synth, experiment="demo", run_ids=["beta"]).run_id.tolist() == ["beta"]
+    with pytest.raises(UnknownExperiment, match="nope"):
+        runs_df(synth, experiment="nope")

@@ -10,10 +10,14 @@ edit dynamics, budget use and failure shares.
     from evopolicygym.analysis import runs_df
     runs = runs_df("evopolicy-store", experiment="quick")
     runs[runs.current].groupby(["agent", "benchmark"]).assessment_score.agg(["mean", "std", "count"])
+
+    from evopolicygym.analysis import diagnostics, submissions_df
+    diagnostics.rank_scores(diagnostics.score_table(runs))
 """
 
 from __future__ import annotations
 
+from evopolicygym.analysis import diagnostics
 from evopolicygym.analysis.frames import (
     EPISODES_COLUMNS,
     EVENTS_COLUMNS,
@@ -33,6 +37,7 @@ __all__ = [
     "MESSAGES_COLUMNS",
     "RUNS_COLUMNS",
     "SUBMISSIONS_COLUMNS",
+    "diagnostics",
     "episodes_df",
     "events_df",
     "messages_df",

@@ -58,7 +58,7 @@ Columns (dtype; ``Int64``/``boolean``/``string`` are pandas' nullable dtypes, mi
 | agent_errors | Int64 | error records of the Agent's CLI |
 | created_at | datetime64[ns, UTC] | when the Run was created |
 | finished_at | datetime64[ns, UTC] | when it ended |
-| experiment | string | the experiment (NA without ``experiment=``) |
+| experiment_id | string | the experiment (NA without ``experiment=``) |
 | cell_id | string | ``<agent>/<benchmark>/seed=<s>/agent_seed=<a>`` |
 | seed | Int64 | the cell's seed repeat |
 | agent_seed | Int64 | the cell's agent seed repeat |
@@ -215,7 +215,7 @@ RUNS_COLUMNS = _columns(
     "best_submission_id:Int64 final_submission_id:Int64 validation_score:float64 "
     "reference_score:float64 assessment_score:float64 assessment_failures:Int64 "
     "assessment_episodes:Int64 agent_attempts:Int64 agent_errors:Int64 created_at:utc "
-    "finished_at:utc experiment:string cell_id:string seed:Int64 agent_seed:Int64 attempt:Int64 "
+    "finished_at:utc experiment_id:string cell_id:string seed:Int64 agent_seed:Int64 attempt:Int64 "
     "current:boolean"
 )
 SUBMISSIONS_COLUMNS = _columns(
@@ -329,7 +329,7 @@ def _run_row(record: RunRecord) -> dict[str, Any]:
         "agent_errors": s.agent_errors,
         "created_at": s.created_at,
         "finished_at": s.finished_at,
-        "experiment": cell.experiment if cell is not None else None,
+        "experiment_id": cell.experiment_id if cell is not None else None,
         "cell_id": cell.cell_id if cell is not None else None,
         "seed": cell.seed if cell is not None else None,
         "agent_seed": cell.agent_seed if cell is not None else None,

@@ -65,7 +65,7 @@ StoreLike = Store | str | os.PathLike[str] | None
 class Cell:
     """A Run's place in an experiment (``records.experiments.CellRun``, as the frames use it)."""
 
-    experiment: str
+    experiment_id: str
     cell_id: str
     agent: str
     benchmark: str
@@ -131,7 +131,7 @@ def _cells(store: Store, experiment: str) -> dict[str, Cell]:
 
     return {
         run.run_id: Cell(
-            experiment=run.experiment_id,
+            experiment_id=run.experiment_id,
             cell_id=run.cell_id,
             agent=run.agent,
             benchmark=run.benchmark,
