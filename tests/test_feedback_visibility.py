@@ -59,7 +59,7 @@ from evopolicygym.run.decider import Submit, decide, fold
 from evopolicygym.run.host import RunHost
 from evopolicygym.run.ledger import Ledger, event_id, load_run
 from evopolicygym.run.publisher import Publisher
-from evopolicygym.run.workspace import build_feedback, feedback_dir_name
+from evopolicygym.run.workspace import TraceCache, build_feedback, feedback_dir_name
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -376,6 +376,11 @@ def test_host_traces_are_bulk_under_retention(store: Store) -> None:  # noqa: F8
     ]
     newest = json.loads(files["submission-0002/feedback.json"])["artifacts"]
     assert not any(a["pruned"] for a in newest)
+    # A Run's cache of rendered traces between publications changes no byte.
+    cache = TraceCache()
+    for retention in (4 * one, 1 << 20, 0, 4 * one):
+        alone = build_feedback(log.read(), store.blobs, retention, shown)
+        assert build_feedback(log.read(), store.blobs, retention, shown, cache) == alone
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from pathlib import Path
 from evopolicygym.hostdirs import remove_tree
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.skills import skill_of, write_skills
-from evopolicygym.run.workspace import build_feedback, rebuild_workspace, sync_feedback
+from evopolicygym.run.workspace import TraceCache, build_feedback, rebuild_workspace, sync_feedback
 from evopolicygym.transcript import task_files
 
 __all__ = ["Publisher"]
@@ -35,6 +35,7 @@ class Publisher:
         self._ledger = ledger
         self._given = workspace
         self._path: Path | None = None
+        self._traces = TraceCache()  # Host traces rendered for the feedback, between publications
 
     @property
     def path(self) -> Path | None:
@@ -73,6 +74,7 @@ class Publisher:
                 task_md,
                 task_json,
                 state.cfg.feedback,
+                self._traces,
             )
             write_skills(self._path, skills)
         except OSError as exc:
@@ -93,7 +95,9 @@ class Publisher:
         """Bring ``feedback/`` up to date with the log; the feedback files."""
         ledger = self._ledger
         config = ledger.state.cfg
-        files = build_feedback(ledger.events, ledger.store.blobs, config.bulk_feedback_retention_bytes, config.feedback)
+        files = build_feedback(
+            ledger.events, ledger.store.blobs, config.bulk_feedback_retention_bytes, config.feedback, self._traces
+        )
         if self._path is not None:
             try:
                 sync_feedback(self._path, files)

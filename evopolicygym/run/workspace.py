@@ -28,7 +28,6 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -57,6 +56,7 @@ __all__ = [
     "PROGRAM_DIR",
     "TASK_JSON",
     "TASK_MD",
+    "TraceCache",
     "build_feedback",
     "feedback_dir_name",
     "rebuild_workspace",
@@ -186,12 +186,49 @@ def _benchmark_artifacts(
 
 TRACE_MEDIA_TYPE = "application/jsonl"
 _TRACE_JSON = msgspec.json.Encoder()
-# Rendered Host traces by (blob, index, steps): every publication renders the whole
-# feedback again, and a trace's bytes follow from those three alone. Bounded in bytes.
-_TRACE_CACHE: OrderedDict[tuple[str, int, int | None], bytes | None] = OrderedDict()
-_TRACE_CACHE_BYTES = 64 * 1024 * 1024
-_trace_cache_size = 0
-_trace_cache_lock = threading.Lock()
+_TraceKey = tuple[str, int, int | None]  # (trace blob, pool index, steps shown)
+
+
+class TraceCache:
+    """Rendered Host traces of one Run, kept between publications: each builds the whole
+    feedback again, and a rendered trace follows from its key alone. Sizes (what retention
+    decides on) are kept for every trace met, so one pruned is not rendered again; bytes only
+    for the traces the last build wrote (about the retention's worth, which the feedback
+    files hold anyway)."""
+
+    MAX_SIZES = 1 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bytes: dict[_TraceKey, bytes] = {}
+        self._sizes: dict[_TraceKey, int | None] = {}
+
+    def size(self, blobs: BlobStore, key: _TraceKey) -> int | None:
+        """The rendered size; None if the blob is not a trace; ``BlobMissing`` if it is gone."""
+        with self._lock:
+            if key in self._sizes:
+                return self._sizes[key]
+        data = self.read(blobs, key)
+        return None if data is None else len(data)
+
+    def read(self, blobs: BlobStore, key: _TraceKey) -> bytes | None:
+        with self._lock:
+            if key in self._bytes:
+                return self._bytes[key]
+        blob, index, steps = key
+        rendered = _render_trace(blobs.get(blob), index, steps)
+        with self._lock:
+            if len(self._sizes) >= self.MAX_SIZES:
+                self._sizes.clear()
+            self._sizes[key] = None if rendered is None else len(rendered)
+            if rendered is not None:
+                self._bytes[key] = rendered
+        return rendered
+
+    def keep(self, keys: set[_TraceKey]) -> None:
+        """Forget the bytes of every trace but ``keys`` (those the last build wrote)."""
+        with self._lock:
+            self._bytes = {k: v for k, v in self._bytes.items() if k in keys}
 
 
 def trace_artifact_name(index: int) -> str:
@@ -224,26 +261,9 @@ def _render_trace(data: bytes, index: int, steps: int | None) -> bytes | None:
     return b"".join(line + b"\n" for line in lines)
 
 
-def _host_trace(blobs: BlobStore, blob: str, index: int, steps: int | None) -> bytes | None:
-    """The rendered trace (cached); ``BlobMissing`` if its blob is gone."""
-    global _trace_cache_size
-    key = (blob, index, steps)
-    with _trace_cache_lock:
-        if key in _TRACE_CACHE:
-            _TRACE_CACHE.move_to_end(key)
-            return _TRACE_CACHE[key]
-    rendered = _render_trace(blobs.get(blob), index, steps)
-    with _trace_cache_lock:
-        if key not in _TRACE_CACHE:
-            _TRACE_CACHE[key] = rendered
-            _trace_cache_size += len(rendered or b"")
-            while _trace_cache_size > _TRACE_CACHE_BYTES and len(_TRACE_CACHE) > 1:
-                _, dropped = _TRACE_CACHE.popitem(last=False)
-                _trace_cache_size -= len(dropped or b"")
-    return rendered
-
-
-def _host_traces(entry: _Submission, shown: FeedbackConfig, blobs: BlobStore) -> list[_Shown]:
+def _host_traces(
+    entry: _Submission, shown: FeedbackConfig, blobs: BlobStore, cache: TraceCache, written: set[_TraceKey]
+) -> list[_Shown]:
     """The Host's recorded trace of each of the Submission's first N Episodes (in the order
     it selected them) that has one, as bulk artifacts."""
     traced: list[_Shown] = []
@@ -251,14 +271,23 @@ def _host_traces(entry: _Submission, shown: FeedbackConfig, blobs: BlobStore) ->
         if event.trace_blob is None:
             continue
         name = trace_artifact_name(event.index)
+        key = (event.trace_blob, event.index, shown.trace_steps)
         try:
-            data = _host_trace(blobs, event.trace_blob, event.index, shown.trace_steps)
+            size = cache.size(blobs, key)
         except BlobMissing:
             traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", None, _missing))
             continue
-        if data is not None:
-            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", len(data), functools.partial(bytes, data)))
+        if size is not None:
+            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", size, functools.partial(_read_trace, cache, blobs, key, written)))
     return traced
+
+
+def _read_trace(cache: TraceCache, blobs: BlobStore, key: _TraceKey, written: set[_TraceKey]) -> bytes:
+    written.add(key)
+    data = cache.read(blobs, key)
+    if data is None:  # its size was read before: the blob changed under the Host
+        raise BlobMissing(f"trace blob {key[0]} is no longer a trace")
+    return data
 
 
 def _missing() -> bytes:
@@ -270,9 +299,11 @@ def build_feedback(
     blobs: BlobStore,
     retention_bytes: int,
     shown: FeedbackConfig | None = None,
+    traces: TraceCache | None = None,
 ) -> dict[str, bytes]:
     """The files of ``feedback/`` (relative path -> bytes) for a Run's events, showing what
-    the Run's Feedback condition ``shown`` shows (None: the default).
+    the Run's Feedback condition ``shown`` shows (None: the default); ``traces`` keeps the
+    Run's rendered Host traces from one build to the next.
 
     Pure: the same events and blobs give byte-identical files. Bulk artifacts are kept
     newest Submission first: the newest Submission's always, an older one's only while
@@ -280,6 +311,8 @@ def build_feedback(
     every older bulk artifact is pruned too, so a pruned artifact never comes back.
     """
     shown = shown or FeedbackConfig()
+    cache = traces if traces is not None else TraceCache()
+    written: set[_TraceKey] = set()
     budget, submissions = _fold(events)
     concluded = sorted(sid for sid, entry in submissions.items() if entry.outcome is not None)
     files: dict[str, bytes] = {}
@@ -294,7 +327,7 @@ def build_feedback(
         if isinstance(outcome, SubmissionPublished):
             listed = _benchmark_artifacts(outcome, shown, blobs)
             if shown.host_traces:
-                listed += _host_traces(entry, shown, blobs)
+                listed += _host_traces(entry, shown, blobs, cache, written)
         names: set[str] = set()
         for item in listed:
             path: str | None = None
@@ -374,6 +407,7 @@ def build_feedback(
         files[f"{directory}/{FEEDBACK_FILE}"] = raw
         if rank == 0:
             files[LATEST] = raw
+    cache.keep(written)
     return files
 
 
@@ -525,12 +559,13 @@ def rebuild_workspace(
     task_md: str,
     task_json: bytes,
     shown: FeedbackConfig | None = None,
+    traces: TraceCache | None = None,
 ) -> None:
     """The workspace of a resumed Run: a missing ``program/`` becomes the newest submitted
     Program (else the initial one), and ``feedback/`` is projected from the log."""
     workspace = Path(workspace)
     # Built first: a missing blob fails here, before anything on disk changes.
-    files = build_feedback(events, blobs, retention_bytes, shown)
+    files = build_feedback(events, blobs, retention_bytes, shown, traces)
     program = initial_program
     if not os.path.lexists(workspace / PROGRAM_DIR):
         submitted = [e.program_digest for e in events if isinstance(e, EvaluationStarted)]
