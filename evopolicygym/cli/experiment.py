@@ -144,6 +144,8 @@ class CliCellLauncher:
                 load(benchmark.id, benchmark.params)
             except CliError as exc:
                 raise CliError(f"benchmarks {benchmark.name}: {exc.format_message()}") from exc
+            except (LookupError, ValueError, TypeError) as exc:  # an unknown id, a factory's refusal
+                raise CliError(f"benchmarks {benchmark.name}: {one_line(str(exc).strip(chr(39)))}") from exc
         try:
             self._containment = self.launcher.containment()
         except AgentError as exc:

@@ -39,6 +39,7 @@ __all__ = [
     "SpecError",
     "load_spec",
     "profile_config",
+    "render_spec_schema",
     "resolve",
     "spec_schema",
 ]
@@ -268,3 +269,12 @@ def resolve(spec: ExperimentSpec, base: str | Path) -> ExperimentCreated:
             f"{MAX_EVENT_BYTES:,}: shorten the labels, options or parameters, or split the experiment"
         )
     return created
+
+
+def render_spec_schema() -> str:
+    """The spec's JSON Schema as the checked-in file holds it."""
+    return json.dumps(spec_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # python -m evopolicygym.experiments.spec > schemas/experiment-spec.json
+    print(render_spec_schema(), end="")
