@@ -188,3 +188,37 @@ def test_retries_give_a_failing_cell_new_runs_across_invocations(tmp_path: Path)
     with open_store(store) as opened:
         ends = [e.event() for e in opened.events.read_stream(experiment_stream_id("tiny"), 0)]
     assert sum(isinstance(e, CellRunEnded) and e.outcome in RETRYABLE for e in ends) == 3
+
+
+def test_sigint_reaches_the_runs_records_nothing_false_and_a_rerun_goes_on(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the experiment process alone, its Runs being in groups of their own):
+    it is passed on, each running Run records its interruption, no cell is recorded as ended
+    for them, the command exits 130, and the same command again finishes the matrix."""
+    spec, store = _spec(tmp_path), tmp_path / "store"
+    command = _command(spec, store, "--max-runs", "2")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and _stream_types(store, "tiny").count("CellRunAssigned") < 2:
+        assert process.poll() is None, "the experiment ended before it could be interrupted"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=TIMEOUT)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    outcome = json.loads(stdout)
+    assert outcome["interrupted"] and not outcome["complete"]
+    with open_store(store) as opened:
+        runs = experiment_runs(opened.events, "tiny")
+        for cell_run in runs:
+            types = [e.type for e in opened.events.read_stream(f"run-{cell_run.run_id}", 0)]
+            if cell_run.outcome is None:  # not recorded as ended: nor has its Run ended
+                assert "RunFinished" not in types, types
+                # Stopped while its Host worked, the Run says so; stopped before (the carrying
+                # process still starting), it holds only what was done.
+                assert types[-1] == "RunInterrupted" or "AgentStarted" not in types, types
+            else:
+                assert types[-1] == "RunFinished"
+        assert any(r.outcome is None for r in runs)
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr
+    check_consistent(store, "tiny")
