@@ -344,6 +344,24 @@ def test_traces_are_the_first_n_episodes_in_selection_order(store: Store) -> Non
     }
 
 
+def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:  # noqa: F811
+    log = traced_log(store, steps=4)
+    gone = "sha256:" + "0" * 64
+    events = [
+        msgspec.structs.replace(e, trace_blob=gone) if isinstance(e, EpisodeCompleted) and e.index == 1 else e
+        for e in log.read()
+    ]
+    files = build_feedback(events, store.blobs, 1 << 20, FeedbackConfig(traces="all"))
+    listed = json.loads(files["submission-0001/feedback.json"])["artifacts"]
+    assert [(a["name"], a["pruned"], a["path"] is None) for a in listed] == [
+        ("content.json", False, False),
+        ("episode-4.trace.jsonl", False, False),
+        ("episode-1.trace.jsonl", True, True),
+        ("episode-5.trace.jsonl", False, False),
+    ]
+    assert listed[2]["size"] is None and "submission-0001/artifacts/episode-1.trace.jsonl" not in files
+
+
 def test_withheld_content_takes_its_whole_copy_along(store: Store) -> None:  # noqa: F811
     events = traced_log(store, steps=2).read()
     files = build_feedback(events, store.blobs, 1 << 20, FeedbackConfig(content=False, episodes=False))

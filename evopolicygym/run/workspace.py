@@ -275,7 +275,7 @@ def _host_traces(
         try:
             size = cache.size(blobs, key)
         except BlobMissing:
-            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", None, _missing))
+            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", None, functools.partial(_missing, event.trace_blob)))
             continue
         if size is not None:
             traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", size, functools.partial(_read_trace, cache, blobs, key, written)))
@@ -285,13 +285,13 @@ def _host_traces(
 def _read_trace(cache: TraceCache, blobs: BlobStore, key: _TraceKey, written: set[_TraceKey]) -> bytes:
     written.add(key)
     data = cache.read(blobs, key)
-    if data is None:  # its size was read before: the blob changed under the Host
-        raise BlobMissing(f"trace blob {key[0]} is no longer a trace")
+    if data is None:  # its size was read before: the blob is no longer the trace it was
+        raise BlobMissing(key[0], "trace")
     return data
 
 
-def _missing() -> bytes:
-    raise BlobMissing("the trace's blob is gone")
+def _missing(blob: str) -> bytes:
+    raise BlobMissing(blob, "trace")
 
 
 def build_feedback(
