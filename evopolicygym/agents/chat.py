@@ -43,7 +43,7 @@ import sys
 import time
 import traceback
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -155,6 +155,9 @@ def run_agent(workspace: Path, cli: Sequence[str], options: Options, out: IO[byt
                         ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls
                     ],
                     usage=usage,
+                    # The model that answered, as the server names it (a served alias may
+                    # resolve to a checkpoint); the one asked for when the server says none.
+                    model=_served_model(payload) or options.model,
                     at=time.time_ns(),
                 )
             )
@@ -216,6 +219,11 @@ def run_agent(workspace: Path, cli: Sequence[str], options: Options, out: IO[byt
         except Exception:
             traceback.print_exc(file=sys.stderr)
     return status
+
+
+def _served_model(payload: Mapping[str, Any]) -> str | None:
+    model = payload.get("model")
+    return model if isinstance(model, str) and model.strip() else None
 
 
 def _reminder(what: str) -> str:
