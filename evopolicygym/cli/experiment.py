@@ -26,6 +26,7 @@ from rich.live import Live
 from rich.text import Text
 
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import StoreGroup, store_option
 from evopolicygym.cli.output import emit_json, one_line, print_table
 from evopolicygym.cli.signals import EXIT_INTERRUPTED
@@ -406,7 +407,7 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
         try:
             rows = list(_status_rows(store, experiment_id))
         except UnknownExperiment as exc:
-            raise CliError(f"{exc.args[0]} (see `evopolicy experiment list`)") from exc
+            raise CliError(f"{exc.args[0]} (see `{cli_command('experiment', 'list')}`)") from exc
         from evopolicygym.records.experiments import read_experiment
 
         total = len(read_experiment(store.events, experiment_id).cells)
@@ -451,7 +452,7 @@ def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -
         emit_json(rows)
         return
     if not rows:
-        click.echo("no experiments in this store (start one with `evopolicy experiment run SPEC`)", err=True)
+        click.echo(f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)", err=True)
         return
     print_table(
         Console(),

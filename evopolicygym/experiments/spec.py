@@ -110,7 +110,7 @@ def _toml(path: Path, what: str) -> dict[str, Any]:
             return tomllib.load(file)
     except OSError as exc:
         raise SpecError(f"{what} {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{what} {path}: not TOML ({exc})") from None
 
 
