@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from evopolicygym.program import Program
 from evopolicygym.program_edits import Lines, edit_kind, file_lines, lines_distance, nearest_parent
+from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,
@@ -82,11 +83,23 @@ class RunRecord:
 
     summary: RunSummary
     created: RunCreated | None
-    private: PrivateValues
+    blobs: BlobStore | None = None
     episodes: dict[int, list[EpisodeCompleted]] = field(default_factory=dict)  # by Submission
     episode_times: dict[int, list[int]] = field(default_factory=dict)  # recorded_at, alongside
     transcripts: dict[int, list[Message]] = field(default_factory=dict)  # by Agent attempt
     cell: Cell | None = None
+
+    _private: PrivateValues | None = field(default=None, repr=False)
+
+    @property
+    def private(self) -> PrivateValues:
+        """The Run's private values, to scrub recorded text with; read (the pool blob
+        included) only when some text needs it."""
+        if self._private is None:
+            self._private = PrivateValues()
+            if self.created is not None:
+                self._private.add_created(self.created, self.blobs)
+        return self._private
 
     @property
     def run_id(self) -> str:
@@ -179,7 +192,7 @@ def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages
     """The Run ``stream_id`` read in one pass; its transcript only with ``messages``. A
     payload that does not decode is left out (the summary's ``undecodable`` lists it)."""
     summary = RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
-    record = RunRecord(summary=summary, created=None, private=PrivateValues(), cell=cell)
+    record = RunRecord(summary=summary, created=None, blobs=store.blobs, cell=cell)
     live: dict[int, list[Message]] = {}
     recorded: dict[int, list[Message]] = {}
     started: set[int] = set()
@@ -197,7 +210,6 @@ def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages
         match event:
             case RunCreated():
                 record.created = event
-                record.private = PrivateValues.of(event, store.blobs)
             case AgentStarted():
                 live.setdefault(event.attempt, [])
             case AgentMessages() if event.source is not None:
@@ -246,11 +258,21 @@ class _Programs:
         self.store = store
         self.programs: dict[str, Program] = {}
         self.lines: dict[str, Lines] = {}
+        self.kinds: dict[tuple[str, str], str] = {}
 
     def program(self, digest: str) -> Program:
         found = self.programs.get(digest)
         if found is None:
             found = self.programs[digest] = self.store.blobs.get_program(digest)
+        return found
+
+    def edit_kind(self, before: str, after: str) -> str:
+        """``edit_kind`` of two Programs by digest, once per pair: Runs of a study share
+        their initial program and often their edits, and the syntax trees cost the most."""
+        key = (before, after)
+        found = self.kinds.get(key)
+        if found is None:
+            found = self.kinds[key] = edit_kind(self.program(before), self.program(after))
         return found
 
     def lines_of(self, digest: str) -> Lines:
@@ -357,7 +379,7 @@ def lineage(record: RunRecord, programs: _Programs) -> dict[int, SubmissionLinea
             parent_submission_id=0 if parent is None else parent.submission_id,
             parent_basis=basis,
             parent_distance=distance,
-            edit_kind=edit_kind(programs.program(parent_digest), programs.program(digest)),
+            edit_kind=programs.edit_kind(parent_digest, digest),
             matched_indices=shared,
             matched_score=mine,
             parent_matched_score=theirs,
