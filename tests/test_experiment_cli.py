@@ -91,3 +91,21 @@ def test_summary_is_a_subcommand_once_its_module_exists() -> None:
     ctx = click.Context(experiment)
     assert ("summary" in experiment.list_commands(ctx)) is present
     assert (experiment.get_command(ctx, "summary") is not None) is present
+
+
+def test_the_same_name_with_another_matrix_is_refused(paths: dict[str, str], tmp_path: Path) -> None:
+    from evopolicygym.experiments.spec import load_spec, resolve
+    from evopolicygym.records.events import new_event
+    from evopolicygym.records.experiments import experiment_stream_id
+
+    created = resolve(load_spec(paths["spec"]), tmp_path)
+    with open_store(paths["store"]) as store:
+        store.events.append(experiment_stream_id("t"), [new_event(created, "t/created")], 0)
+    changed = tmp_path / "changed.toml"
+    changed.write_text(SPEC.replace('name = "t"', 'name = "t"\nseeds = 2'))
+    done = _cli("experiment", "run", str(changed), "--store", paths["store"], "--allow-uncontained-agent")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: experiment 't' exists in this store with another matrix (1 cell, profile quick)")
+    assert len(done.stderr.strip().splitlines()) == 1
+    with open_store(paths["store"]) as store:
+        assert [i.stream_id for i in store.events.streams()] == ["experiment-t"]  # no Run was made

@@ -28,7 +28,7 @@ from rich.text import Text
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import StoreGroup, store_option
-from evopolicygym.cli.output import emit_json, one_line, print_table
+from evopolicygym.cli.output import emit_json, one_line, print_table, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED
 from evopolicygym.cli.stores import check_store_dir, open_existing, run_status, store_root
 from evopolicygym.records.events import ExperimentCell, ExperimentCreated
@@ -414,12 +414,21 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
     if as_json:
         emit_json({"experiment_id": experiment_id, "cells": total, "cell_runs": rows})
         return
-    headers = ["cell", "run", "attempt", "status", "assessment"]
+    headers = ["agent", "benchmark", "seed", "agent seed", "run", "attempt", "status", "assessment"]
     table = [
-        [r["cell_id"], r["run_id"], str(r["attempt"]), r["status"], "" if r["assessment_score"] is None else f"{r['assessment_score']:g}"]
+        [
+            printable(r["agent"], cell=True),
+            printable(r["benchmark"], cell=True),
+            str(r["seed"]),
+            str(r["agent_seed"]),
+            r["run_id"],
+            str(r["attempt"]),
+            r["status"],
+            "" if r["assessment_score"] is None else f"{r['assessment_score']:g}",
+        ]
         for r in rows
     ]
-    print_table(Console(), headers, table)
+    print_table(Console(), headers, table, keys=(4,))
     ended = sum(1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted"))
     click.echo(f"{ended} of {total} cells ended with an outcome; {total - len(rows)} have no Run yet", err=True)
 

@@ -196,7 +196,8 @@ def ensure_experiment(store: Store, created: ExperimentCreated) -> ExperimentRec
     if record.created.spec_digest != created.spec_digest:
         raise ExperimentMismatch(
             f"experiment {created.experiment_id!r} exists in this store with another matrix "
-            f"({len(record.created.cells)} cells, profile {record.created.profile}); "
+            f"({len(record.created.cells)} cell{'' if len(record.created.cells) == 1 else 's'}, "
+            f"profile {record.created.profile}); "
             "give the changed spec another name"
         )
     return record
