@@ -279,10 +279,41 @@ class TaskFacts(msgspec.Struct, frozen=True, kw_only=True):
     episode_timeout: float
     agent_timeout: float
     host_nomination: bool = False
+    feedback: dict[str, Any] | None = None  # the Run's Feedback condition (RunConfig.feedback)
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> TaskFacts:
         return msgspec.convert(config, cls)
+
+
+_DEFAULT_FEEDBACK = {"traces": "benchmark", "trace_steps": None, "episodes": True, "content": True}
+
+
+def _feedback_md(shown: Mapping[str, Any] | None) -> str:
+    """The workspace's feedback/ line: as it always read under the default condition."""
+    if not shown or {**_DEFAULT_FEEDBACK, **shown} == _DEFAULT_FEEDBACK:
+        return (
+            "- `feedback/` — read-only. After each submission, `feedback/submission-NNNN/feedback.json`\n"
+            "  (Episodes, budget used and left, score, public content, per-Episode summaries, artifacts)\n"
+            "  and `feedback/latest.json`."
+        )
+    parts = ["Episodes, budget used and left, score, failure count"]
+    if shown.get("content", True):
+        parts.append("public content")
+    if shown.get("episodes", True):
+        parts.append("per-Episode summaries")
+    traces = shown.get("traces", "benchmark")
+    if traces == "all" or (isinstance(traces, int) and traces > 0):
+        which = "every Episode" if traces == "all" else f"the first {traces} Episode(s)"
+        steps = shown.get("trace_steps")
+        cut = f", first {steps} steps" if steps else ""
+        parts.append(f"artifacts: step traces of {which}{cut} as `artifacts/episode-<index>.trace.jsonl`")
+    elif traces == "benchmark":
+        parts.append("artifacts")
+    return (
+        "- `feedback/` — read-only. After each submission, `feedback/submission-NNNN/feedback.json`\n"
+        f"  ({', '.join(parts)}) and `feedback/latest.json`."
+    )
 
 
 def task_files(
@@ -329,6 +360,7 @@ def task_files(
         if facts.host_nomination
         else "If you never finish, the Run has no final program."
     )
+    feedback_md = _feedback_md(facts.feedback)
     skills_md = ""
     if skills:
         listed = "\n".join(
@@ -347,9 +379,7 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
   object with `act(observation) -> action`. One fresh process per Episode; standard library
   and numpy are available. `context` has observation_space, action_space, metadata,
   environment_parameters and policy_seed.
-- `feedback/` — read-only. After each submission, `feedback/submission-NNNN/feedback.json`
-  (Episodes, budget used and left, score, public content, per-Episode summaries, artifacts)
-  and `feedback/latest.json`.
+{feedback_md}
 - `analysis/` — yours, for notes and scripts.
 - `task.json` — these facts in machine-readable form, with the Benchmark's public spec.
 

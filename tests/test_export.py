@@ -1056,3 +1056,26 @@ def test_unused_message_keys_are_null_so_they_can_be_dropped(store: Store, tmp_p
         kept = {k: v for k, v in message.items() if v is not None}
         assert ("tool_calls" in kept) == (message["role"] == "assistant" and bool(message["tool_calls"]))
         assert ("tool_call_id" in kept) == (message["role"] == "tool")
+
+
+def test_what_the_agent_was_shown_is_part_of_the_task() -> None:
+    """Runs under another Feedback condition are another task (their own split unit, their
+    own rl row); the default condition, spelt out or absent, keeps the task id it had."""
+    from types import SimpleNamespace
+
+    from evopolicygym_exporters.tasks import task_id
+
+    def run(config: dict[str, Any]) -> Any:
+        created = SimpleNamespace(
+            config={"episode_budget": 8, **config},
+            benchmark_id="cartpole",
+            environment_digest="sha256:" + "1" * 64,
+            initial_program_digest="sha256:" + "2" * 64,
+        )
+        return SimpleNamespace(created=created)
+
+    default = {"traces": "benchmark", "trace_steps": None, "episodes": True, "content": True}
+    assert task_id(run({})) == task_id(run({"feedback": default})) == task_id(run({"feedback": {}}))
+    conditions = [{"traces": 2}, {"traces": 0}, {"episodes": False}, {"content": False}, {"traces": "all"}]
+    ids = {task_id(run({"feedback": {**default, **c}})) for c in conditions}
+    assert len(ids) == len(conditions) and task_id(run({})) not in ids

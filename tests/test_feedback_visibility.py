@@ -447,3 +447,27 @@ def test_bad_feedback_options_are_one_line_errors(tmp_path: Path, args: list[str
     assert any(says in line for line in lines), result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "store").exists()  # refused before anything was recorded
+
+
+def test_task_md_tells_the_agent_what_its_feedback_holds() -> None:
+    """TASK.md's feedback/ line names only what the condition shows; under the default it
+    reads as it always did."""
+    import msgspec
+
+    from evopolicygym.run.config import FeedbackConfig, RunConfig
+    from evopolicygym.transcript import task_files
+
+    spec = {"id": "cartpole", "score_direction": "maximize"}
+
+    def task_md(feedback: FeedbackConfig | None) -> str:
+        config = RunConfig(episode_budget=8) if feedback is None else RunConfig(episode_budget=8, feedback=feedback)
+        return task_files(spec, msgspec.to_builtins(config.resolved()))[0]
+
+    default = task_md(None)
+    assert "public content, per-Episode summaries, artifacts" in default
+    assert task_md(FeedbackConfig()) == default
+    bare = task_md(FeedbackConfig(traces=0, episodes=False, content=False))
+    assert "per-Episode summaries" not in bare and "public content" not in bare and "artifacts" not in bare
+    traced = task_md(FeedbackConfig(traces=2, trace_steps=100))
+    assert "step traces of the first 2 Episode(s), first 100 steps" in traced
+    assert "episode-<index>.trace.jsonl" in traced

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the lazy exports are, for type checkers
     from evopolicygym.run.config import (
         AssessmentConfig,
+        FeedbackConfig,
         RunConfig,
         RunConfigError,
         ValidationConfig,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # what the lazy exports are, for type checkers
 
 _EXPORTS = {
     "AssessmentConfig": "evopolicygym.run.config",
+    "FeedbackConfig": "evopolicygym.run.config",
     "RunConfig": "evopolicygym.run.config",
     "RunConfigError": "evopolicygym.run.config",
     "ValidationConfig": "evopolicygym.run.config",
@@ -71,6 +73,7 @@ _EXPORTS = {
 __all__ = [
     "REJECTION_CODES",
     "AssessmentConfig",
+    "FeedbackConfig",
     "InvalidTransition",
     "Launcher",
     "Rejection",

@@ -28,6 +28,9 @@ BUDGET_KEYS = (
 )
 
 
+_DEFAULT_FEEDBACK = {"traces": "benchmark", "trace_steps": None, "episodes": True, "content": True}
+
+
 def budget(config: dict[str, Any]) -> dict[str, Any]:
     """A Run's public budget and limits, from its recorded config (never its seed)."""
     found = {key: config.get(key) for key in BUDGET_KEYS}
@@ -46,4 +49,9 @@ def task_id(run: RunHistory) -> str:
         "train_split": config.get("train_split", "train"),
         "budget": budget(config),
     }
+    # What the Agent was shown is part of its task; the default condition (and a config
+    # recorded before the setting) leaves the facts, so every earlier task id, unchanged.
+    feedback = config.get("feedback")
+    if feedback and {**_DEFAULT_FEEDBACK, **feedback} != _DEFAULT_FEEDBACK:
+        facts["feedback"] = {**_DEFAULT_FEEDBACK, **feedback}
     return "sha256:" + hashlib.sha256(msgspec.json.encode(facts, order="sorted")).hexdigest()
