@@ -229,6 +229,9 @@ def test_study_is_plain_json_values() -> None:
     frame = runs(*scored("x", "t", [1.0, None]), *scored("y", "t", [2.0]))
     found = d.study(frame, subs())
     text = json.dumps(found, allow_nan=False)  # no NaN: missing is null
-    assert json.loads(text)["leaderboard"][0]["agent"] == "y"
+    assert json.loads(text)["leaderboard"] == [
+        {"agent": "y", "rank_score": 1.0, "benchmarks": 1, "ranks": {"t": 1}},
+        {"agent": "x", "rank_score": 0.0, "benchmarks": 1, "ranks": {"t": 2}},
+    ]
     assert set(found) == {"runs", "scores", "leaderboard", "selection_validity", "improvement_efficiency",
                           "edit_dynamics", "budget_use"}

@@ -374,16 +374,27 @@ def _plain(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def _leaderboard(board: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rank scores as plain rows, each Benchmark's rank under ``ranks`` (a Benchmark's
+    label is data, not a key name)."""
+    rows = []
+    for row in _plain(board):
+        ranks = {k.removeprefix("rank_"): row.pop(k) for k in list(row) if k.startswith("rank_") and k != "rank_score"}
+        rows.append({**row, "ranks": ranks})
+    return rows
+
+
 def study(runs: pd.DataFrame, submissions: pd.DataFrame) -> dict[str, Any]:
-    """Every diagnostic as plain values: ``scores``, ``leaderboard``, ``selection_validity``,
-    ``improvement_efficiency``, ``edit_dynamics`` and ``budget_use``."""
+    """Every diagnostic as plain values: ``runs`` (how many count), ``scores``,
+    ``leaderboard`` (per agent ``rank_score``, ``benchmarks`` and ``ranks`` by Benchmark),
+    ``selection_validity``, ``improvement_efficiency``, ``edit_dynamics`` and ``budget_use``."""
     table = score_table(runs)
     validity = selection_validity(runs, submissions)
     efficiency = improvement_efficiency(runs, submissions)
     return {
         "runs": len(current_runs(runs)),
         "scores": _plain(table),
-        "leaderboard": _plain(rank_scores(table)),
+        "leaderboard": _leaderboard(rank_scores(table)),
         "selection_validity": {
             "benchmarks": _plain(validity["benchmarks"]),
             "runs": _plain(validity["runs"]),
