@@ -109,3 +109,11 @@ def test_the_same_name_with_another_matrix_is_refused(paths: dict[str, str], tmp
     assert len(done.stderr.strip().splitlines()) == 1
     with open_store(paths["store"]) as store:
         assert [i.stream_id for i in store.events.streams()] == ["experiment-t"]  # no Run was made
+
+
+def test_paths_that_are_not_utf8_are_refused_before_a_store_is_made(paths: dict[str, str], tmp_path: Path) -> None:
+    for args in ([paths["spec"], "--store", b"\xff\xfe"], [b"\xff\xfe", "--store", paths["fresh"]]):
+        done = subprocess.run([*CLI, "experiment", "run", *args], capture_output=True, timeout=120, cwd=tmp_path)
+        lines = done.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: not valid UTF-8"), lines
+    assert not Path(paths["fresh"]).exists() and not (tmp_path / "\udcff\udcfe").exists()

@@ -274,6 +274,10 @@ def run_experiment(
     )
     from evopolicygym.experiments.spec import SpecError, load_spec, resolve
 
+    for given in (str(spec_path), store_dir or ""):
+        # Paths the Runs' processes, the Agents' environment and JSON carry: refused here, as
+        # the CLI refuses any argument that is not UTF-8, not after a store was made there.
+        given.encode("utf-8")
     try:
         created = resolve(load_spec(spec_path), spec_path.parent)
     except SpecError as exc:
