@@ -144,6 +144,18 @@ ROWS = [
         "{estore}", "--test-fraction", "2", says="--test-fraction must be in [0, 1)"),
     row("export-empty-hub-repo", "export", "--format", "sft", "--output", "{missing}", "--store", "{estore}",
         "--push-to-hub", "", says="--push-to-hub"),
+    # report
+    row("report-neither-run-nor-experiment", "report", "-o", "{empty}/r.html", "--store", "{estore}",
+        says="give a RUN or --experiment"),
+    row("report-both-run-and-experiment", "report", "{run}", "--experiment", "e", "-o", "{empty}/r.html", "--store",
+        "{store}", says="give a RUN or --experiment"),
+    row("report-unknown-run", "report", "nope", "-o", "{empty}/r.html", "--store", "{estore}", says="no run 'nope'"),
+    row("report-unknown-experiment", "report", "--experiment", "nope", "-o", "{empty}/r.html", "--store", "{estore}",
+        says="no experiment 'nope'"),
+    row("report-output-in-a-missing-directory", "report", "{run}", "-o", "{missing}/sub/r.html", "--store", "{store}",
+        says="no directory"),
+    row("report-output-is-a-directory", "report", "{run}", "-o", "{empty}", "--store", "{store}", says="is a directory"),
+    row("report-missing-store", "report", "x", "-o", "{empty}/r.html", "--store", "{missing}", says="no store"),
     # quickstart
     row("quickstart-store-is-a-file", "quickstart", "--store", "{file}", says="not a directory"),
     row("quickstart-zero-budget", "quickstart", "--budget", "0", "--store", "{fresh}", says="--budget"),

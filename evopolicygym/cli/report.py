@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,7 +88,7 @@ def report(run: str | None, experiment: str | None, output: str, store_dir: str 
             built = run_report(store, stream_id, redact=redact, status=status)
         else:
             assert experiment is not None
-            built = _experiment(store, experiment, redact)
+            built = _experiment(store, experiment)
     size = _write(target, built.html)
     if as_json:
         emit_json({"path": str(target), "bytes": size, "runs": built.runs})
@@ -98,5 +97,11 @@ def report(run: str | None, experiment: str | None, output: str, store_dir: str 
     click.echo(f"wrote {target} ({size / 1e6:.1f} MB, {runs}); open it in a browser")
 
 
-def _experiment(store: Store, experiment: str, redact: Callable[[str], str]) -> Report:
-    raise CliError(f"no experiment {experiment!r} (see `{cli_command('experiment', 'status')}`)")
+def _experiment(store: Store, experiment: str) -> Report:
+    from evopolicygym.records.experiments import UnknownExperiment
+    from evopolicygym.report import experiment_report
+
+    try:
+        return experiment_report(store, experiment)
+    except UnknownExperiment as exc:
+        raise CliError(f"{exc.args[0]} (see `{cli_command('experiment', 'list')}`)") from None

@@ -8,6 +8,6 @@ offline with nothing beside it. Every recorded text (transcripts, programs, erro
 
 from __future__ import annotations
 
-from evopolicygym.report.build import Report, run_report
+from evopolicygym.report.build import Report, experiment_report, run_report, runs_report
 
-__all__ = ["Report", "run_report"]
+__all__ = ["Report", "experiment_report", "run_report", "runs_report"]

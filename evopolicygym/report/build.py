@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import pandas as pd
 
 from evopolicygym.records.location import Store
 from evopolicygym.report.html import page
@@ -11,7 +13,7 @@ from evopolicygym.report.plots import plotly_js
 from evopolicygym.report.run_data import read_run
 from evopolicygym.report.run_page import run_sections
 
-__all__ = ["Report", "run_report"]
+__all__ = ["Report", "experiment_report", "run_report", "runs_report"]
 
 
 @dataclass(frozen=True)
@@ -30,3 +32,35 @@ def run_report(
     agent = s.agent.name if s.agent is not None else "?"
     subtitle = f"{s.benchmark_id or '?'} · agent {agent} · {status or s.status}"
     return Report(page(title, subtitle, run_sections(data, store, redact, status), plotly_js()), 1)
+
+
+def _many(runs: pd.DataFrame, submissions: pd.DataFrame, title: str, label: str) -> Report:
+    from evopolicygym.report.experiment_page import experiment_sections
+
+    n = len(runs)
+    subtitle = f"{n} Run" + ("" if n == 1 else "s")
+    return Report(page(title, subtitle, experiment_sections(runs, submissions, label), plotly_js()), n)
+
+
+def experiment_report(store: Store, experiment_id: str) -> Report:
+    """The page of the experiment ``experiment_id`` (every attempt of every cell; the
+    figures count each cell's current Run). ``UnknownExperiment`` if there is none.
+    It shows no recorded text, so it needs no redactor."""
+    from evopolicygym.analysis import runs_df, submissions_df
+    from evopolicygym.records.experiments import read_experiment
+
+    record = read_experiment(store.events, experiment_id)  # UnknownExperiment before any work
+    experiment_id = record.experiment_id
+    runs = runs_df(store, experiment=experiment_id)
+    submissions = submissions_df(store, experiment=experiment_id)
+    return _many(runs, submissions, f"Experiment {experiment_id}", f"experiment {experiment_id}")
+
+
+def runs_report(store: Store, run_ids: Sequence[str] | None = None, *, title: str = "Runs") -> Report:
+    """The experiment page over any Runs of the store (all of them by default): agents by
+    name, Benchmarks by id."""
+    from evopolicygym.analysis import runs_df, submissions_df
+
+    runs = runs_df(store, run_ids=run_ids)
+    submissions = submissions_df(store, run_ids=run_ids)
+    return _many(runs, submissions, title, "Runs of the store" if run_ids is None else f"{len(runs)} Runs named")
