@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from evopolicygym.analysis import RUNS_COLUMNS, SUBMISSIONS_COLUMNS
 from evopolicygym.analysis import diagnostics as d
 from evopolicygym.analysis.frames import _frame
+from evopolicygym.records.runs import better
 
 
 def runs(*rows: dict[str, Any]) -> pd.DataFrame:
@@ -235,3 +236,32 @@ def test_study_is_plain_json_values() -> None:
     ]
     assert set(found) == {"runs", "scores", "leaderboard", "selection_validity", "improvement_efficiency",
                           "edit_dynamics", "budget_use"}
+
+
+@given(st.lists(st.tuples(st.integers(-5, 5), st.integers(-5, 5)), min_size=3, max_size=12))
+@settings(max_examples=100, deadline=None)
+def test_spearman_is_symmetric_and_within_minus_one_and_one(pairs: list[tuple[int, int]]) -> None:
+    x, y = [a for a, _ in pairs], [b for _, b in pairs]
+    rho = d.spearman(x, y)
+    assert rho == d.spearman(y, x) or (rho is not None and rho == pytest.approx(d.spearman(y, x)))
+    if rho is not None:
+        assert -1 - 1e-9 <= rho <= 1 + 1e-9
+        assert d.spearman(x, [-v for v in y]) == pytest.approx(-rho)
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 10), st.floats(-500, 500, allow_nan=False)), min_size=1, max_size=8),
+    st.sampled_from(["maximize", "minimize"]),
+)
+@settings(max_examples=100, deadline=None)
+def test_efficiency_area_is_within_0_and_1(steps: list[tuple[int, float]], direction: str) -> None:
+    used, best, rows = 0, None, []
+    for i, (cost, score) in enumerate(steps, 1):
+        used += cost
+        new = better(score, best, direction)
+        best = score if new else best
+        rows.append({"run_id": "r", "submission_id": i, "benchmark_id": "t", "score_direction": direction,
+                     "score": score, "cumulative_episodes": used, "best_so_far": new, "best_so_far_score": best})
+    frame = runs({"run_id": "r", "agent": "a", "benchmark": "t", "score_direction": direction, "budget_total": used})
+    area = d.improvement_efficiency(frame, subs(*rows))["runs"].iloc[0]["area"]
+    assert 0.0 <= area <= 1.0
