@@ -131,3 +131,41 @@ def test_the_cli_writes_the_page_and_tells_where(store: Store, tmp_path: Path) -
     )
     assert again.returncode == 0 and again.stdout.startswith(f"wrote {out} ("), again.stderr
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.html")] == []  # no temporary left
+
+
+# --------------------------------------------------------------------------- many Runs
+
+
+def test_the_page_of_many_runs_tells_the_diagnostics_and_no_recorded_text(store: Store) -> None:
+    from evopolicygym.analysis import diagnostics, runs_df, submissions_df
+    from evopolicygym.transcript import AgentIdentity
+
+    chat = AgentIdentity(name="chat-x", provider="chat", model="m")
+    for i in range(6):
+        run = _run()
+        run.run_id = f"r{i}"
+        run.benchmark_id = ("toy-counter", "cartpole")[i % 2]
+        run.assessment_score = 10.0 + i
+        if i >= 4:
+            run.agent = chat
+        write_run(store, run)
+    from evopolicygym.report import runs_report
+
+    built = runs_report(store, title="six")
+    html = built.html
+    assert built.runs == 6
+    ranks = diagnostics.rank_scores(diagnostics.score_table(runs_df(store)))
+    board = re.search(r'id="leaderboard"><h2>Leaderboard</h2><table class=""><thead>.*?</thead><tbody>(.*?)</tbody>', html)
+    assert board is not None
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in board.group(1).split("</tr>") if row]
+    assert [(c[0], float(c[1])) for c in cells] == list(zip(ranks["agent"], ranks["rank_score"], strict=True))
+    assert [c[0] for c in cells] == ["chat-x", "reference"]  # higher means on both Benchmarks
+    figures = re.findall(r'<div class="figure" data-figure="([\w-]+)">', html)
+    assert figures == ["plot-leaderboard", "plot-best-0", "plot-best-1", "plot-selection", "plot-edits"]
+    assert html.count("Plotly.newPlot(") == len(figures) and len(re.findall(r"plotly\.js v\d", html)) == 1
+    # Edit kinds as the frames classify them.
+    edits = diagnostics.edit_dynamics(runs_df(store), submissions_df(store))
+    assert set(edits["synthesis"]) and f"{edits['synthesis'].iloc[0]:.4g}" in html
+    # No transcript, program or private value on this page.
+    assert SECRET not in html and HOSTILE not in html and CANARY not in html
+    assert 'class="msg ' not in html and 'class="diff"' not in html

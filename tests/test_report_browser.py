@@ -1,10 +1,11 @@
 """The HTML report in a real browser: Debian's ``chromium``, headless, driven by Playwright.
 
-A real Run of the reference Agent is recorded with the CLI, its report written with the
-CLI, and the page opened from the file with every network request refused: each figure
-must have drawn (plotly's ``.main-svg`` inside its container, with its traces), the
-console must hold no error, and the diff viewer must show the diff of the Submission
-chosen. A full-page screenshot is saved; the session's summary prints where.
+A real experiment (the reference Agent on two Benchmarks) is run with the CLI, the
+reports of the experiment and of one of its Runs written with the CLI, and each page
+opened from its file with every network request refused: each figure must have drawn
+(plotly's ``.main-svg`` inside its container, with its traces), the console must hold no
+error, and the diff viewer must show the diff of the Submission chosen. Full-page
+screenshots are saved; the session's summary prints where.
 
 Playwright never downloads a browser here: it drives the system's ``chromium``. Without
 it the test is skipped with how to install it, except under ``EVOPOLICY_REQUIRE_EXTRAS=1``
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_json_keys import CLI, SMALL
+from test_cli_json_keys import CLI
 
 INSTALL = "install Debian's chromium (apt-get install chromium) to run it"
 
@@ -60,14 +61,47 @@ def _cli(*args: str) -> Any:
     return json.loads(done.stdout)
 
 
+# Two cells (the reference Agent on CartPole and on Acrobot, one seed) under the quick
+# profile with a small budget: real Runs, a real experiment stream.
+SPEC = """
+name = "browser"
+profile = "quick"
+seeds = 1
+
+[run]
+episode_budget = 4
+
+[[agents]]
+name = "reference"
+provider = "reference"
+
+[[benchmarks]]
+id = "cartpole"
+
+[[benchmarks]]
+id = "acrobot"
+"""
+
+
 @pytest.fixture(scope="module")
-def run_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The report of the experiment, and of its CartPole Run."""
     root = tmp_path_factory.mktemp("report-browser")
     store = str(root / "store")
-    ran = _cli("run", "--benchmark", "cartpole", *SMALL, "--store", store, "--json")
-    written = _cli("report", ran["run_id"], "-o", str(root / "run.html"), "--store", store, "--json")
+    (root / "spec.toml").write_text(SPEC, encoding="utf-8")
+    done = subprocess.run(
+        [*CLI, "experiment", "run", str(root / "spec.toml"), "--store", store],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    cells = _cli("experiment", "status", "browser", "--store", store, "--json")["cell_runs"]
+    assert [c["status"] for c in cells] == ["finished", "finished"], cells
+    run_id = next(c["run_id"] for c in cells if c["benchmark"] == "cartpole")
+    written = _cli("report", run_id, "-o", str(root / "run.html"), "--store", store, "--json")
     assert written["runs"] == 1 and written["bytes"] == (root / "run.html").stat().st_size
-    return root / "run.html"
+    written = _cli("report", "--experiment", "browser", "-o", str(root / "experiment.html"), "--store", store, "--json")
+    assert written["runs"] == 2
+    return {"run": root / "run.html", "experiment": root / "experiment.html"}
 
 
 class Opened:
@@ -104,10 +138,10 @@ class Opened:
         return figures
 
 
-def test_every_plot_renders_with_no_console_error_and_the_diff_viewer_switches(
-    browser: Any, run_page: Path, screenshot_path: Callable[[str], Path]
+def test_every_plot_of_a_runs_page_renders_with_no_console_error_and_the_diff_viewer_switches(
+    browser: Any, pages: dict[str, Path], screenshot_path: Callable[[str], Path]
 ) -> None:
-    opened = Opened(browser, run_page)
+    opened = Opened(browser, pages["run"])
     page = opened.page
     figures = opened.figures()
     assert [f["id"] for f in figures] == ["plot-timeline", "plot-submissions", "plot-best"]
@@ -129,6 +163,32 @@ def test_every_plot_renders_with_no_console_error_and_the_diff_viewer_switches(
     assert opened.errors == [], opened.errors
     assert opened.requests == [], opened.requests
     shot = screenshot_path("report-run.png")
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    page.close()
+
+
+def test_every_plot_of_an_experiments_page_renders_with_no_console_error(
+    browser: Any, pages: dict[str, Path], screenshot_path: Callable[[str], Path]
+) -> None:
+    opened = Opened(browser, pages["experiment"])
+    page = opened.page
+    figures = opened.figures()
+    # The leaderboard, a best-so-far figure per Benchmark, selection validity, edit dynamics.
+    assert [f["id"] for f in figures] == [
+        "plot-leaderboard", "plot-best-0", "plot-best-1", "plot-selection", "plot-edits"
+    ]
+    for figure in figures:
+        assert figure["svgs"] >= 1, figure
+        assert figure["traces"] >= 1 and figure["drawn"] >= 1, figure
+    # Each Benchmark's figure is titled by it; the leaderboard ranks the one agent first.
+    titles = page.eval_on_selector_all(".gtitle", "ts => ts.map(t => t.textContent)")
+    assert "acrobot: best so far vs Episodes used" in titles and "cartpole: best so far vs Episodes used" in titles
+    board = page.locator("#leaderboard table").first.inner_text()
+    assert "reference" in board
+    assert opened.errors == [], opened.errors
+    assert opened.requests == [], opened.requests
+    shot = screenshot_path("report-experiment.png")
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     page.close()
