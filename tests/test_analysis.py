@@ -340,3 +340,27 @@ def test_an_experiment_adds_its_cells_and_limits_every_frame_to_its_runs(synth: 
     assert runs_df(synth, experiment="demo", run_ids=["beta"]).run_id.tolist() == ["beta"]
     with pytest.raises(UnknownExperiment, match="nope"):
         runs_df(synth, experiment="nope")
+
+
+def test_a_cli_session_record_replaces_the_live_stream_and_errors_follow(synth: Store) -> None:
+    from evopolicygym.records.events import new_event
+    from evopolicygym.transcript import AgentFault, Message, Usage
+
+    stream = "run-alpha"
+    version = synth.events.streams(stream)[0].version
+    error = Message(role="error", content="API error: overloaded", error=AgentFault(kind="overloaded", status=529))
+    recorded = [
+        Message(role="assistant", content="as the model said it", usage=Usage(input_tokens=7, output_tokens=3), model="m-1"),
+        Message(role="error", content="a synthetic message the CLI made up", error=AgentFault(kind="synthetic")),
+    ]
+    synth.events.append(stream, [
+        new_event(AgentMessages(attempt=1, chunk=99, messages=[error]), f"{stream}/live-error"),
+        new_event(AgentMessages(attempt=1, chunk=100, messages=recorded, source="codex-rollout"), f"{stream}/source"),
+    ], version)
+    messages = messages_df(synth, run_ids=["alpha"])
+    assert messages.role.tolist() == ["system", "assistant", "error"]
+    assert messages.content.tolist()[1:] == ["as the model said it", "API error: overloaded"]
+    row = messages.iloc[1]
+    assert (row["input_tokens"], row["output_tokens"], row["model"]) == (7, 3, "m-1")
+    assert messages.iloc[2]["error_kind"] == "overloaded" and pd.isna(messages.iloc[0]["input_tokens"])
+    assert messages.turn.tolist() == [0, 1, 2] and (messages.attempt == 1).all()

@@ -120,8 +120,10 @@ Assessment Episodes).
 | duration_s | float64 | |
 | recorded_at | datetime64[ns, UTC] | |
 
-``messages_df``: one row per normalized transcript message (error records of the
-Agent's CLI included, as role ``error``).
+``messages_df``: one row per normalized transcript message, as the exports take the
+transcript (an attempt the CLI's own session record holds is read from it), and the
+error records of the Agent's CLI as role ``error`` (after the conversation where the
+session record replaced the live stream).
 
 | column | dtype | meaning |
 | --- | --- | --- |

@@ -224,8 +224,12 @@ def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages
                 record.episodes.setdefault(event.submission_id, []).append(event)
                 record.episode_times.setdefault(event.submission_id, []).append(envelope.recorded_at)
     for number, found in recorded.items():
+        # The CLI's own record replaces the live chunks, as in the exports; the error
+        # records only the live stream has (API errors) follow it.
         chunks = live.get(number, [])
-        live[number] = chunks[:1] + found if chunks and chunks[0].role == "system" else found
+        kept = [m for m in found if m.role != "error"]
+        errors = [m for m in chunks if m.role == "error"]
+        live[number] = (chunks[:1] if chunks and chunks[0].role == "system" else []) + kept + errors
     record.transcripts = {number: live[number] for number in sorted(live)}
     return record
 
