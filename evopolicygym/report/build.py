@@ -10,7 +10,7 @@ import pandas as pd
 from evopolicygym.records.location import Store
 from evopolicygym.report.html import page
 from evopolicygym.report.plots import plotly_js
-from evopolicygym.report.run_data import read_run
+from evopolicygym.report.run_data import lineage_of, read_run
 from evopolicygym.report.run_page import run_sections
 
 __all__ = ["Report", "experiment_report", "run_report", "runs_report"]
@@ -27,6 +27,7 @@ def run_report(
 ) -> Report:
     """The page of the Run of ``stream_id`` (``records.runs.resolve_run`` finds it)."""
     data = read_run(store, stream_id)
+    data.lineage = lineage_of(store, data.summary.run_id)
     s = data.summary
     title = f"Run {s.run_id}"
     agent = s.agent.name if s.agent is not None else "?"

@@ -1,16 +1,18 @@
-"""Best-so-far over Episodes used: the figure both pages draw, per Run and per agent.
+"""Best-so-far over Episodes used, as one Run's page draws it.
 
-A Submission's score counts against the best so far only as evidence of the kind it is:
-``matched`` when it was scored on the same pool indices as the Submission holding the best
-(a like-for-like comparison), ``unmatched`` when on other Episodes (a reference point, not a
-comparison), ``first`` for the first published one.
+The best so far and what it rests on come from ``submissions_df`` (the analysis frames):
+``first``, ``matched`` (every Submission so far ran on the same pool indices, so the best
+is a like-for-like comparison) or ``unmatched`` (scores taken on different Episodes: a
+reference point, not a comparison).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evopolicygym.records.runs import RunSummary, better
+from evopolicygym.records.runs import RunSummary
+from evopolicygym.report.run_data import Lineage
 
 __all__ = ["CurvePoint", "best_so_far"]
 
@@ -24,21 +26,14 @@ class CurvePoint:
     evidence: str  # first, matched or unmatched
 
 
-def best_so_far(summary: RunSummary) -> list[CurvePoint]:
+def best_so_far(summary: RunSummary, lineage: Mapping[int, Lineage]) -> list[CurvePoint]:
     """One point per published Submission, in order."""
     points: list[CurvePoint] = []
-    best: float | None = None
-    best_indices: list[int] | None = None
     for sid in sorted(summary.submissions):
-        sub = summary.submissions[sid]
-        if sub.status != "published" or sub.score is None:
+        sub, line = summary.submissions[sid], lineage.get(sid)
+        if sub.status != "published" or sub.score is None or line is None or line.best_so_far_score is None:
             continue
-        if best_indices is None:
-            evidence = "first"
-        else:
-            evidence = "matched" if sub.indices == best_indices else "unmatched"
-        if better(sub.score, best, summary.score_direction):
-            best, best_indices = sub.score, sub.indices
-        assert best is not None
-        points.append(CurvePoint(sid, sub.budget_used or 0, sub.score, best, evidence))
+        points.append(
+            CurvePoint(sid, sub.budget_used or 0, sub.score, line.best_so_far_score, line.best_so_far_basis or "first")
+        )
     return points

@@ -9,7 +9,11 @@ read for their public fields only).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
 
 from evopolicygym.records.events import (
     AgentExited,
@@ -43,7 +47,7 @@ from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
 from evopolicygym.transcript import Message
 
-__all__ = ["Outcomes", "RunData", "TimelineEvent", "read_run", "timeline_text"]
+__all__ = ["Lineage", "Outcomes", "RunData", "TimelineEvent", "lineage_of", "read_run", "timeline_text"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,19 @@ class Outcomes:
     score: float
     failures: int
     episodes: list[EpisodeOutcome]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A Submission against its parent and the best before it, as ``submissions_df`` tells
+    it (the ``programs`` export's rules)."""
+
+    parent_submission_id: int | None  # 0: the initial program
+    parent_basis: str | None  # stated (the Agent named it) or nearest (the smallest diff)
+    edit_kind: str | None
+    beats_parent: bool | None  # on the indices it shares with its parent
+    best_so_far_score: float | None  # the best published score up to it (None: not published)
+    best_so_far_basis: str | None  # first, matched or unmatched
 
 
 @dataclass
@@ -81,6 +98,7 @@ class RunData:
     # The Run's seeds and scenarios, scrubbed from every recorded text the page shows (an
     # error message can quote one).
     private: PrivateValues = field(default_factory=PrivateValues)
+    lineage: dict[int, Lineage] = field(default_factory=dict)  # by Submission
 
 
 def timeline_text(event: Event) -> str | None:
@@ -195,3 +213,28 @@ def read_run(store: Store, stream_id: str) -> RunData:
         live = data.transcripts.get(attempt, [])
         data.transcripts[attempt] = live[:1] + messages if live and live[0].role == "system" else messages
     return data
+
+
+def _plain(value: object) -> Any:
+    """A frame's cell as a plain value: NA and NaN as None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def lineage_of(store: Store, run_id: str) -> dict[int, Lineage]:
+    """Each Submission's parent, edit kind and best so far, from the analysis frames."""
+    from evopolicygym.analysis import submissions_df
+
+    frame = submissions_df(store, run_ids=[run_id])
+    found: dict[int, Lineage] = {}
+    for row in frame.to_dict("records"):
+        found[int(row["submission_id"])] = Lineage(
+            parent_submission_id=_plain(row["parent_submission_id"]),
+            parent_basis=_plain(row["parent_basis"]),
+            edit_kind=_plain(row["edit_kind"]),
+            beats_parent=_plain(row["beats_parent"]),
+            best_so_far_score=_plain(row["best_so_far_score"]),
+            best_so_far_basis=_plain(row["best_so_far_basis"]),
+        )
+    return found

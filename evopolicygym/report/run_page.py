@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from evopolicygym.program import Program
-from evopolicygym.program_edits import Lines, edit_kind, file_lines, nearest_parent
 from evopolicygym.records.events import EpisodeOutcome
 from evopolicygym.records.location import Store
 from evopolicygym.records.runs import RunSummary
@@ -18,7 +17,7 @@ from evopolicygym.report.curves import best_so_far
 from evopolicygym.report.diffs import diff_markup, program_diff
 from evopolicygym.report.html import Markup, Section, esc, fmt, table
 from evopolicygym.report.plots import figure
-from evopolicygym.report.run_data import Outcomes, RunData
+from evopolicygym.report.run_data import Lineage, Outcomes, RunData
 from evopolicygym.transcript import Message
 
 __all__ = ["MESSAGE_LIMIT", "run_sections"]
@@ -131,6 +130,20 @@ def _timeline(data: RunData, redact: Redact) -> str:
 # --------------------------------------------------------------------------- Submissions
 
 
+def _parent(line: Lineage | None) -> str:
+    if line is None or line.parent_submission_id is None:
+        return "-"
+    parent = "initial" if line.parent_submission_id == 0 else f"#{line.parent_submission_id}"
+    return f"{parent} ({line.parent_basis})" if line.parent_basis else parent
+
+
+def _edit(line: Lineage | None) -> str:
+    if line is None or line.edit_kind is None:
+        return "-"
+    beats = {True: "yes", False: "no", None: "not comparable"}[line.beats_parent]
+    return f"{line.edit_kind} ({beats})"
+
+
 def _submissions(data: RunData, redact: Redact) -> str:
     s = data.summary
     subs = [s.submissions[k] for k in sorted(s.submissions) if s.submissions[k].budget_reserved is not None]
@@ -205,9 +218,8 @@ def _submissions(data: RunData, redact: Redact) -> str:
         rows.append(
             (
                 f"#{x.submission_id}",
-                "initial" if x.parent_submission_id == 0
-                else "-" if x.parent_submission_id is None
-                else f"#{x.parent_submission_id}",
+                _parent(data.lineage.get(x.submission_id)),
+                _edit(data.lineage.get(x.submission_id)),
                 len(x.indices),
                 x.status,
                 x.score,
@@ -219,7 +231,7 @@ def _submissions(data: RunData, redact: Redact) -> str:
             )
         )
     listing = table(
-        ["Submission", "parent", "Episodes", "status", "score", "failures", "failure kinds",
+        ["Submission", "parent", "edit (beats the parent?)", "Episodes", "status", "score", "failures", "failure kinds",
          "budget used", "validation", "error"],
         rows,
     )
@@ -228,7 +240,7 @@ def _submissions(data: RunData, redact: Redact) -> str:
 
 def _best_so_far(data: RunData) -> str:
     s = data.summary
-    points = best_so_far(s)
+    points = best_so_far(s, data.lineage)
     if not points:
         return '<p class="muted">No published Submission.</p>'
     matched = [p for p in points if p.evidence != "unmatched"]
@@ -283,11 +295,13 @@ def _best_so_far(data: RunData) -> str:
 
 def _diffs(data: RunData, store: Store, redact: Redact) -> str:
     """Each Submission against its parent: the one the Agent named, else the nearest earlier
-    program (``program_edits.nearest_parent``, the rule the exports use)."""
+    program (``submissions_df``'s parent, the rule the exports use)."""
     s = data.summary
     programs: dict[str, Program | None] = {}
 
-    def program(digest: str) -> Program | None:
+    def program(digest: str | None) -> Program | None:
+        if digest is None:
+            return None
         if digest not in programs:
             try:
                 programs[digest] = store.blobs.get_program(digest)
@@ -295,42 +309,24 @@ def _diffs(data: RunData, store: Store, redact: Redact) -> str:
                 programs[digest] = None
         return programs[digest]
 
-    lines: dict[str, Lines] = {}
-
-    def lines_of(digest: str) -> Lines:
-        if digest not in lines:
-            found = program(digest)
-            lines[digest] = file_lines(found) if found is not None else {}
-        return lines[digest]
-
-    earlier: list[tuple[int, str]] = []  # (Submission id, 0 for the initial program; digest)
-    if s.initial_program_digest is not None:
-        earlier.append((0, s.initial_program_digest))
+    digests = {0: s.initial_program_digest}
+    digests.update({sid: sub.program_digest for sid, sub in s.submissions.items()})
     options, blocks = [], []
     for sid in sorted(s.submissions):
-        sub = s.submissions[sid]
-        digest = sub.program_digest
-        if digest is None or sub.budget_reserved is None:
+        sub, line = s.submissions[sid], data.lineage.get(sid)
+        if sub.program_digest is None or sub.budget_reserved is None:
             continue
-        named = dict(earlier).get(sub.parent_submission_id) if sub.parent_submission_id is not None else None
-        if named is not None and sub.parent_submission_id is not None:
-            parent_key, parent_digest = sub.parent_submission_id, named
-        elif earlier:
-            parent_key, parent_digest, _distance = nearest_parent(earlier, digest, lines_of)
-        else:
-            parent_key, parent_digest = -1, ""
-        label = "initial" if parent_key == 0 else f"#{parent_key}"
-        before, after = program(parent_digest) if parent_digest else None, program(digest)
+        parent = line.parent_submission_id if line is not None else None
+        label = "none" if parent is None else "initial" if parent == 0 else f"#{parent}"
+        kind = line.edit_kind if line is not None and line.edit_kind else "?"
+        before, after = program(digests.get(parent) if parent is not None else None), program(sub.program_digest)
         if before is None or after is None:
-            kind = "?"
-            body = esc(f"[program blob missing: {digest if after is None else parent_digest or 'no parent'}]")
+            body = esc("[no parent program to compare with]" if parent is None else "[a program blob is missing]")
         else:
-            kind = edit_kind(before, after)
             diff = program_diff(dict(before.files), dict(after.files), label.lstrip("#"), str(sid))
             body = diff_markup(diff, redact) if diff else esc("(the same program as its parent)")
         options.append(f'<option value="{sid}">#{sid} vs its parent {esc(label)} ({esc(kind)})</option>')
         blocks.append(f'<pre class="diff" data-diff="{sid}">{body}</pre>')
-        earlier.append((sid, digest))
     if not options:
         return '<p class="muted">No Submission to compare.</p>'
     return (
