@@ -169,3 +169,14 @@ def test_the_page_of_many_runs_tells_the_diagnostics_and_no_recorded_text(store:
     # No transcript, program or private value on this page.
     assert SECRET not in html and HOSTILE not in html and CANARY not in html
     assert 'class="msg ' not in html and 'class="diff"' not in html
+
+
+def test_a_missing_program_blob_leaves_the_rest_of_the_page(store: Store) -> None:
+    write_run(store, _run())
+    summary = summarize(store.events, run_stream_id("alpha"))
+    digest = summary.submissions[2].program_digest
+    assert digest is not None
+    store.blobs._program_path(digest).unlink()
+    html = run_report(store, run_stream_id("alpha"), redact=Redactor().text).html
+    assert "Submissions" in html and 'class="msg ' in html and "initial program (reference)" in html
+    assert "[no parent program to compare with]" in html and "cannot be read" in html

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
@@ -223,10 +224,14 @@ def _plain(value: object) -> Any:
 
 
 def lineage_of(store: Store, run_id: str) -> dict[int, Lineage]:
-    """Each Submission's parent, edit kind and best so far, from the analysis frames."""
+    """Each Submission's parent, edit kind and best so far, from the analysis frames; none
+    where a program cannot be read (the page then shows no diffs and no best so far)."""
     from evopolicygym.analysis import submissions_df
 
-    frame = submissions_df(store, run_ids=[run_id])
+    try:
+        frame = submissions_df(store, run_ids=[run_id])
+    except BlobError:  # a program blob is missing or corrupt (`record verify` says which)
+        return {}
     found: dict[int, Lineage] = {}
     for row in frame.to_dict("records"):
         found[int(row["submission_id"])] = Lineage(

@@ -241,6 +241,8 @@ def _submissions(data: RunData, redact: Redact) -> str:
 def _best_so_far(data: RunData) -> str:
     s = data.summary
     points = best_so_far(s, data.lineage)
+    if not points and s.published and not data.lineage:
+        return '<p class="bad">A program of this Run cannot be read, so neither can its lineage (see record verify).</p>'
     if not points:
         return '<p class="muted">No published Submission.</p>'
     matched = [p for p in points if p.evidence != "unmatched"]
