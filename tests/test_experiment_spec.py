@@ -141,3 +141,12 @@ def test_run_checks_agents_and_benchmarks_before_recording(tmp_path: Path, edit:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], done.stderr
     assert not store.exists()
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples" / "experiments").glob("*.toml")), ids=lambda p: p.name)
+def test_every_example_resolves(path: Path) -> None:
+    created = resolve(load_spec(path), path.parent)
+    assert created.experiment_id and created.cells
+    assert len(created.cells) == len(created.agents) * len(created.benchmarks) * len(
+        {c.seed for c in created.cells}
+    ) * len({c.agent_seed for c in created.cells})
