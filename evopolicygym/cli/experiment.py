@@ -15,7 +15,6 @@ import importlib
 import inspect
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -205,7 +204,12 @@ class _Progress:
         )
         if counts["failed"] or counts["interrupted"]:
             line += f", {counts['failed']} failed, {counts['interrupted']} stopped short"
-        self.text = Text(line)
+        running = [
+            f"  {p.cell.cell_id}: run {p.run_id}" + (f" (attempt {p.attempt})" if p.attempt > 1 else "")
+            for p in outcome.cells
+            if p.state == "running"
+        ]
+        self.text = Text("\n".join([line, *running]))
 
 
 def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
@@ -367,33 +371,42 @@ class _forwarding:
 # --------------------------------------------------------------------------- status and list
 
 
-def _status_rows(store: Store, experiment_id: str) -> Iterator[dict[str, Any]]:
-    from evopolicygym.records.experiments import experiment_runs
+def _status_rows(store: Store, experiment_id: str) -> tuple[int, list[dict[str, Any]]]:
+    """The experiment's cells in matrix order, each with its current Run (None: waiting)."""
+    from evopolicygym.records.experiments import read_experiment
     from evopolicygym.records.runs import overview, run_stream_id
     from evopolicygym.records.store import StreamInfo
 
+    record = read_experiment(store.events, experiment_id)
+    current = {r.cell_id: r for r in record.runs() if r.current}
+    benchmarks = {b.name: b.id for b in record.created.benchmarks} if record.created else {}
     versions = {info.stream_id: info.version for info in store.events.streams("run-")}
-    for cell_run in experiment_runs(store.events, experiment_id):
-        if not cell_run.current:
-            continue
-        stream = run_stream_id(cell_run.run_id)
-        status, assessment = "not created", None
-        if stream in versions:
-            summary = overview(store.events, StreamInfo(stream, versions[stream]))
-            status, assessment = run_status(store, summary), summary.assessment_score
-        yield {
-            "cell_id": cell_run.cell_id,
-            "agent": cell_run.agent,
-            "benchmark": cell_run.benchmark,
-            "benchmark_id": cell_run.benchmark_id,
-            "seed": cell_run.seed,
-            "agent_seed": cell_run.agent_seed,
-            "run_id": cell_run.run_id,
-            "attempt": cell_run.attempt,
-            "status": status,
-            "terminal_reason": cell_run.outcome,
-            "assessment_score": assessment,
-        }
+    rows = []
+    for cell in record.cells:
+        cell_run = current.get(cell.cell_id)
+        status, assessment = "waiting", None
+        if cell_run is not None:
+            stream = run_stream_id(cell_run.run_id)
+            status = "not created"
+            if stream in versions:
+                summary = overview(store.events, StreamInfo(stream, versions[stream]))
+                status, assessment = run_status(store, summary), summary.assessment_score
+        rows.append(
+            {
+                "cell_id": cell.cell_id,
+                "agent": cell.agent,
+                "benchmark": cell.benchmark,
+                "benchmark_id": benchmarks.get(cell.benchmark),
+                "seed": cell.seed,
+                "agent_seed": cell.agent_seed,
+                "run_id": cell_run.run_id if cell_run else None,
+                "attempt": cell_run.attempt if cell_run else 0,
+                "status": status,
+                "terminal_reason": cell_run.outcome if cell_run else None,
+                "assessment_score": assessment,
+            }
+        )
+    return len(record.cells), rows
 
 
 @experiment.command("status", short_help="Each cell of an experiment: its Run and how it stands.")
@@ -403,18 +416,15 @@ def _status_rows(store: Store, experiment_id: str) -> Iterator[dict[str, Any]]:
 @click.pass_context
 def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_json: bool) -> None:
     """Per cell of EXPERIMENT: agent, Benchmark, seed, agent seed, the Run standing for it,
-    its attempt (above 1: retried), its status and assessment score. A cell without a
-    Run yet is left out."""
+    its attempt (above 1: retried), its status (``waiting`` before it has a Run) and
+    assessment score."""
     from evopolicygym.records.experiments import UnknownExperiment
 
     with open_existing(store_root(ctx, store_dir)) as store:
         try:
-            rows = list(_status_rows(store, experiment_id))
+            total, rows = _status_rows(store, experiment_id)
         except UnknownExperiment as exc:
             raise CliError(f"{exc.args[0]} (see `{cli_command('experiment', 'list')}`)") from exc
-        from evopolicygym.records.experiments import read_experiment
-
-        total = len(read_experiment(store.events, experiment_id).cells)
     if as_json:
         emit_json({"experiment_id": experiment_id, "cells": total, "cell_runs": rows})
         return
@@ -425,8 +435,8 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
             printable(r["benchmark"], cell=True),
             str(r["seed"]),
             str(r["agent_seed"]),
-            r["run_id"],
-            str(r["attempt"]),
+            r["run_id"] or "",
+            str(r["attempt"] or ""),
             r["status"],
             "" if r["assessment_score"] is None else f"{r['assessment_score']:g}",
         ]
@@ -434,7 +444,8 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
     ]
     print_table(Console(), headers, table, keys=(4,))
     ended = sum(1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted"))
-    click.echo(f"{ended} of {total} cells ended with an outcome; {total - len(rows)} have no Run yet", err=True)
+    waiting = sum(1 for r in rows if r["run_id"] is None)
+    click.echo(f"{ended} of {total} cells ended with an outcome; {waiting} have no Run yet", err=True)
 
 
 @experiment.command("list", short_help="The experiments in the store.")
