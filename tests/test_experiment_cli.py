@@ -117,3 +117,22 @@ def test_paths_that_are_not_utf8_are_refused_before_a_store_is_made(paths: dict[
         lines = done.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: not valid UTF-8"), lines
     assert not Path(paths["fresh"]).exists() and not (tmp_path / "\udcff\udcfe").exists()
+
+
+def test_one_runner_per_experiment(paths: dict[str, str]) -> None:
+    """While a process runs an experiment (holds its lock), another is refused in one line."""
+    import fcntl
+    import os
+
+    lock = Path(paths["store"]) / "experiments" / "t.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        done = _cli("experiment", "run", paths["spec"], "--store", paths["store"], "--allow-uncontained-agent")
+    finally:
+        os.close(fd)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: experiment t is being run by another process"
+    with open_store(paths["store"]) as store:
+        assert [i.stream_id for i in store.events.streams("run-")] == []
