@@ -1,7 +1,7 @@
 """The log's tables, declared once as SQLModel models: ``events`` and ``store_meta``.
 
 A backend creates its schema from ``LogModel.metadata`` (the SQLite backend
-adds its append-only triggers and pragmas; a PostgreSQL backend would add its
+adds its append-only triggers and pragmas; the PostgreSQL backend adds its
 own), then may keep its hot append and read paths on the driver cursor: those
 select and insert the columns in ``Envelope`` field order, which is the
 ``events`` column order here (a contract test holds them equal).
@@ -14,9 +14,9 @@ schema, so opening a store does not pay for importing SQLModel and pydantic.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Integer, UniqueConstraint
+from sqlalchemy import BigInteger, Integer, String, UniqueConstraint
 from sqlalchemy.orm import registry
-from sqlmodel import Field, SQLModel
+from sqlmodel import AutoString, Field, SQLModel
 
 __all__ = ["EventRecord", "LogModel", "StoreMeta"]
 
@@ -29,6 +29,9 @@ class LogModel(SQLModel, registry=registry()):
 # BIGINT where a backend's INTEGER is 32 bits; on SQLite exactly INTEGER, which makes
 # the position the rowid (no second index), as every existing store has it.
 _POSITION_TYPE = BigInteger().with_variant(Integer(), "sqlite")
+# Stream ids compare by code point everywhere: SQLite's only order, and PostgreSQL's "C"
+# collation (not the database's locale), so ``streams(prefix)`` is a range on the index.
+_STREAM_ID_TYPE = AutoString().with_variant(String(collation="C"), "postgresql")
 
 
 class EventRecord(LogModel, table=True):
@@ -43,7 +46,7 @@ class EventRecord(LogModel, table=True):
     position: int = Field(
         primary_key=True, sa_type=_POSITION_TYPE, sa_column_kwargs={"autoincrement": False}
     )
-    stream_id: str
+    stream_id: str = Field(sa_type=_STREAM_ID_TYPE)
     stream_version: int
     event_id: str = Field(unique=True)  # the idempotency key of a retried append
     type: str
