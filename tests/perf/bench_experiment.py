@@ -6,6 +6,8 @@ process (the experiment default). It is run twice into fresh stores with
 ``evopolicy experiment run --json``, ``--max-runs 1`` then ``--max-runs 2``, and prints:
 
 - Runs/hour of each and their ratio (target >= 1.7x on 2 free cores);
+- the cores the experiment kept busy on average (its whole process tree's CPU time over
+  its wall time): a Run that keeps more than one core busy at times caps the ratio;
 - the experiment's bookkeeping (folding its stream, deciding, appending its events,
   checking the Runs' streams) as a share of its wall time (target <= 5%), and apart from
   it the share spent creating Runs (planning pools, storing programs) in the runner's
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -48,8 +51,14 @@ id = "acrobot"
 """
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run(spec: Path, store: Path, max_runs: int) -> dict[str, float]:
     load = os.getloadavg()[0]
+    cpu = _cpu()
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "evopolicygym.cli", "experiment", "run", str(spec), "--store", str(store),
@@ -57,6 +66,7 @@ def _run(spec: Path, store: Path, max_runs: int) -> dict[str, float]:
         capture_output=True, text=True,
     )
     wall = time.perf_counter() - started
+    cpu = _cpu() - cpu  # the whole tree's: the runner, its Runs, their Agents and evaluators
     if done.returncode != 0:
         raise SystemExit(f"--max-runs {max_runs}: exit {done.returncode}\n{done.stderr}")
     outcome = json.loads(done.stdout)
@@ -67,6 +77,7 @@ def _run(spec: Path, store: Path, max_runs: int) -> dict[str, float]:
         "inner_wall": outcome["wall_s"],
         "bookkeeping": outcome["bookkeeping_s"],
         "create": outcome["create_s"],
+        "cores": cpu / wall,
     }
 
 
@@ -90,7 +101,7 @@ def main() -> None:
             per_hour = r["runs"] / r["wall"] * 3600
             print(
                 f"--max-runs {max_runs}: {r['runs']:.0f} Runs in {r['wall']:.1f} s = {per_hour:.0f} Runs/hour "
-                f"(load before {r['load']:.1f}); bookkeeping {r['bookkeeping']:.2f} s = "
+                f"(load before {r['load']:.1f}), {r['cores']:.2f} cores busy on average; bookkeeping {r['bookkeeping']:.2f} s = "
                 f"{100 * r['bookkeeping'] / r['inner_wall']:.2f}% of its wall time, creating Runs "
                 f"{r['create']:.2f} s = {100 * r['create'] / r['inner_wall']:.1f}%"
             )
