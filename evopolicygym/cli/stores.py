@@ -13,7 +13,8 @@ import click
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import given_store
-from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.cli.output import one_line
+from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, open_store, resolve_store
 from evopolicygym.records.runs import RunSummary, UnknownRun, resolve_run
 from evopolicygym.records.store import StoreError
 from evopolicygym.run.liveness import host_alive
@@ -21,27 +22,29 @@ from evopolicygym.run.liveness import host_alive
 __all__ = ["check_store_dir", "open_existing", "resolve", "run_status", "store_root"]
 
 
-def store_root(ctx: click.Context, option: str | None = None) -> Path:
-    """The store directory: ``option`` (a command's own ``--store``), else the ``--store``
-    given on the command line (at the ``record`` group or after its subcommand), else
-    ``$EVOPOLICY_STORE`` or ``./evopolicy-store``."""
-    return resolve_store_path(option if option is not None else given_store(ctx))
+def store_root(ctx: click.Context, option: str | None = None) -> Path | StoreUrl:
+    """The store: ``option`` (a command's own ``--store``), else the ``--store`` given on the
+    command line (at the ``record`` group or after its subcommand), else ``$EVOPOLICY_STORE``
+    or ``./evopolicy-store``; a directory, or a ``StoreUrl`` (``str`` masks its password)."""
+    return resolve_store(option if option is not None else given_store(ctx))
 
 
-def check_store_dir(path: str | Path | None) -> None:
+def check_store_dir(path: str | Path | StoreUrl | None) -> None:
     """A store directory given as a path that names something else (a file) is a user error,
-    found before anything is created or recorded."""
-    if isinstance(path, str) and "://" in path:
+    found before anything is created or recorded. A URL is checked when it is opened."""
+    root = resolve_store(path)
+    if isinstance(root, StoreUrl):
         return
-    root = resolve_store_path(path)
     if root.exists() and not root.is_dir():
-        raise CliError(f"--store {path if path is not None else root}: {root} is not a directory (a store is one)")
+        raise CliError(
+            f"--store {path if path is not None else root}: {root} is not a directory (a store is one)"
+        )
 
 
-def open_existing(root: Path) -> Store:
+def open_existing(root: Path | StoreUrl) -> Store:
     """The store at ``root``, which must exist (reading never creates one)."""
     check_store_dir(root)
-    if not (root / "events.db").exists():
+    if isinstance(root, Path) and not (root / "events.db").exists():
         raise CliError(
             f"no store at {root}: create one with `{cli_command('record', 'create')}` "
             f"(or point --store or {STORE_ENV} at an existing store)"
@@ -49,7 +52,10 @@ def open_existing(root: Path) -> Store:
     try:
         return open_store(root)
     except StoreError as exc:
-        raise CliError(str(exc)) from exc
+        message = one_line(str(exc))
+        if isinstance(root, StoreUrl) and message.startswith(("no event log", "no blob tables")):
+            message += f": create one with `{cli_command('record', 'create')}`"
+        raise CliError(message) from exc
 
 
 def resolve(store: Store, run: str) -> str:
@@ -58,7 +64,7 @@ def resolve(store: Store, run: str) -> str:
         return resolve_run(store.events, run)
     except UnknownRun:
         raise CliError(
-            f"no run {run!r} in the store at {store.path} (see `{cli_command('record', 'list')}`)"
+            f"no run {run!r} in the store at {store.location} (see `{cli_command('record', 'list')}`)"
         ) from None
 
 

@@ -190,7 +190,11 @@ def _decode(digest: str, stored: bytes) -> bytes:
 
 
 class BlobStore:
-    """Content-addressed, immutable blobs under ``root``; safe for concurrent writers."""
+    """Content-addressed, immutable blobs under ``root``; safe for concurrent writers.
+
+    The programs part (``put_program``, ``get_program``) is written over the blob methods and
+    ``has_program`` / ``program_tree`` / ``_record_program``, so another backend (PostgreSQL:
+    ``records.pgblobs``) overrides those and keeps the same checks on every read."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -277,8 +281,7 @@ class BlobStore:
         """Store each file and the program's tree as blobs; return ``program.digest``."""
         if program_digest(program.files) != program.digest:
             raise ValueError(f"program {program.digest} does not match its files")
-        mapping = self._program_path(program.digest)
-        if mapping.exists():
+        if self.has_program(program.digest):
             return program.digest
         entries = [
             _TreeEntry(path=path, blob=self.put(data), size=len(data))
@@ -286,9 +289,16 @@ class BlobStore:
         ]
         tree = msgspec.json.encode(_Tree(format=_TREE_FORMAT, entries=entries), order="sorted")
         tree_digest = self.put(tree)
-        # Written last: a mapping on disk implies its tree and every file blob are durable.
-        _write_atomic(mapping, tree_digest.encode("ascii") + b"\n")
+        # Recorded last: a program's mapping implies its tree and every file blob are durable.
+        self._record_program(program.digest, tree_digest)
         return program.digest
+
+    def _record_program(self, digest: str, tree_digest: str) -> None:
+        """Map program ``digest`` to its tree blob (a backend's own write; once per program)."""
+        _write_atomic(self._program_path(digest), tree_digest.encode("ascii") + b"\n")
+
+    def close(self) -> None:
+        """Nothing to release for files (a backend holding a connection closes it)."""
 
     def has_program(self, digest: str) -> bool:
         return self._program_path(digest).is_file()

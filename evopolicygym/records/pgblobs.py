@@ -1,0 +1,318 @@
+"""Blobs and Programs in PostgreSQL: the blob store every machine of a shared store reaches.
+
+The same content-addressed store as ``blobs.BlobStore`` (same digests, same
+``_encode`` framing, same checks on every read), kept in three tables of the
+store's database, beside the event log::
+
+    blobs(digest, size, stored_size, chunks)   one row per blob, written with its chunks
+    blob_chunks(digest, seq, data)             the encoded blob in slices of CHUNK_BYTES
+    program_trees(digest, tree)                program digest -> digest of its tree blob
+
+A blob's header and chunks commit in one transaction, so a reader never sees
+part of one; a put of a blob already stored (or being stored by another
+transaction, which the primary key makes it wait for) does nothing. Chunks keep
+each row far below PostgreSQL's 1 GB value limit and each round trip bounded
+(a 256 MiB blob is 32 rows). The tables are append-only: a trigger refuses
+UPDATE, DELETE and TRUNCATE, as the event log's does.
+
+psycopg is imported with this module, which only ``location.open_store`` imports
+when a ``postgresql://`` store is opened.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+
+from evopolicygym.records.blobs import (
+    _DIGEST_RE,
+    MAX_BLOB_BYTES,
+    BlobCorrupt,
+    BlobMissing,
+    BlobStore,
+    _check_digest,
+    _decode,
+    _encode,
+    _sha256,
+)
+from evopolicygym.records.store import StoreError
+
+__all__ = ["CHUNK_BYTES", "SCHEMA", "PgBlobStore"]
+
+CHUNK_BYTES = 8 * 1024 * 1024
+_PAGE = 10_000
+_T = TypeVar("_T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    digest text PRIMARY KEY CHECK (digest ~ '^sha256:[0-9a-f]{64}$'),
+    size bigint NOT NULL CHECK (size >= 0),
+    stored_size bigint NOT NULL CHECK (stored_size >= 1),
+    chunks integer NOT NULL CHECK (chunks >= 1)
+);
+CREATE TABLE IF NOT EXISTS blob_chunks (
+    digest text NOT NULL REFERENCES blobs (digest),
+    seq integer NOT NULL CHECK (seq >= 0),
+    data bytea NOT NULL,
+    PRIMARY KEY (digest, seq)
+);
+CREATE TABLE IF NOT EXISTS program_trees (
+    digest text PRIMARY KEY CHECK (digest ~ '^sha256:[0-9a-f]{64}$'),
+    tree text NOT NULL REFERENCES blobs (digest)
+);
+CREATE OR REPLACE FUNCTION evopolicy_blobs_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'blobs are append-only: % on % refused', TG_OP, TG_TABLE_NAME;
+END $$;
+CREATE OR REPLACE TRIGGER blobs_append_only BEFORE UPDATE OR DELETE ON blobs
+    FOR EACH ROW EXECUTE FUNCTION evopolicy_blobs_append_only();
+CREATE OR REPLACE TRIGGER blobs_no_truncate BEFORE TRUNCATE ON blobs
+    FOR EACH STATEMENT EXECUTE FUNCTION evopolicy_blobs_append_only();
+CREATE OR REPLACE TRIGGER blob_chunks_append_only BEFORE UPDATE OR DELETE ON blob_chunks
+    FOR EACH ROW EXECUTE FUNCTION evopolicy_blobs_append_only();
+CREATE OR REPLACE TRIGGER blob_chunks_no_truncate BEFORE TRUNCATE ON blob_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION evopolicy_blobs_append_only();
+CREATE OR REPLACE TRIGGER program_trees_append_only BEFORE UPDATE OR DELETE ON program_trees
+    FOR EACH ROW EXECUTE FUNCTION evopolicy_blobs_append_only();
+CREATE OR REPLACE TRIGGER program_trees_no_truncate BEFORE TRUNCATE ON program_trees
+    FOR EACH STATEMENT EXECUTE FUNCTION evopolicy_blobs_append_only();
+"""
+# Two processes creating the schema at once would race on the catalog: serialize them.
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('evopolicygym.blobs.schema'))"
+
+
+class PgBlobStore(BlobStore):
+    """Content-addressed, immutable blobs in the PostgreSQL database at ``url``.
+
+    A ``BlobStore`` (every reader of ``Store.blobs`` takes it as one) with no files: ``path``
+    has no meaning here. Safe for threads (one connection, used under a lock) and for
+    processes forked with it open (a child opens its own connection)."""
+
+    def __init__(self, url: str, *, create: bool = False, display: str | None = None) -> None:
+        # No super().__init__: there is no root directory.
+        self._url = url
+        self._display = display if display is not None else "a PostgreSQL store"
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._pid = os.getpid()
+        self._stored: set[str] = set()  # digests seen stored: blobs are immutable
+        if create:
+            self._call(self._create)
+        elif not self._call(self._exists):
+            raise StoreError(
+                f"no blob tables in {self._display} (create them with `evopolicy record create`)"
+            )
+
+    def __repr__(self) -> str:
+        return f"PgBlobStore({self._display!r})"
+
+    # -- the connection ----------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._pid != os.getpid():
+            # A forked child must not share its parent's socket: it opens its own.
+            self._conn = psycopg.connect(self._url, autocommit=True)
+            self._pid = os.getpid()
+        return self._conn
+
+    def _call(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run ``work`` on the connection; a dropped connection is reopened and ``work``
+        retried once (every operation here is idempotent)."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return work(self._connection())
+                except psycopg.OperationalError as exc:
+                    broken = self._conn is None or self._conn.closed or self._conn.broken
+                    if attempt == 2 or not broken:
+                        raise StoreError(f"blob store in {self._display}: {exc}") from exc
+                    self._conn = None
+                except psycopg.Error as exc:
+                    raise StoreError(f"blob store in {self._display}: {exc}") from exc
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    @staticmethod
+    def _create(conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction():
+            conn.execute(_SCHEMA_LOCK)
+            conn.execute(SCHEMA)
+
+    @staticmethod
+    def _exists(conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT to_regclass('blobs') IS NOT NULL AND to_regclass('blob_chunks') IS NOT NULL "
+            "AND to_regclass('program_trees') IS NOT NULL"
+        ).fetchone()
+        return bool(row and row[0])
+
+    # -- blobs -------------------------------------------------------------------------
+
+    def path(self, digest: str) -> Path:
+        raise TypeError(f"blobs in {self._display} have no path (read them with get)")
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (if not already stored) and return its ``sha256:<hex>`` digest."""
+        data = bytes(data)
+        if len(data) > MAX_BLOB_BYTES:
+            raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
+        digest = _sha256(data)
+        if digest in self._stored or self.has(digest):
+            self._stored.add(digest)
+            return digest
+        stored = _encode(data)
+        chunks = [stored[i : i + CHUNK_BYTES] for i in range(0, len(stored), CHUNK_BYTES)]
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                # Another writer of the same blob holds the key until it commits; then this
+                # inserts nothing (same digest, same bytes), and the chunks are theirs.
+                header = conn.execute(
+                    "INSERT INTO blobs (digest, size, stored_size, chunks) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (digest) DO NOTHING",
+                    (digest, len(data), len(stored), len(chunks)),
+                )
+                if header.rowcount == 1:
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            "INSERT INTO blob_chunks (digest, seq, data) VALUES (%s, %s, %s)",
+                            [(digest, seq, chunk) for seq, chunk in enumerate(chunks)],
+                        )
+
+        self._call(write)
+        self._stored.add(digest)
+        return digest
+
+    def _read(self, digest: str) -> bytes:
+        _check_digest(digest)
+
+        def read(conn: psycopg.Connection[Any]) -> bytes:
+            with conn.transaction():
+                header = conn.execute(
+                    "SELECT stored_size, chunks FROM blobs WHERE digest = %s", (digest,)
+                ).fetchone()
+                if header is None:
+                    raise BlobMissing(digest)
+                stored_size, count = int(header[0]), int(header[1])
+                if stored_size > MAX_BLOB_BYTES + 1:
+                    raise BlobCorrupt(digest, f"row holds {stored_size} bytes, more than any blob")
+                rows = conn.execute(
+                    "SELECT seq, data FROM blob_chunks WHERE digest = %s ORDER BY seq", (digest,)
+                ).fetchall()
+            seqs = [row[0] for row in rows]
+            if seqs != list(range(count)):
+                raise BlobCorrupt(digest, f"holds chunks {_ranges(seqs)} of {count}")
+            stored = b"".join(bytes(row[1]) for row in rows)
+            if len(stored) != stored_size:
+                raise BlobCorrupt(
+                    digest, f"chunks hold {len(stored)} bytes, header says {stored_size}"
+                )
+            return stored
+
+        return self._call(read)
+
+    def get(self, digest: str) -> bytes:
+        """The blob's bytes, checked against its digest."""
+        data = _decode(digest, self._read(digest))
+        actual = _sha256(data)
+        if actual != digest:
+            raise BlobCorrupt(digest, f"content hashes to {actual}")
+        return data
+
+    def has(self, digest: str) -> bool:
+        _check_digest(digest)
+        if digest in self._stored:
+            return True
+        row = self._call(
+            lambda conn: conn.execute("SELECT 1 FROM blobs WHERE digest = %s", (digest,)).fetchone()
+        )
+        return row is not None
+
+    def size(self, digest: str) -> int:
+        """Uncompressed size, from the blob's header row (content unchecked)."""
+        _check_digest(digest)
+        row = self._call(
+            lambda conn: conn.execute(
+                "SELECT size FROM blobs WHERE digest = %s", (digest,)
+            ).fetchone()
+        )
+        if row is None:
+            raise BlobMissing(digest)
+        return int(row[0])
+
+    def digests(self) -> Iterator[str]:
+        """Digests of all stored blobs, in sorted order (read a page at a time)."""
+        return self._keys("blobs")
+
+    def _keys(self, table: str) -> Iterator[str]:
+        after = ""
+        while True:
+            rows = self._call(functools.partial(_page, table, after))
+            for row in rows:
+                yield str(row[0])
+            if len(rows) < _PAGE:
+                return
+            after = str(rows[-1][0])
+
+    # -- programs ----------------------------------------------------------------------
+
+    def has_program(self, digest: str) -> bool:
+        _check_digest(digest)
+        row = self._call(
+            lambda conn: conn.execute(
+                "SELECT 1 FROM program_trees WHERE digest = %s", (digest,)
+            ).fetchone()
+        )
+        return row is not None
+
+    def _record_program(self, digest: str, tree_digest: str) -> None:
+        self._call(
+            lambda conn: conn.execute(
+                "INSERT INTO program_trees (digest, tree) VALUES (%s, %s) ON CONFLICT (digest) DO NOTHING",
+                (digest, tree_digest),
+            )
+        )
+
+    def program_tree(self, digest: str) -> str:
+        """Digest of the tree blob recorded for program ``digest``."""
+        _check_digest(digest)
+        row = self._call(
+            lambda conn: conn.execute(
+                "SELECT tree FROM program_trees WHERE digest = %s", (digest,)
+            ).fetchone()
+        )
+        if row is None:
+            raise BlobMissing(digest, "program")
+        text = str(row[0])
+        if _DIGEST_RE.fullmatch(text) is None:
+            raise BlobCorrupt(digest, f"tree reference {text[:80]!r} is not a digest", "program")
+        return text
+
+    def program_digests(self) -> Iterator[str]:
+        """Digests of all stored programs, in sorted order."""
+        return self._keys("program_trees")
+
+
+def _page(table: str, after: str, conn: psycopg.Connection[Any]) -> list[Any]:
+    query = f"SELECT digest FROM {table} WHERE digest > %s ORDER BY digest LIMIT %s"
+    return conn.execute(query, (after, _PAGE)).fetchall()
+
+
+def _ranges(seqs: list[int]) -> str:
+    return (
+        "none"
+        if not seqs
+        else ", ".join(str(seq) for seq in seqs[:8]) + (", ..." if len(seqs) > 8 else "")
+    )
