@@ -1,5 +1,8 @@
 """The event store under real faults: concurrent processes, SIGKILL mid-append, a corrupted file.
 
+The concurrency and SIGKILL tests run on both backends (SQLite, and PostgreSQL in a database
+of its own, see pg.py); the corruption tests edit the SQLite file itself.
+
 Also the fold helpers (``iter_events``) replay builds on, and ``verify_store`` on the bare
 log: it must name the first bad position, and what is wrong there, whatever was tampered with.
 """
@@ -7,6 +10,7 @@ log: it must name the first bad position, and what is wrong there, whatever was 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import json
 import signal
@@ -16,9 +20,11 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
 
 from evopolicygym.records import events as events_module
@@ -34,7 +40,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.fold import iter_events, iter_rows
 from evopolicygym.records.sqlite import SQLiteEventStore
-from evopolicygym.records.store import ANY_VERSION
+from evopolicygym.records.store import ANY_VERSION, EventStore
 from evopolicygym.records.verify import ProblemKind, VerifyReport, verify_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,14 +60,14 @@ def make_store(path: Path, events: int = 30) -> SQLiteEventStore:
     return store
 
 
-def everything(store: SQLiteEventStore) -> list[Envelope]:
+def everything(store: EventStore) -> list[Envelope]:
     envelopes: list[Envelope] = []
     while page := store.read_all(envelopes[-1].position if envelopes else 0, 1000):
         envelopes.extend(page)
     return envelopes
 
 
-def assert_sound(store: SQLiteEventStore) -> list[Envelope]:
+def assert_sound(store: EventStore) -> list[Envelope]:
     """Gap-free positions, a valid chain and contiguous stream versions."""
     envelopes = everything(store)
     assert [e.position for e in envelopes] == list(range(1, store.head() + 1))
@@ -88,19 +94,48 @@ def spawn(script: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+# --------------------------------------------------------------------------- backends
+
+
+def open_log(where: str, create: bool = False) -> EventStore:
+    """The log at ``where``: a PostgreSQL URL or an SQLite file (the subprocesses' opener too)."""
+    if where.startswith("postgresql://"):
+        from evopolicygym.records.postgres import PostgresEventStore
+
+        return PostgresEventStore(where, create=create)
+    from evopolicygym.records.sqlite import SQLiteEventStore
+
+    return SQLiteEventStore(where, create=create)
+
+
+OPEN_LOG = "from evopolicygym.records.store import EventStore\n" + inspect.getsource(open_log)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new, empty log of each backend: an SQLite file's path or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "events.db")
+    else:
+        pg.require_postgres()
+        request.addfinalizer(pg.drop_made)
+        path = pg.url_of(pg.database_for(tmp_path))
+    open_log(path, create=True).close()
+    return path
+
+
 # --------------------------------------------------------------------------- concurrency
 
-WORKER = textwrap.dedent(
+WORKER = OPEN_LOG + textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
     from evopolicygym.records.events import EpisodeCompleted, new_event
-    from evopolicygym.records.sqlite import SQLiteEventStore
     from evopolicygym.records.store import ANY_VERSION
 
     path, worker, count, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     workers = int(sys.argv[5])
-    store = SQLiteEventStore(path)
+    store = open_log(path)
     own_stream = f"worker-{worker}"
     print("ready", flush=True)
     while not go.exists():
@@ -140,9 +175,8 @@ WORKER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_four_processes_append_concurrently(tmp_path: Path) -> None:
-    path = tmp_path / "events.db"
-    SQLiteEventStore(path, create=True).close()
+def test_four_processes_append_concurrently(tmp_path: Path, where: str) -> None:
+    path = where
     go = tmp_path / "go"
     workers, count = 4, 2_000
     procs = [
@@ -166,10 +200,13 @@ def test_four_processes_append_concurrently(tmp_path: Path) -> None:
     assert [r["errors"] for r in reports] == [[]] * workers
     assert all(r["retries"] == count // 10 for r in reports)
 
-    with SQLiteEventStore(path) as store:
+    store = open_log(path)
+    try:
         assert store.head() == workers * count
         envelopes = assert_sound(store)
         versions = {s.stream_id: s.version for s in store.streams()}
+    finally:
+        store.close()
     assert versions == {
         "shared": sum(r["shared"] for r in reports),
         **{f"worker-{w}": r["own"] for w, r in enumerate(reports)},
@@ -237,13 +274,12 @@ def test_a_log_appears_whole_while_others_create_and_read_it(tmp_path: Path) -> 
 
 # --------------------------------------------------------------------------- SIGKILL
 
-LOOPER = textwrap.dedent(
+LOOPER = OPEN_LOG + textwrap.dedent(
     """
     import sys
     from evopolicygym.records.events import EpisodeCompleted, new_event
-    from evopolicygym.records.sqlite import SQLiteEventStore
 
-    store = SQLiteEventStore(sys.argv[1])
+    store = open_log(sys.argv[1])
     size = 50
     version = store.streams("loop")[0].version if store.streams("loop") else 0
     n = version // size
@@ -268,9 +304,8 @@ LOOPER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_sigkill_mid_append_leaves_whole_batches(tmp_path: Path) -> None:
-    path = tmp_path / "events.db"
-    SQLiteEventStore(path, create=True).close()
+def test_sigkill_mid_append_leaves_whole_batches(where: str) -> None:
+    path = where
     heads: list[int] = []
     for _ in range(3):  # three kills, each resuming where the last one left off
         proc = spawn(LOOPER, str(path))
@@ -282,12 +317,12 @@ def test_sigkill_mid_append_leaves_whole_batches(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         assert proc.returncode == -signal.SIGKILL
-        with SQLiteEventStore(path) as store:
+        with closing(open_log(path)) as store:
             head = store.head()
             assert head % 50 == 0 and head > (heads[-1] if heads else 0)
             assert_sound(store)
             heads.append(head)
-    with SQLiteEventStore(path) as store:
+    with closing(open_log(path)) as store:
         head = store.head()
         assert store.streams("loop")[0].version == head
         more = [episode(f"after-{i}", i) for i in range(50)]
