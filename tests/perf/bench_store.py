@@ -10,16 +10,26 @@ log in DuckDB (from a pyarrow table) beside the same query in SQLite. Targets:
 batch append >= 0.5 x raw; iter_events >= 500k events/s; the DuckDB GROUP BY
 <= 100 ms at 1M events.
 
-Run: uv run python tests/perf/bench_store.py [--events 1000000]
+Then the same for PostgreSQL (``--postgres URL``, default the local server; each
+figure in a database of its own, dropped at the end): raw ``executemany`` and raw
+``COPY`` of the same rows into the same table (batches of 100, one commit each, no
+triggers, no lock, no chain, no checks) against our durable ``append`` in batches of
+100 (target >= 0.5 x the faster raw), single-event appends, the fold, and 8 writer
+processes appending at once: total events/s, and the log checked for gaps, duplicates
+and its chain afterwards.
+
+Run: uv run python tests/perf/bench_store.py [--events 1000000] [--postgres URL | --no-postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -149,6 +159,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to build (default: a temp dir)"
     )
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("EVOPOLICY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL server's URL whose user may create databases",
+    )
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--writers", type=int, default=8, help="concurrent PostgreSQL writer processes")
+    parser.add_argument(
+        "--writer-events", type=int, default=5_000, help="events each concurrent writer appends"
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="bench-store-", dir=args.dir) as tmp:
@@ -250,6 +270,174 @@ def main(argv: list[str] | None = None) -> None:
         print(f"GROUP BY type, SQLite: {sqlite_ms:8.1f} ms median of 5")
         duck.close()
         conn.close()
+
+    if not args.no_postgres:
+        bench_postgres(args)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+class Databases:
+    """Databases of the benchmark's own on the server, each dropped at the end."""
+
+    def __init__(self, server: str) -> None:
+        import psycopg
+
+        self.server = server
+        self.admin = psycopg.connect(server, autocommit=True)
+        self.names: list[str] = []
+
+    def new(self) -> str:
+        from sqlalchemy.engine import make_url
+
+        name = f"evopolicy_bench_{uuid.uuid4().hex[:16]}"
+        self.admin.execute(f'CREATE DATABASE "{name}"')
+        self.names.append(name)
+        return make_url(self.server).set(database=name).render_as_string(hide_password=False)
+
+    def close(self) -> None:
+        for name in self.names:
+            self.admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.admin.close()
+
+
+def bench_pg_raw(url: str, events: list[NewEvent], copy: bool) -> float:
+    """The floor: the same table and constraints, prepared rows, one commit per batch of
+    100, by ``executemany`` or by ``COPY``; no triggers, no lock, no chain, no checks."""
+    import psycopg
+    from sqlalchemy.dialects import postgresql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(str(CreateTable(EventRecord.__table__).compile(dialect=postgresql.dialect())))
+        zero = "0" * 64
+        now = time.time_ns()
+        rows = [
+            (i + 1, "raw", i + 1, e.event_id, e.type, e.schema_version, now, e.payload, zero, zero, zero)
+            for i, e in enumerate(events)
+        ]
+        insert = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        types = ["bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text"]
+        start = time.perf_counter()
+        for offset in range(0, len(rows), BATCH):
+            with conn.transaction(), conn.cursor() as cursor:
+                if copy:
+                    with cursor.copy(f"COPY events ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as stream:
+                        stream.set_types(types)
+                        for row in rows[offset : offset + BATCH]:
+                            stream.write_row(row)
+                else:
+                    cursor.executemany(insert, rows[offset : offset + BATCH])
+        return time.perf_counter() - start
+
+
+def _writer(url: str, worker: int, count: int, size: int, go: Any, ready: Any, out: Any) -> None:
+    """One concurrent writer process: ``count`` events in appends of ``size``, half to its
+    own stream (with its expected version), half to a stream all writers share."""
+    from evopolicygym.records.postgres import PostgresEventStore
+
+    with PostgresEventStore(url) as store:
+        events = episodes(count, f"w{worker}")
+        ready.put(worker)
+        go.wait()
+        start = time.perf_counter()
+        own = 0
+        for n, offset in enumerate(range(0, count, size)):
+            chunk = events[offset : offset + size]
+            if n % 2:
+                store.append("shared", chunk, ANY_VERSION)
+            else:
+                store.append(f"writer-{worker}", chunk, own)
+                own += len(chunk)
+        out.put((worker, time.perf_counter() - start))
+
+
+def bench_postgres(args: argparse.Namespace) -> None:
+    import multiprocessing
+
+    try:
+        databases = Databases(args.postgres)
+    except Exception as exc:  # no server: say so, the SQLite figures stand
+        print(f"PostgreSQL: not measured ({str(exc).strip().splitlines()[0]})")
+        return
+    from evopolicygym.records.postgres import PostgresEventStore
+
+    try:
+        version = databases.admin.execute("SHOW server_version").fetchone()
+        durability = databases.admin.execute(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
+        ).fetchone()
+        assert version is not None and durability is not None
+        print(f"PostgreSQL {version[0]} (fsync={durability[0]}, synchronous_commit={durability[1]})")
+
+        events = episodes(args.append_events, "a")
+        many_s = bench_pg_raw(databases.new(), events, copy=False)
+        print(f"raw executemany, batches of {BATCH}: {rate(len(events), many_s)}")
+        copy_s = bench_pg_raw(databases.new(), events, copy=True)
+        print(f"raw COPY, batches of {BATCH}:        {rate(len(events), copy_s)}")
+        url = databases.new()
+        with PostgresEventStore(url, create=True) as store:
+            batch_s = bench_append(store, events, BATCH, "batched")
+            print(f"append, batches of {BATCH}:          {rate(len(events), batch_s)}")
+            singles = episodes(args.single, "s")
+            single_s = bench_append(store, singles, 1, "single")
+            print(f"append, single events:           {rate(len(singles), single_s)}")
+            ratio = min(many_s, copy_s) / batch_s
+            target = "met" if ratio >= 0.5 else "MISSED"
+            print(f"batch append / faster raw: {ratio:.2f}  (target >= 0.5: {target})")
+
+            start = time.perf_counter()
+            rows = fetch_only(store.read_event_rows)
+            rows_s = time.perf_counter() - start
+            print(f"read_event_rows alone (no decoding):{rate(rows, rows_s)}")
+            start = time.perf_counter()
+            folded = sum(1 for _ in iter_events(store))
+            fold_s = time.perf_counter() - start
+            print(f"iter_events fold:                   {rate(folded, fold_s)}")
+
+        # ----------------------------------------------------------- concurrent writers
+        url = databases.new()
+        PostgresEventStore(url, create=True).close()
+        context = multiprocessing.get_context("spawn")
+        go = context.Event()
+        ready = context.Queue()
+        out = context.Queue()
+        size = 10
+        procs = [
+            context.Process(target=_writer, args=(url, w, args.writer_events, size, go, ready, out))
+            for w in range(args.writers)
+        ]
+        for proc in procs:
+            proc.start()
+        for _ in procs:  # every writer connected and its events built before the clock starts
+            ready.get(timeout=600)
+        start = time.perf_counter()
+        go.set()
+        finished = [out.get(timeout=600) for _ in procs]
+        wall_s = time.perf_counter() - start
+        for proc in procs:
+            proc.join()
+        total = args.writers * args.writer_events
+        print(
+            f"{args.writers} concurrent writers, appends of {size}: {rate(total, wall_s)}"
+            f"  (slowest writer {max(s for _, s in finished):.2f} s)"
+        )
+        with PostgresEventStore(url) as store:
+            positions: list[int] = []
+            ids: set[str] = set()
+            while page := store.read_event_rows(positions[-1] if positions else 0, 10_000):
+                positions.extend(row[0] for row in page)
+            for row in store.read_all_rows(0, total + 1):
+                ids.add(row[3])
+            head = store.head()
+            report = verify_store(store)
+        gap_free = positions == list(range(1, total + 1)) and head == total and len(ids) == total
+        print(
+            f"no gap, no duplicate, chain valid: {'yes' if gap_free and report.ok else 'NO'}"
+            f"  (head {head:,}, {len(ids):,} distinct ids, {len(report.problems)} problems)"
+        )
+    finally:
+        databases.close()
 
 
 if __name__ == "__main__":
