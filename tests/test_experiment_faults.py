@@ -17,7 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from evopolicygym.experiments.decider import OUTCOMES, RETRYABLE
 from evopolicygym.experiments.spec import load_spec, resolve
@@ -98,16 +101,28 @@ def check_consistent(store: Path, experiment_id: str) -> None:
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-def test_sigkill_mid_experiment_then_rerun_finishes_every_cell_once(tmp_path: Path) -> None:
+def _mid_way(types: list[str]) -> bool:
+    """A cell has ended and another Run is under way."""
+    ended, assigned = types.count("CellRunEnded"), types.count("CellRunAssigned")
+    return ended >= 1 and assigned > ended
+
+
+def _first_assigned(types: list[str]) -> bool:
+    """The first Run was just assigned: it is being created, or its carrier starting."""
+    return types.count("CellRunAssigned") >= 1
+
+
+@pytest.mark.parametrize("moment", [_mid_way, _first_assigned], ids=["mid-way", "first-assigned"])
+def test_sigkill_mid_experiment_then_rerun_finishes_every_cell_once(
+    tmp_path: Path, moment: Callable[[list[str]], bool]
+) -> None:
     spec, store = _spec(tmp_path), tmp_path / "store"
     command = _command(spec, store, "--max-runs", "2")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
-            types = _stream_types(store, "tiny")
-            ended, assigned = types.count("CellRunEnded"), types.count("CellRunAssigned")
-            if ended >= 1 and assigned > ended:  # a cell has ended and another Run is under way
+            if moment(_stream_types(store, "tiny")):
                 break
             assert process.poll() is None, "the experiment ended before it could be killed mid-way"
             time.sleep(0.05)
