@@ -149,14 +149,17 @@ def resolve_store_path(option: str | os.PathLike[str] | None = None) -> Path:
 
 def store_exists(location: str | os.PathLike[str] | StoreUrl | None = None) -> bool:
     """Whether a store is at ``location`` (resolved as above); for a URL, whether its
-    database holds a store's tables (so it connects)."""
+    database holds a store's tables (a server that cannot be reached counts as one, so
+    opening it reports why)."""
     resolved = resolve_store(location)
     if isinstance(resolved, Path):
         return (resolved / "events.db").exists()
     try:
         open_store(resolved).close()
-    except StoreError:
-        return False
+    except StoreError as exc:
+        # Only a database without the store's tables is "no store": any other failure
+        # (no server, refused) is left for the open that follows to report as it is.
+        return not str(exc).startswith(("no event log", "no blob tables"))
     return True
 
 
