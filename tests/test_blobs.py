@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,8 +68,29 @@ def run_python(code: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> BlobStore:
-    return BlobStore(tmp_path / "blobs")
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
+    """The filesystem store; a test marked ``BOTH`` also runs on PostgreSQL (a database of
+    its own, dropped after), the behaviour a Run and its readers rely on being the same."""
+    if getattr(request, "param", "files") == "files":
+        yield BlobStore(tmp_path / "blobs")
+        return
+    import pg
+
+    pg.require_postgres()
+    from evopolicygym.records.pgblobs import PgBlobStore
+
+    try:
+        store = PgBlobStore(pg.new_database(), create=True)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        pg.drop_made()
+
+
+# Tests of behaviour every backend shares run on each of them.
+BOTH = pytest.mark.parametrize("store", ["files", "postgres"], indirect=True)
 
 
 # -- round trip ------------------------------------------------------------------------------
@@ -84,6 +106,7 @@ payloads = st.one_of(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=payloads)
+@BOTH
 def test_round_trip(store: BlobStore, data: bytes) -> None:
     digest = store.put(data)
     assert digest == sha(data)
@@ -124,6 +147,7 @@ def test_dedup_creates_no_new_file(store: BlobStore) -> None:
     assert list(store.digests()) == [first]
 
 
+@BOTH
 def test_digests_sorted_and_fresh_store_empty(store: BlobStore) -> None:
     assert list(store.digests()) == []
     assert list(store.program_digests()) == []
@@ -131,6 +155,7 @@ def test_digests_sorted_and_fresh_store_empty(store: BlobStore) -> None:
     assert list(store.digests()) == sorted(made)
 
 
+@BOTH
 def test_put_refuses_over_limit(store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blobs, "MAX_BLOB_BYTES", 1000)
     store.put(b"x" * 1000)
@@ -271,6 +296,7 @@ def test_frame_declaring_a_smaller_size_than_it_holds(store: BlobStore) -> None:
     assert_corrupt(store, digest)
 
 
+@BOTH
 def test_missing_blob(store: BlobStore) -> None:
     digest = sha(b"never stored")
     assert not store.has(digest)
@@ -456,6 +482,7 @@ def test_concurrent_processes_writing_overlapping_content(tmp_path: Path) -> Non
     assert not [p for p in all_files(root) if p.name.startswith(".tmp-")]
 
 
+@BOTH
 def test_concurrent_threads_writing_the_same_blob(store: BlobStore) -> None:
     datas = [COMPRESSIBLE, b"small", random.Random(4).randbytes(100_000)] * 16
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -485,6 +512,7 @@ PROGRAMS = [
 
 
 @pytest.mark.parametrize("files", PROGRAMS, ids=["minimal", "nested-binary", "sorting"])
+@BOTH
 def test_program_round_trip(store: BlobStore, files: dict[str, bytes | str]) -> None:
     program = Program.from_files(files)
     assert not store.has_program(program.digest)
@@ -520,6 +548,7 @@ def test_put_program_twice_is_a_no_op(store: BlobStore) -> None:
         max_size=6,
     )
 )
+@BOTH
 def test_program_round_trip_property(store: BlobStore, files: dict[str, bytes]) -> None:
     try:
         program = Program.from_files(files)
@@ -618,6 +647,7 @@ def test_corrupt_program_mapping(store: BlobStore, content: bytes) -> None:
     corrupt_program_error(store, program.digest)
 
 
+@BOTH
 def test_unknown_program(store: BlobStore) -> None:
     digest = sha(b"no such program")
     assert not store.has_program(digest)
@@ -627,6 +657,7 @@ def test_unknown_program(store: BlobStore) -> None:
     assert "program" in str(info.value) and digest in str(info.value)
 
 
+@BOTH
 def test_put_program_refuses_a_forged_digest(store: BlobStore) -> None:
     program = Program.from_files(PROGRAMS[0])
     forged = Program(program.files, sha(b"something else"))

@@ -30,9 +30,9 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from evopolicygym.records import blobs as _files
 from evopolicygym.records.blobs import (
     _DIGEST_RE,
-    MAX_BLOB_BYTES,
     BlobCorrupt,
     BlobMissing,
     BlobStore,
@@ -166,8 +166,9 @@ class PgBlobStore(BlobStore):
     def put(self, data: bytes) -> str:
         """Store ``data`` (if not already stored) and return its ``sha256:<hex>`` digest."""
         data = bytes(data)
-        if len(data) > MAX_BLOB_BYTES:
-            raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
+        limit = _files.MAX_BLOB_BYTES  # read at the call: one limit for both backends
+        if len(data) > limit:
+            raise ValueError(f"{len(data)} bytes exceeds the {limit}-byte blob limit")
         digest = _sha256(data)
         if digest in self._stored or self.has(digest):
             self._stored.add(digest)
@@ -206,7 +207,7 @@ class PgBlobStore(BlobStore):
                 if header is None:
                     raise BlobMissing(digest)
                 stored_size, count = int(header[0]), int(header[1])
-                if stored_size > MAX_BLOB_BYTES + 1:
+                if stored_size > _files.MAX_BLOB_BYTES + 1:
                     raise BlobCorrupt(digest, f"row holds {stored_size} bytes, more than any blob")
                 rows = conn.execute(
                     "SELECT seq, data FROM blob_chunks WHERE digest = %s ORDER BY seq", (digest,)
