@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
@@ -116,8 +117,22 @@ def test_the_read_api(stores: tuple[Path, Path, str]) -> None:
         assert cell_config(record.created, record.created.cells[1])["seed"] == 1
         with pytest.raises(UnknownExperiment, match="no experiment 'other'"):
             experiment_runs(store.events, "other")
+
     with open_store(plain) as store:
         assert experiment_ids(store.events) == []
+
+
+def test_an_experiment_named_like_a_stream_id(tmp_path: Path) -> None:
+    with open_store(tmp_path / "store", create=True) as store:
+        plain = created({})
+        named = msgspec.structs.replace(plain, experiment_id="experiment-demo")
+        store.events.append("experiment-demo", [new_event(plain, "plain/created")], 0)
+        store.events.append("experiment-experiment-demo", [new_event(named, "named/created")], 0)
+        assert experiment_ids(store.events) == ["demo", "experiment-demo"]
+        # The name as given first, then as a stream id.
+        assert read_experiment(store.events, "experiment-demo").experiment_id == "experiment-demo"
+        assert read_experiment(store.events, "demo").experiment_id == "demo"
+        assert read_experiment(store.events, "experiment-experiment-demo").experiment_id == "experiment-demo"
 
 
 def test_record_list_and_verify_see_only_the_runs(stores: tuple[Path, Path, str]) -> None:

@@ -156,11 +156,14 @@ class ExperimentRecord:
 
 def read_experiment(events: EventStore, experiment_id: str) -> ExperimentRecord:
     """The experiment folded from its stream; ``UnknownExperiment`` if it has none."""
-    experiment_id = experiment_id_of(experiment_id) or experiment_id  # given as <id> or experiment-<id>
-    record = fold_experiment(events, experiment_id)
-    if record.created is None:
-        raise UnknownExperiment(f"no experiment {experiment_id!r} in this store")
-    return record
+    # Given as <id> or as its stream id experiment-<id>: the name as given first (an
+    # experiment may itself be named experiment-...).
+    for candidate in (experiment_id, experiment_id_of(experiment_id)):
+        if candidate:
+            record = fold_experiment(events, candidate)
+            if record.created is not None:
+                return record
+    raise UnknownExperiment(f"no experiment {experiment_id!r} in this store")
 
 
 def fold_experiment(events: EventStore, experiment_id: str) -> ExperimentRecord:
