@@ -239,7 +239,7 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
     show_default=True,
     help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, validation_failed, assessment_failed), counted over every invocation.",
 )
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once on this machine [default: CPUs // the profile's jobs, at least 1].")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once on this machine [default: CPUs // each Run's jobs (1 unless [run] says otherwise), at least 1].")
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
