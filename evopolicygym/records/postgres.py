@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 import sqlalchemy.exc
 from psycopg import errors as pg_errors
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.dialects.postgresql import dialect as postgresql_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -63,6 +63,10 @@ _TRIGGERS = {
 }
 # Above this many events an append writes them with COPY; a few rows go faster as INSERTs.
 _COPY_FROM = 8
+# Session settings: an append waits at most this long for the append lock (SQLite's busy
+# timeout), and a writer idle inside its transaction (a stopped process, a lost client) is
+# cut off by the server, so it cannot hold every other writer's appends forever.
+_SESSION = ("SET lock_timeout = '30s'", "SET idle_in_transaction_session_timeout = '60s'")
 
 
 def is_postgres_url(location: object) -> bool:
@@ -75,6 +79,12 @@ def _driver_url(url: str) -> URL:
     if parsed.get_backend_name() != "postgresql":
         raise StoreError(f"{parsed.render_as_string(hide_password=True)} is not a postgresql:// URL")
     return parsed.set(drivername="postgresql+psycopg")
+
+
+def _configure(dbapi_connection: psycopg.Connection[Any], _record: Any) -> None:
+    dbapi_connection.autocommit = True  # so the settings are not rolled back with a transaction
+    for statement in _SESSION:
+        dbapi_connection.execute(statement)
 
 
 def _broken(exc: BaseException, raw: psycopg.Connection[Any] | None) -> bool:
@@ -96,6 +106,7 @@ class PostgresEventStore:
         # One connection per store object, used under our lock (as the SQLite store does);
         # autocommit, so a read is its own statement and never holds a snapshot open.
         self.engine: Engine = create_engine(self._url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+        event.listen(self.engine, "connect", _configure)
         self._conn: Connection | None = None
         try:
             with self._lock:
@@ -263,6 +274,8 @@ class PostgresEventStore:
         hashes = [payload_hash(e.payload) for e in events]
 
         def work(raw: psycopg.Connection[Any]) -> list[int]:
+            # Not pipelined: measured, the commit's flush dominates a small append, not
+            # its round trips, and COPY (the fast path for batches) cannot be pipelined.
             with raw.transaction(), raw.cursor() as cursor:
                 return self._append(cursor, stream_id, events, hashes, expected_version)
 
@@ -280,19 +293,22 @@ class PostgresEventStore:
         self, cursor: psycopg.Cursor[Any], stream_id: str, events: Sequence[NewEvent], hashes: list[str], expected_version: int
     ) -> list[int]:
         # Serialize appends to this store: every read below sees every append committed before.
+        connection = cursor.connection
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self._append_lock,))
-        existing = cursor.execute(
+        found = connection.execute(
             "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id = ANY(%s)",
             ([e.event_id for e in events],),
-        ).fetchall()
-        if existing:
-            return _retried(stream_id, events, hashes, existing)
-        current, position, prev = cursor.execute(
+        )
+        state = connection.execute(
             "SELECT (SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = %s), "
             "last.position, last.hash FROM (SELECT 1) one "
             "LEFT JOIN (SELECT position, hash FROM events ORDER BY position DESC LIMIT 1) last ON true",
             (stream_id,),
-        ).fetchone() or (0, None, None)
+        )
+        existing = found.fetchall()
+        if existing:
+            return _retried(stream_id, events, hashes, existing)
+        current, position, prev = state.fetchone() or (0, None, None)
         if expected_version != ANY_VERSION and current != expected_version:
             raise ExpectedVersionError(stream_id, expected_version, current)
         position = position or 0
@@ -318,8 +334,8 @@ class PostgresEventStore:
         return positions
 
     def _inside_append(self, cursor: psycopg.Cursor[Any]) -> None:
-        """Called with an append's rows written and its transaction still open (a seam for
-        tests that hold a transaction open or drop the connection there)."""
+        """Called with an append's rows written and its transaction still open (the lock
+        held): a seam for tests that hold a transaction open or drop the connection there."""
 
     def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
         version = from_version
