@@ -31,7 +31,7 @@ from evopolicygym.cli.output import emit_json, one_line, print_table, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED
 from evopolicygym.cli.stores import check_store_dir, open_existing, run_status, store_root
 from evopolicygym.records.events import ExperimentCell, ExperimentCreated
-from evopolicygym.records.location import Store, resolve_store_path
+from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, resolve_store
 from evopolicygym.records.store import StoreError
 
 __all__ = ["CliCellLauncher", "experiment"]
@@ -174,10 +174,12 @@ class CliCellLauncher:
         except (AgentError, SkillError, RunConfigError, RunError) as exc:
             raise ValueError(str(exc)) from exc
 
-    def carry_argv(self, store_path: Path, run_id: str) -> list[str]:
+    def carry_argv(self, store: Path | StoreUrl, run_id: str) -> list[str]:
         from evopolicygym.experiments.runner import default_carry_argv
 
-        return default_carry_argv(store_path, run_id, allow_uncontained=self.allow_uncontained)
+        if isinstance(store, StoreUrl):  # to the Runs' processes by the environment, not argv
+            os.environ[STORE_ENV] = store.url
+        return default_carry_argv(store, run_id, allow_uncontained=self.allow_uncontained)
 
 
 # --------------------------------------------------------------------------- run
@@ -303,7 +305,7 @@ def run_experiment(
             live.update(progress.text, refresh=True)
 
     runner = ExperimentRunner(
-        resolve_store_path(store_dir), created, launcher, executor, retries=retries, on_change=changed
+        resolve_store(store_dir), created, launcher, executor, retries=retries, on_change=changed
     )
     try:
         with _forwarding(runner), (live if console.is_terminal else contextlib.nullcontext()):

@@ -42,7 +42,7 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.experiments import ExperimentRecord, experiment_stream_id, fold_experiment
-from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.location import Store, StoreUrl, open_store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.records.store import ExpectedVersionError
 
@@ -78,8 +78,9 @@ class CellLauncher(Protocol):
         """Create the cell's Run with id ``run_id`` (``ValueError`` with why it cannot be)."""
         ...
 
-    def carry_argv(self, store_path: Path, run_id: str) -> list[str]:
-        """The command line that carries the Run to its end (it resumes from the log)."""
+    def carry_argv(self, store: Path | StoreUrl, run_id: str) -> list[str]:
+        """The command line that carries the Run to its end (it resumes from the log);
+        ``store`` as the runner opened it (a directory, or a PostgreSQL store's URL)."""
         ...
 
 
@@ -273,7 +274,7 @@ class ExperimentRunner:
 
     def __init__(
         self,
-        store_path: Path,
+        store_location: Path | StoreUrl,
         created: ExperimentCreated,
         launcher: CellLauncher,
         executor: Executor,
@@ -283,7 +284,7 @@ class ExperimentRunner:
     ) -> None:
         if retries < 0:
             raise ValueError("retries must be >= 0")
-        self.store_path = store_path
+        self.store_location = store_location
         self.created = created
         self.launcher = launcher
         self.executor = executor
@@ -302,7 +303,7 @@ class ExperimentRunner:
         started = time.perf_counter()
         try:
             with (
-                open_store(self.store_path, create=True) as store,
+                open_store(self.store_location, create=True) as store,
                 _experiment_lock(store, self.created.experiment_id),
             ):
                 self._drive(store)
@@ -420,12 +421,15 @@ class ExperimentRunner:
                 return
         if self.stopping:  # a signal came while the Run was created: the next invocation carries it
             return
-        self.executor.start(cell.cell_id, self.launcher.carry_argv(store.path, run_id))
+        self.executor.start(cell.cell_id, self.launcher.carry_argv(self.store_location, run_id))
         p.state = "running"
         self.outcome.runs_started += 1
 
 
-def default_carry_argv(store_path: Path, run_id: str, *, allow_uncontained: bool) -> list[str]:
-    """``evopolicy resume RUN`` with this interpreter: what carries a created Run to its end."""
-    argv = [sys.executable, "-m", "evopolicygym.cli", "resume", run_id, "--store", str(store_path), "--json"]
+def default_carry_argv(store: Path | StoreUrl, run_id: str, *, allow_uncontained: bool) -> list[str]:
+    """``evopolicy resume RUN`` with this interpreter: what carries a created Run to its end.
+    A PostgreSQL store is not named on the command line (its URL may hold a password, which
+    any user could read there): the caller passes it in the environment (``STORE_ENV``)."""
+    where = [] if isinstance(store, StoreUrl) else ["--store", str(store)]
+    argv = [sys.executable, "-m", "evopolicygym.cli", "resume", run_id, *where, "--json"]
     return [*argv, "--allow-uncontained-agent"] if allow_uncontained else argv
