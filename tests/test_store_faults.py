@@ -334,8 +334,18 @@ def test_sigkill_mid_append_leaves_whole_batches(where: str) -> None:
 # --------------------------------------------------------------------------- corruption
 
 
-def tamper(path: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
-    """Run statements in a raw connection with the append-only triggers dropped."""
+def tamper(path: Path | str, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Run statements in a raw connection with the append-only triggers dropped (SQLite) or
+    disabled (PostgreSQL, where ``path`` is the store's URL)."""
+    if isinstance(path, str) and path.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(path) as connection, connection.transaction():
+            connection.execute("ALTER TABLE events DISABLE TRIGGER USER")
+            for sql, args in statements:
+                connection.execute(sql.replace("?", "%s"), args)
+            connection.execute("ALTER TABLE events ENABLE TRIGGER USER")
+        return
     raw = sqlite3.connect(path, timeout=30)
     try:
         raw.execute("DROP TRIGGER events_no_update")
@@ -348,16 +358,22 @@ def tamper(path: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
         raw.close()
 
 
-def row(path: Path, position: int) -> tuple[Any, ...]:
-    raw = sqlite3.connect(path)
-    try:
-        found = raw.execute(
-            "SELECT position, stream_id, stream_version, event_id, type, schema_version, "
-            "recorded_at, payload, payload_hash, prev_hash, hash FROM events WHERE position = ?",
-            (position,),
-        ).fetchone()
-    finally:
-        raw.close()
+def row(path: Path | str, position: int) -> tuple[Any, ...]:
+    query = (
+        "SELECT position, stream_id, stream_version, event_id, type, schema_version, "
+        "recorded_at, payload, payload_hash, prev_hash, hash FROM events WHERE position = ?"
+    )
+    if isinstance(path, str) and path.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(path) as connection:
+            found = connection.execute(query.replace("?", "%s"), (position,)).fetchone()
+    else:
+        raw = sqlite3.connect(path)
+        try:
+            found = raw.execute(query, (position,)).fetchone()
+        finally:
+            raw.close()
     assert found is not None
     return tuple(found)
 
@@ -430,7 +446,7 @@ def test_verify_store_names_bit_rot_in_the_file_itself(tmp_path: Path) -> None:
         raw.close()
 
 
-def rehash(path: Path, at: int, **changes: Any) -> tuple[str, tuple[Any, ...]]:
+def rehash(path: Path | str, at: int, **changes: Any) -> tuple[str, tuple[Any, ...]]:
     """An UPDATE that sets fields of one event and recomputes its payload and chain hashes,
     as a careful forger would (the next event's prev_hash is left alone)."""
     old = dict(zip(Envelope.__struct_fields__, row(path, at), strict=True))
@@ -451,7 +467,7 @@ def rehash(path: Path, at: int, **changes: Any) -> tuple[str, tuple[Any, ...]]:
     return f"UPDATE events SET {sets} WHERE position = ?", (*new.values(), at)
 
 
-Tampering = Callable[[Path], list[tuple[str, tuple[Any, ...]]]]
+Tampering = Callable[[Path | str], list[tuple[str, tuple[Any, ...]]]]
 
 Expected = list[tuple[int, ProblemKind, str]]  # position, kind, and a part of the message
 
@@ -520,13 +536,19 @@ CASES: dict[str, tuple[Tampering, Expected]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_verify_store_names_each_problem_in_order(tmp_path: Path, case: str) -> None:
-    path = tmp_path / "events.db"
-    make_store(path).close()
+def test_verify_store_names_each_problem_in_order(where: str, case: str) -> None:
+    """The same tampering found the same way in either backend (the PostgreSQL log's payload
+    column is bytea: it cannot hold text, so that case is SQLite's alone)."""
+    if case == "payload stored as text" and where.startswith("postgresql://"):
+        pytest.skip("a bytea column cannot hold text")
+    store = open_log(where)
+    for i in range(30):
+        store.append(f"s{i % 3}", [episode(f"e{i}", i, tail=f"marker-{i + 1:04d}")], ANY_VERSION)
+    store.close()
     change, expected = CASES[case]
-    tamper(path, *change(path))
-    with SQLiteEventStore(path) as store:
-        report = verify_store(store)
+    tamper(where, *change(where))
+    with closing(open_log(where)) as reopened:
+        report = verify_store(reopened)
     assert problems_of(report) == [(position, kind) for position, kind, _ in expected], (
         report.problems
     )

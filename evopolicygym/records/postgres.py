@@ -21,7 +21,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 import sqlalchemy.exc
@@ -432,7 +432,7 @@ class PostgresEventStore:
             self._drop_connection()
             self.engine.dispose()
 
-    def __enter__(self) -> PostgresEventStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

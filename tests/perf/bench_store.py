@@ -309,7 +309,7 @@ def bench_pg_raw(url: str, events: list[NewEvent], copy: bool) -> float:
     from sqlalchemy.dialects import postgresql
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(str(CreateTable(EventRecord.__table__).compile(dialect=postgresql.dialect())))
+        conn.execute(str(CreateTable(EventRecord.metadata.tables["events"]).compile(dialect=postgresql.dialect())))
         zero = "0" * 64
         now = time.time_ns()
         rows = [
