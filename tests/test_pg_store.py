@@ -276,6 +276,20 @@ def test_the_database_refuses_update_delete_and_truncate(url: str) -> None:
         assert store.integrity_problems() == []
 
 
+def test_the_indexes_are_checked(url: str) -> None:
+    """Every index of the log B-tree-checked (amcheck installed here), and an index the
+    database marks invalid (a failed concurrent rebuild leaves one) is named."""
+    run(url, "CREATE EXTENSION IF NOT EXISTS amcheck")
+    with PostgresEventStore(url) as store:
+        store.append("s", [episode(f"i{i}", i) for i in range(500)], 0)
+        assert store.integrity_problems() == []
+        indexes = run(url, "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1")
+        assert len(indexes) == 3  # position, (stream_id, stream_version), event_id
+        (name,) = indexes[0]
+        run(url, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", name)
+        assert store.integrity_problems() == [f"index {name} is invalid"]
+
+
 def test_a_disabled_trigger_and_a_tampered_row_are_reported(url: str) -> None:
     with PostgresEventStore(url) as store:
         store.append("s", [episode(f"t{i}", i) for i in range(10)], 0)
