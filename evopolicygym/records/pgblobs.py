@@ -170,11 +170,23 @@ class PgBlobStore(BlobStore):
         if len(data) > limit:
             raise ValueError(f"{len(data)} bytes exceeds the {limit}-byte blob limit")
         digest = _sha256(data)
-        if digest in self._stored or self.has(digest):
+        if digest in self._stored:
+            return digest
+        # A large blob already stored is not compressed again; a small one's check is its insert.
+        if len(data) > CHUNK_BYTES and self.has(digest):
             self._stored.add(digest)
             return digest
         stored = _encode(data)
         chunks = [stored[i : i + CHUNK_BYTES] for i in range(0, len(stored), CHUNK_BYTES)]
+
+        def write_one(conn: psycopg.Connection[Any]) -> None:
+            # One round trip (one statement, its own transaction): header and chunk together.
+            conn.execute(
+                "WITH header AS (INSERT INTO blobs (digest, size, stored_size, chunks) "
+                "VALUES (%s, %s, %s, 1) ON CONFLICT (digest) DO NOTHING RETURNING digest) "
+                "INSERT INTO blob_chunks (digest, seq, data) SELECT digest, 0, %s FROM header",
+                (digest, len(data), len(stored), stored),
+            )
 
         def write(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
@@ -192,7 +204,7 @@ class PgBlobStore(BlobStore):
                             [(digest, seq, chunk) for seq, chunk in enumerate(chunks)],
                         )
 
-        self._call(write)
+        self._call(write_one if len(chunks) == 1 else write)
         self._stored.add(digest)
         return digest
 
@@ -200,22 +212,22 @@ class PgBlobStore(BlobStore):
         _check_digest(digest)
 
         def read(conn: psycopg.Connection[Any]) -> bytes:
-            with conn.transaction():
-                header = conn.execute(
-                    "SELECT stored_size, chunks FROM blobs WHERE digest = %s", (digest,)
-                ).fetchone()
-                if header is None:
-                    raise BlobMissing(digest)
-                stored_size, count = int(header[0]), int(header[1])
-                if stored_size > _files.MAX_BLOB_BYTES + 1:
-                    raise BlobCorrupt(digest, f"row holds {stored_size} bytes, more than any blob")
-                rows = conn.execute(
-                    "SELECT seq, data FROM blob_chunks WHERE digest = %s ORDER BY seq", (digest,)
-                ).fetchall()
-            seqs = [row[0] for row in rows]
+            # One statement (one snapshot, one round trip); binary: bytea as it is, not hex.
+            rows = conn.execute(
+                "SELECT b.stored_size, b.chunks, c.seq, c.data FROM blobs b "
+                "LEFT JOIN blob_chunks c ON c.digest = b.digest WHERE b.digest = %s ORDER BY c.seq",
+                (digest,),
+                binary=True,
+            ).fetchall()
+            if not rows:
+                raise BlobMissing(digest)
+            stored_size, count = int(rows[0][0]), int(rows[0][1])
+            if stored_size > _files.MAX_BLOB_BYTES + 1:
+                raise BlobCorrupt(digest, f"row holds {stored_size} bytes, more than any blob")
+            seqs = [row[2] for row in rows if row[2] is not None]
             if seqs != list(range(count)):
                 raise BlobCorrupt(digest, f"holds chunks {_ranges(seqs)} of {count}")
-            stored = b"".join(bytes(row[1]) for row in rows)
+            stored = b"".join(bytes(row[3]) for row in rows)
             if len(stored) != stored_size:
                 raise BlobCorrupt(
                     digest, f"chunks hold {len(stored)} bytes, header says {stored_size}"
