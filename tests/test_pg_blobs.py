@@ -320,3 +320,18 @@ def test_directory_stores_never_import_psycopg(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, check=True, cwd=ROOT, text=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_verify_reports_a_disabled_blob_trigger(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evopolicygym.records.verify import verify_store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with open_store(url, create=True) as store:
+        assert verify_store(store).ok
+        sql(url, "ALTER TABLE blob_chunks DISABLE TRIGGER blob_chunks_append_only")
+        report = verify_store(store)
+    assert [(p.kind, p.message) for p in report.problems] == [
+        ("storage", "trigger blob_chunks_append_only is disabled: blob_chunks is not append-only")
+    ]

@@ -300,6 +300,12 @@ class BlobStore:
     def close(self) -> None:
         """Nothing to release for files (a backend holding a connection closes it)."""
 
+    def integrity_problems(self) -> list[str]:
+        """The backend's own check of its storage, beyond each blob's digest (a database's
+        append-only triggers, say): one message per problem. Files have none to report:
+        each blob is checked when it is read."""
+        return []
+
     def has_program(self, digest: str) -> bool:
         return self._program_path(digest).is_file()
 

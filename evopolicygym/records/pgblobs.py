@@ -47,6 +47,7 @@ __all__ = ["CHUNK_BYTES", "SCHEMA", "PgBlobStore"]
 
 CHUNK_BYTES = 8 * 1024 * 1024
 _PAGE = 10_000
+_TABLES = ("blobs", "blob_chunks", "program_trees")
 _T = TypeVar("_T")
 
 SCHEMA = """
@@ -157,6 +158,41 @@ class PgBlobStore(BlobStore):
             "AND to_regclass('program_trees') IS NOT NULL"
         ).fetchone()
         return bool(row and row[0])
+
+    def integrity_problems(self) -> list[str]:
+        """The blob tables' own state: their indexes valid and their append-only triggers in
+        place and enabled (one disabled lets a blob be rewritten without a trace)."""
+
+        def check(conn: psycopg.Connection[Any]) -> list[str]:
+            problems = []
+            for table in _TABLES:
+                indexes = conn.execute(
+                    "SELECT c.relname, i.indisvalid FROM pg_index i "
+                    "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass",
+                    (table,),
+                ).fetchall()
+                problems += [
+                    f"blob index {name} is invalid" for name, valid in indexes if not valid
+                ]
+                triggers = dict(
+                    conn.execute(
+                        "SELECT tgname, tgenabled FROM pg_trigger "
+                        "WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+                        (table,),
+                    ).fetchall()
+                )
+                for name in (f"{table}_append_only", f"{table}_no_truncate"):
+                    state = triggers.get(name)
+                    if state is None:
+                        problems.append(f"trigger {name} is missing: {table} is not append-only")
+                    elif state == "D":
+                        problems.append(f"trigger {name} is disabled: {table} is not append-only")
+            return problems
+
+        try:
+            return self._call(check)
+        except StoreError as exc:
+            return [f"the blob tables cannot be checked: {exc}"]
 
     # -- blobs -------------------------------------------------------------------------
 

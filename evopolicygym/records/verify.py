@@ -24,6 +24,11 @@ the number of events), never stops early, and checks for every event:
   manifest, every chunk it names, and as many entries as the Run's pool size
   (``pools.pool_problems``).
 
+Blobs are checked through the ``BlobStore`` interface, so the same walk verifies a
+directory of blob files and PostgreSQL's blob tables (``pgblobs``): each blob read back
+whole and hashed. Before the walk, the blob backend reports its own storage problems
+beside the log's (``integrity_problems``: PostgreSQL's append-only triggers and indexes).
+
 Each check trusts the stored values the others are about, so a problem is
 reported where it is: a flipped payload byte is a payload hash problem at that
 position alone; a rewritten ``hash`` is a chain problem there and a broken link
@@ -388,9 +393,12 @@ def verify_store(
     blobs = store.blobs if isinstance(store, Store) else None
     # The backend's own structural check first: a damaged index (say on event ids, the
     # idempotency key) leaves every row readable, so the walk below would not see it.
+    storage = events.integrity_problems()
+    if blobs is not None:  # the blob backend's own (a database's triggers, indexes)
+        storage += blobs.integrity_problems()
     problems = [
         Problem(position=0, stream_id="", stream_version=0, kind="storage", message=message)
-        for message in events.integrity_problems()
+        for message in storage
     ]
     try:
         head = events.head()
