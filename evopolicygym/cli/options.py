@@ -60,7 +60,7 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 def store_option(note: str = "", *, expose_value: bool = True) -> Callable[[F], F]:
-    """``--store DIR`` (into ``store_dir``), the same on every command that opens a store.
+    """``--store DIR|URL`` (into ``store_dir``), the same on every command that opens a store.
 
     The value is also kept for :func:`given_store` (``stores.store_root`` and hints read it),
     so a command that does not take it as an argument (``expose_value=False``) still has it."""
@@ -73,7 +73,8 @@ def store_option(note: str = "", *, expose_value: bool = True) -> Callable[[F], 
         default=None,
         expose_value=expose_value,
         callback=_remember_store,
-        help=f"Store directory [default: ${STORE_ENV}, else ./evopolicy-store]{note}.",
+        help=f"Store directory, or a postgresql:// URL shared by many machines "
+        f"[default: ${STORE_ENV}, else ./evopolicy-store]{note}.",
     )
 
 
