@@ -48,6 +48,7 @@ __all__ = ["CHUNK_BYTES", "SCHEMA", "PgBlobStore"]
 CHUNK_BYTES = 8 * 1024 * 1024
 _PAGE = 10_000
 _TABLES = ("blobs", "blob_chunks", "program_trees")
+_REMEMBERED = 100_000  # digests known stored, kept to skip their lookups
 _T = TypeVar("_T")
 
 SCHEMA = """
@@ -196,6 +197,12 @@ class PgBlobStore(BlobStore):
 
     # -- blobs -------------------------------------------------------------------------
 
+    def _remember(self, digest: str) -> None:
+        # Bounded: a long-lived Host stores many blobs; forgetting only costs a lookup.
+        if len(self._stored) >= _REMEMBERED:
+            self._stored.clear()
+        self._stored.add(digest)
+
     def path(self, digest: str) -> Path:
         raise TypeError(f"blobs in {self._display} have no path (read them with get)")
 
@@ -210,7 +217,7 @@ class PgBlobStore(BlobStore):
             return digest
         # A large blob already stored is not compressed again; a small one's check is its insert.
         if len(data) > CHUNK_BYTES and self.has(digest):
-            self._stored.add(digest)
+            self._remember(digest)
             return digest
         stored = _encode(data)
         chunks = [stored[i : i + CHUNK_BYTES] for i in range(0, len(stored), CHUNK_BYTES)]
@@ -241,7 +248,7 @@ class PgBlobStore(BlobStore):
                         )
 
         self._call(write_one if len(chunks) == 1 else write)
-        self._stored.add(digest)
+        self._remember(digest)
         return digest
 
     def _read(self, digest: str) -> bytes:
