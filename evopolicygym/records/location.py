@@ -141,10 +141,15 @@ def resolve_store(option: str | os.PathLike[str] | StoreUrl | None = None) -> Pa
 
 
 def resolve_store_path(option: str | os.PathLike[str] | None = None) -> Path:
-    """The store directory (a PostgreSQL store: its local cache directory, see
-    ``StoreUrl.cache_dir``); ``resolve_store`` says which kind of store it is."""
+    """The store directory, for callers that need one: a PostgreSQL URL is refused
+    (``StoreError``) rather than read as a path, where a store would silently be made;
+    ``resolve_store`` resolves either kind."""
     location = resolve_store(option)
-    return location.cache_dir if isinstance(location, StoreUrl) else location
+    if isinstance(location, StoreUrl):
+        raise StoreError(
+            f"the PostgreSQL store {location} cannot be used here: give a store directory"
+        )
+    return location
 
 
 def store_exists(location: str | os.PathLike[str] | StoreUrl | None = None) -> bool:
