@@ -274,8 +274,6 @@ class PostgresEventStore:
         hashes = [payload_hash(e.payload) for e in events]
 
         def work(raw: psycopg.Connection[Any]) -> list[int]:
-            # Not pipelined: measured, the commit's flush dominates a small append, not
-            # its round trips, and COPY (the fast path for batches) cannot be pipelined.
             with raw.transaction(), raw.cursor() as cursor:
                 return self._append(cursor, stream_id, events, hashes, expected_version)
 
@@ -293,18 +291,21 @@ class PostgresEventStore:
         self, cursor: psycopg.Cursor[Any], stream_id: str, events: Sequence[NewEvent], hashes: list[str], expected_version: int
     ) -> list[int]:
         # Serialize appends to this store: every read below sees every append committed before.
+        # The lock and both reads go in one round trip (a pipeline): each statement still
+        # runs after the one before, so the reads see what committed before the lock.
         connection = cursor.connection
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self._append_lock,))
-        found = connection.execute(
-            "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id = ANY(%s)",
-            ([e.event_id for e in events],),
-        )
-        state = connection.execute(
-            "SELECT (SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = %s), "
-            "last.position, last.hash FROM (SELECT 1) one "
-            "LEFT JOIN (SELECT position, hash FROM events ORDER BY position DESC LIMIT 1) last ON true",
-            (stream_id,),
-        )
+        with connection.pipeline():
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self._append_lock,))
+            found = connection.execute(
+                "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id = ANY(%s)",
+                ([e.event_id for e in events],),
+            )
+            state = connection.execute(
+                "SELECT (SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = %s), "
+                "last.position, last.hash FROM (SELECT 1) one "
+                "LEFT JOIN (SELECT position, hash FROM events ORDER BY position DESC LIMIT 1) last ON true",
+                (stream_id,),
+            )
         existing = found.fetchall()
         if existing:
             return _retried(stream_id, events, hashes, existing)
