@@ -106,6 +106,9 @@ ROWS = [
     row("run-empty-program", *RUN, "cartpole", "--program", "", says="--program"),
     row("run-workspace-is-a-file", *RUN, "cartpole", "--workspace", "{file}", says="--workspace"),
     row("run-empty-workspace", *RUN, "cartpole", "--workspace", "", says="--workspace"),
+    row("run-feedback-traces-not-a-count", *RUN, "cartpole", "--feedback-traces", "some", says="--feedback-traces"),
+    row("run-feedback-traces-without-trajectories", *RUN, "cartpole", "--feedback-traces", "2",
+        "--record-trajectories", "none", says="--record-trajectories"),
     row("run-store-is-a-file", *RUN, "cartpole", "--store", "{file}", says="not a directory"),  # the last --store counts
     row("run-empty-store", *RUN, "cartpole", "--store", "", says="--store"),
     row("run-param-not-a-number", *RUN, "gymnasium:MountainCarContinuous-v0", "--param", "goal_velocity=abc",
@@ -144,6 +147,18 @@ ROWS = [
         "{estore}", "--test-fraction", "2", says="--test-fraction must be in [0, 1)"),
     row("export-empty-hub-repo", "export", "--format", "sft", "--output", "{missing}", "--store", "{estore}",
         "--push-to-hub", "", says="--push-to-hub"),
+    # experiment
+    row("experiment-run-missing-spec", "experiment", "run", "{missing}", "--store", "{fresh}", says="no such file"),
+    row("experiment-run-spec-not-toml", "experiment", "run", "{file}", "--store", "{fresh}", says="not toml"),
+    row("experiment-run-spec-is-a-directory", "experiment", "run", "{empty}", "--store", "{fresh}", says="is a directory"),
+    row("experiment-run-negative-retries", "experiment", "run", "{file}", "--retries", "-1", "--store", "{fresh}",
+        says="--retries"),
+    row("experiment-run-zero-max-runs", "experiment", "run", "{file}", "--max-runs", "0", "--store", "{fresh}",
+        says="--max-runs"),
+    row("experiment-status-unknown", "experiment", "status", "nope", "--store", "{estore}", says="no experiment 'nope'"),
+    row("experiment-list-missing-store", "experiment", "list", "--store", "{missing}", says="no store at"),
+    row("experiment-summary-unknown", "experiment", "summary", "nope", "--store", "{estore}", says="no experiment 'nope'"),
+    row("experiment-summary-missing-store", "experiment", "summary", "x", "--store", "{missing}", says="no store"),
     # report
     row("report-neither-run-nor-experiment", "report", "-o", "{empty}/r.html", "--store", "{estore}",
         says="give a RUN or --experiment"),
