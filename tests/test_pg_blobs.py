@@ -336,3 +336,13 @@ def test_verify_reports_a_disabled_blob_trigger(
     assert [(p.kind, p.message) for p in report.problems] == [
         ("storage", "trigger blob_chunks_append_only is disabled: blob_chunks is not append-only")
     ]
+
+
+def test_a_pickled_store_reconnects_where_it_lands(blobs: Any) -> None:
+    import pickle
+
+    digest = blobs.put(b"sent along")
+    copy = pickle.loads(pickle.dumps(blobs))
+    assert copy.get(digest) == b"sent along"
+    assert copy.put(b"from the copy") == sha(b"from the copy") and blobs.has(sha(b"from the copy"))
+    copy.close()

@@ -115,6 +115,17 @@ class PgBlobStore(BlobStore):
     def __repr__(self) -> str:
         return f"PgBlobStore({self._display!r})"
 
+    def __getstate__(self) -> dict[str, str]:
+        # Sent to another process (a worker elsewhere): it connects on first use.
+        return {"url": self._url, "display": self._display}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        self._url, self._display = state["url"], state["display"]
+        self._lock = threading.Lock()
+        self._conn = None
+        self._pid = os.getpid()
+        self._stored = set()
+
     # -- the connection ----------------------------------------------------------------
 
     def _connection(self) -> psycopg.Connection[Any]:
