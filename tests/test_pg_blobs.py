@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -346,3 +347,37 @@ def test_a_pickled_store_reconnects_where_it_lands(blobs: Any) -> None:
     assert copy.get(digest) == b"sent along"
     assert copy.put(b"from the copy") == sha(b"from the copy") and blobs.has(sha(b"from the copy"))
     copy.close()
+
+
+def test_a_run_lock_is_seen_by_every_session_and_ends_with_its_holder(url: str) -> None:
+    from evopolicygym.records.pglocks import LockHeld, held, run_lock
+
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        from evopolicygym.records.pglocks import run_lock
+        with run_lock({url!r}, "run-a"):
+            print("held", flush=True)
+            time.sleep(600)
+        """
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert held(url, "run-a") and not held(url, "run-b")
+        with pytest.raises(LockHeld, match="run-a"), run_lock(url, "run-a"):
+            pass
+        with run_lock(url, "run-b"):
+            assert held(url, "run-b")
+        assert not held(url, "run-b")
+    finally:
+        holder.kill()
+        holder.wait()
+    deadline = time.monotonic() + 10  # the server notices the closed socket at once
+    while held(url, "run-a") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not held(url, "run-a")
+    with run_lock(url, "run-a"):
+        pass
