@@ -14,7 +14,7 @@ Then the same for PostgreSQL (``--postgres URL``, default the local server; each
 figure in a database of its own, dropped at the end): raw ``executemany`` and raw
 ``COPY`` of the same rows into the same table (batches of 100, one commit each, no
 triggers, no lock, no chain, no checks) against our durable ``append`` in batches of
-100 (target >= 0.5 x the faster raw), single-event appends, the fold, and 8 writer
+100, the three taking turns (target >= 0.5 x the faster raw), single-event appends, the fold, and 8 writer
 processes appending at once: total events/s, and the log checked for gaps, duplicates
 and its chain afterwards.
 
@@ -302,28 +302,36 @@ class Databases:
         self.admin.close()
 
 
-def bench_pg_raw(url: str, events: list[NewEvent], copy: bool) -> float:
+class PgRaw:
     """The floor: the same table and constraints, prepared rows, one commit per batch of
     100, by ``executemany`` or by ``COPY``; no triggers, no lock, no chain, no checks."""
-    import psycopg
-    from sqlalchemy.dialects import postgresql
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(str(CreateTable(EventRecord.metadata.tables["events"]).compile(dialect=postgresql.dialect())))
+    TYPES = ("bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text")
+
+    def __init__(self, url: str, copy: bool) -> None:
+        import psycopg
+        from sqlalchemy.dialects import postgresql
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute(str(CreateTable(EventRecord.metadata.tables["events"]).compile(dialect=postgresql.dialect())))
+        self.copy = copy
+        self.position = 0
+
+    def write(self, events: list[NewEvent]) -> float:
         zero = "0" * 64
         now = time.time_ns()
         rows = [
-            (i + 1, "raw", i + 1, e.event_id, e.type, e.schema_version, now, e.payload, zero, zero, zero)
+            (self.position + i + 1, "raw", self.position + i + 1, e.event_id, e.type, e.schema_version, now, e.payload, zero, zero, zero)
             for i, e in enumerate(events)
         ]
+        self.position += len(rows)
         insert = f"INSERT INTO events ({COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-        types = ["bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text"]
         start = time.perf_counter()
         for offset in range(0, len(rows), BATCH):
-            with conn.transaction(), conn.cursor() as cursor:
-                if copy:
+            with self.conn.transaction(), self.conn.cursor() as cursor:
+                if self.copy:
                     with cursor.copy(f"COPY events ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as stream:
-                        stream.set_types(types)
+                        stream.set_types(list(self.TYPES))
                         for row in rows[offset : offset + BATCH]:
                             stream.write_row(row)
                 else:
@@ -370,14 +378,26 @@ def bench_postgres(args: argparse.Namespace) -> None:
         assert version is not None and durability is not None
         print(f"PostgreSQL {version[0]} (fsync={durability[0]}, synchronous_commit={durability[1]})")
 
+        # The three writers take turns, a tenth of the events each turn, so a change in the
+        # machine's load (it is shared) falls on all three alike.
         events = episodes(args.append_events, "a")
-        many_s = bench_pg_raw(databases.new(), events, copy=False)
-        print(f"raw executemany, batches of {BATCH}: {rate(len(events), many_s)}")
-        copy_s = bench_pg_raw(databases.new(), events, copy=True)
-        print(f"raw COPY, batches of {BATCH}:        {rate(len(events), copy_s)}")
+        many, copy = PgRaw(databases.new(), copy=False), PgRaw(databases.new(), copy=True)
         url = databases.new()
+        many_s = copy_s = batch_s = 0.0
         with PostgresEventStore(url, create=True) as store:
-            batch_s = bench_append(store, events, BATCH, "batched")
+            turn = max(BATCH, len(events) // 10 // BATCH * BATCH)
+            for offset in range(0, len(events), turn):
+                chunk = events[offset : offset + turn]
+                many_s += many.write(chunk)
+                copy_s += copy.write(chunk)
+                start = time.perf_counter()
+                for at in range(0, len(chunk), BATCH):
+                    store.append("batched", chunk[at : at + BATCH], offset + at)
+                batch_s += time.perf_counter() - start
+            many.conn.close()
+            copy.conn.close()
+            print(f"raw executemany, batches of {BATCH}: {rate(len(events), many_s)}")
+            print(f"raw COPY, batches of {BATCH}:        {rate(len(events), copy_s)}")
             print(f"append, batches of {BATCH}:          {rate(len(events), batch_s)}")
             singles = episodes(args.single, "s")
             single_s = bench_append(store, singles, 1, "single")
