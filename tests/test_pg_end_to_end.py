@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -48,12 +49,15 @@ def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         pg.drop_made()
 
 
-def cli(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, check: bool = True, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [sys.executable, "-m", "evopolicygym.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
     if check:
         assert done.returncode == 0, f"{args}: exit {done.returncode}\n{done.stderr[-3000:]}"
@@ -246,3 +250,42 @@ def test_store_urls_in_messages_mask_the_password(url: str) -> None:
     missing = cli("record", "show", "nosuchrun", "--store", secret, check=False)
     assert missing.returncode == 1 and "hunter2" not in missing.stdout + missing.stderr
     assert "***" in missing.stderr
+
+
+@pytest.mark.timeout(900)
+def test_another_machine_sees_the_run_carried_then_resumes_it(url: str, tmp_path: Path) -> None:
+    """Two machines, told apart by their local caches: B sees the Run A carries as running
+    (its Host's lock is in the database, not in A's files), sees it interrupted once A's
+    Host is killed, and resumes it to its end."""
+    machine_a = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "a")}
+    machine_b = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "b")}
+    cli("record", "--store", url, "create", env=machine_a)
+    host = subprocess.Popen(
+        [sys.executable, "-m", "evopolicygym.cli", *RUN_ARGS, "--budget", "16", "--store", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=machine_a,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while host.poll() is None and time.monotonic() < deadline:
+            with open_store(url) as store:
+                streams = store.events.streams("run-")
+            if streams and streams[0].version >= 8:
+                break
+            time.sleep(0.05)
+        assert host.poll() is None, "the Run ended before machine B looked"
+        (seen,) = json.loads(cli("record", "list", "--store", url, "--json", env=machine_b).stdout)
+        assert seen["status"] == "running"
+        run_id = seen["run_id"]
+        host.send_signal(signal.SIGKILL)
+    finally:
+        host.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        (seen,) = json.loads(cli("record", "list", "--store", url, "--json", env=machine_b).stdout)
+        if seen["status"] == "interrupted":
+            break
+    assert seen["status"] == "interrupted"
+    cli("resume", run_id, "--store", url, env=machine_b)
+    check_run(url, run_id, 16)
