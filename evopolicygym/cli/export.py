@@ -19,7 +19,7 @@ from evopolicygym.cli.options import not_empty, store_option
 from evopolicygym.cli.output import emit_json
 from evopolicygym.cli.stores import open_existing
 from evopolicygym.records.events import TerminalReason
-from evopolicygym.records.location import resolve_store_path
+from evopolicygym.records.location import resolve_store
 from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
 from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES, SPLIT_BY
 
@@ -200,7 +200,7 @@ def export_command(
     except ValueError as exc:
         raise CliUsageError(name_options(str(exc), _OPTION_NAMES)) from exc
     err = Console(stderr=True)
-    with open_existing(resolve_store_path(store_dir)) as store, Progress(
+    with open_existing(resolve_store(store_dir)) as store, Progress(
         TextColumn("exporting Runs"),
         BarColumn(),
         MofNCompleteColumn(),

@@ -33,5 +33,12 @@ def cli_command(
     chosen = (store if store is not None else given_store()) if takes_store else None
     words = [str(arg) for arg in args]
     if chosen is not None and str(chosen):
-        words += ["--store", str(chosen)]
+        # A store URL is repeated with its password masked (str of a StoreUrl): a hint is
+        # printed, and a password belongs in PGPASSWORD, ~/.pgpass or $EVOPOLICY_STORE.
+        shown = str(chosen)
+        if "://" in shown:  # only then is the store module worth importing
+            from evopolicygym.records.location import StoreUrl, is_store_url
+
+            shown = str(StoreUrl(shown)) if is_store_url(shown) else shown
+        words += ["--store", shown]
     return " ".join([launcher(), *(shlex.quote(word) for word in words)])

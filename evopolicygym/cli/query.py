@@ -39,7 +39,7 @@ from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, print_table, printable
 from evopolicygym.records import read_models
-from evopolicygym.records.location import STORE_ENV, Store, open_store, resolve_store_path
+from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, open_store, resolve_store, store_exists
 from evopolicygym.records.projections import DEFAULT_BATCH, PAGE_BYTES, catch_up
 from evopolicygym.records.read_models import ReadModelsBusy, lock_down, open_read_models, refresh
 from evopolicygym.records.store import StoreError
@@ -89,7 +89,7 @@ def query(sql: str, store_dir: str | None, as_json: bool, as_csv: bool, no_refre
     """
     if as_json and as_csv:
         raise CliUsageError("--json and --csv are mutually exclusive")
-    columns, kinds, rows = _run(resolve_store_path(store_dir), sql, refresh_first=not no_refresh)
+    columns, kinds, rows = _run(resolve_store(store_dir), sql, refresh_first=not no_refresh)
     if as_json:
         emit_json([dict(zip(columns, _json_row(row, kinds), strict=True)) for row in rows])
     elif as_csv:
@@ -99,9 +99,9 @@ def query(sql: str, store_dir: str | None, as_json: bool, as_csv: bool, no_refre
 
 
 def _run(
-    root: Path, sql: str, *, refresh_first: bool
+    root: Path | StoreUrl, sql: str, *, refresh_first: bool
 ) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
-    if not (root / "events.db").exists():
+    if not store_exists(root):
         raise CliError(f"no store at {root} (point --store or {STORE_ENV} at an existing store)")
     try:
         with open_store(root) as store:

@@ -35,7 +35,7 @@ from evopolicygym.cli.output import (
 from evopolicygym.cli.replay import replay
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, run_status, store_root
 from evopolicygym.records.events import Envelope
-from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.location import Store, open_store, store_exists
 from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError, StreamInfo
@@ -81,7 +81,7 @@ def create(ctx: click.Context) -> None:
     """Create the store directory and its event log; a no-op on an existing store."""
     root = store_root(ctx)
     check_store_dir(root)
-    existed = (root / "events.db").exists()
+    existed = store_exists(root)
     try:
         store = open_store(root, create=True)
     except (StoreError, OSError) as exc:

@@ -47,7 +47,7 @@ from evopolicygym.records.events import (
     ValidationFailed,
     ValidationStarted,
 )
-from evopolicygym.records.location import Store, open_store, resolve_store_path
+from evopolicygym.records.location import Store, open_store, resolve_store
 from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
 from evopolicygym.records.store import StoreError
 from evopolicygym.run import (
@@ -415,11 +415,11 @@ def carry(
     console = Console(stderr=True)
     interrupted: dict[str, Any] | None = None
     try:
-        with open_existing(resolve_store_path(store_dir)) as store:  # a missing one: the CLI's hint
+        with open_existing(resolve_store(store_dir)) as store:  # a missing one: the CLI's hint
             summary = summarize(store.events, run_stream_id(run_id))
             if store.read_only:
                 raise CliError(
-                    f"the store at {store.path} is read-only: the Run cannot be carried on there"
+                    f"the store at {store.location} is read-only: the Run cannot be carried on there"
                     + (f" (it has finished: `{cli_command('record', 'show', run_id)}` tells its outcome)" if summary.finished else "")
                 )
             already_ended = summary.finished  # (the view folds on into ``summary``)

@@ -29,6 +29,16 @@ def _lock_path(store: Store, run_id: str) -> Path:
 @contextlib.contextmanager
 def run_lock(store: Store, run_id: str) -> Iterator[None]:
     """Hold the Run's lock; RunBusy if another Host holds it."""
+    if store.url is not None:  # a store many machines share: a lock in its database
+        from evopolicygym.records import pglocks
+
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(pglocks.run_lock(store.url.url, run_id))
+            except pglocks.LockHeld as exc:
+                raise RunBusy(str(exc)) from None
+            yield
+        return
     path = _lock_path(store, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -44,6 +54,10 @@ def run_lock(store: Store, run_id: str) -> Iterator[None]:
 
 def host_alive(store: Store, run_id: str) -> bool:
     """Whether a Host holds the Run's lock now."""
+    if store.url is not None:
+        from evopolicygym.records import pglocks
+
+        return pglocks.held(store.url.url, run_id)
     try:
         fd = os.open(_lock_path(store, run_id), os.O_RDONLY)
     except OSError:
