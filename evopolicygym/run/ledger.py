@@ -88,7 +88,7 @@ def load_run(store: Store, run_id: str) -> tuple[RunState, list[Event]]:
     """Fold the Run's stream: its state and its typed events."""
     events = [envelope.event() for envelope in store.events.read_stream(run_stream_id(run_id))]
     if not events:
-        raise RunError(f"no run {run_id!r} in the store at {store.path}")
+        raise RunError(f"no run {run_id!r} in the store at {store.location}")
     return fold(events), events
 
 
