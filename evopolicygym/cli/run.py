@@ -195,6 +195,7 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
 )
 @click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True, help="Held-out Episodes the final program is assessed on.")
 @click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
+@click.option("--assess-candidates", is_flag=True, help="Also assess every other validated candidate on the same held-out Episodes (a study of selection validity; the selection is unchanged).")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
 @click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), callback=finite, default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
 @click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), callback=finite, default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
@@ -276,6 +277,7 @@ def run(
     host_nomination: bool,
     assessment_episodes: int,
     no_assessment: bool,
+    assess_candidates: bool,
     seed: int,
     episode_timeout: float,
     agent_timeout: float,
@@ -324,7 +326,10 @@ def run(
                 max_candidates=max_candidates,
             ),
             assessment=AssessmentConfig(
-                enabled=not no_assessment, episodes=assessment_episodes, split=assessment_split
+                enabled=not no_assessment,
+                episodes=assessment_episodes,
+                split=assessment_split,
+                candidates=assess_candidates,
             ),
             seed=seed,
             episode_timeout=episode_timeout,

@@ -30,6 +30,7 @@ __all__ = [
     "AssessmentCompleted",
     "AssessmentFailed",
     "AssessmentStarted",
+    "CandidateAssessed",
     "CandidateValidated",
     "CellRunAssigned",
     "CellRunEnded",
@@ -311,6 +312,20 @@ class AssessmentFailed(Event, frozen=True, kw_only=True):
     error: str
 
 
+class CandidateAssessed(Event, frozen=True, kw_only=True):
+    """A validated candidate that was not selected, assessed on the selected Program's
+    Assessment Episodes (the Run's ``assessment.candidates``), so a study can compare
+    Validation's ranking with held-out scores. It measures, never selects. ``error`` set:
+    that candidate's Assessment failed (``score`` None), and the Run goes on."""
+
+    submission_id: int
+    score: float | None = None
+    failures: int = 0
+    episodes: list[EpisodeOutcome] = []
+    content: dict[str, Any] = {}
+    error: str | None = None
+
+
 class RunInterrupted(Event, frozen=True, kw_only=True):
     reason: str
     last_position: int = 0
@@ -419,6 +434,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         AssessmentStarted,
         AssessmentCompleted,
         AssessmentFailed,
+        CandidateAssessed,
         RunInterrupted,
         RunResumed,
         RunFinished,

@@ -56,6 +56,11 @@ class AssessmentConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     enabled: bool = True
     episodes: int = 32
     split: str = "assessment"
+    # After the selected Program's Assessment, every other validated candidate is assessed
+    # on the same Episodes (CandidateAssessed), for a study of whether Validation's choice
+    # holds; the selection and the Run's assessment score stay the selected one's. Absent
+    # in a config recorded before it: off.
+    candidates: bool = False
 
 
 class FeedbackConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

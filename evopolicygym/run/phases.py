@@ -22,6 +22,7 @@ from evopolicygym.registry import load_benchmark
 from evopolicygym.run.config import MAX_TRACE_STEPS  # per recorded Episode
 from evopolicygym.run.decider import (
     Assess,
+    AssessCandidate,
     Command,
     CompleteAssessment,
     CompleteEvaluation,
@@ -272,6 +273,9 @@ class Phases:
                 return
 
     def assess(self, step: Assess) -> None:
+        if step.candidates:
+            self._assess_candidates(step.candidates)
+            return
         ledger = self._ledger
         if not ledger.state.assessment_started:
             ledger.must(StartAssessment())
@@ -296,6 +300,39 @@ class Phases:
             ),
             FailAssessment,
         )
+
+    def _assess_candidates(self, candidates: tuple[int, ...]) -> None:
+        """Each other validated candidate on exactly the selected one's Assessment Episodes
+        (same split, seed and count), one event each, in order: a resumed Run goes on from
+        the first not recorded. A candidate's failure is recorded as its own and never fails
+        the Run; only a storage fault (the Host's) interrupts it."""
+        ledger = self._ledger
+        assessment = ledger.state.cfg.assessment
+        for candidate in candidates:
+            submission = ledger.state.submission(candidate)
+            assert submission is not None
+            try:
+                result = self._held_out(
+                    submission.program_digest, assessment.split, ledger.state.seeds["assessment"], assessment.episodes
+                )
+            except Exception as exc:
+                self._storage_fault(exc)
+                log.warning("assessment of candidate %s failed", candidate, exc_info=True)
+                ledger.must(AssessCandidate(submission_id=candidate, error=one_line(exc)))
+                continue
+            try:
+                ledger.must(
+                    AssessCandidate(
+                        submission_id=candidate,
+                        score=float(result.feedback.score),
+                        failures=result.failures,
+                        episodes=_outcomes(result),
+                        content=_bounded(_jsonable(result.feedback.content))[0],
+                    )
+                )
+            except EventTooLarge as exc:  # refused whole: recorded as that candidate's failure
+                log.warning("the assessment of candidate %s is too large to record", candidate)
+                ledger.must(AssessCandidate(submission_id=candidate, error=one_line(exc)))
 
     def _record(self, outcome: Command, failed: type[FailValidation] | type[FailAssessment]) -> bool:
         """Record a held-out outcome; one too large for the log (an Episode list as long as

@@ -1,7 +1,7 @@
 """Re-run every recorded score of a Run and compare: ``evopolicy record replay --reevaluate``.
 
 ``reevaluate`` re-runs every published Submission on its recorded pool Episodes and
-the recorded Validation and Assessment Episodes, and compares scores (exact float
+the recorded Validation and Assessment Episodes (every assessed candidate's too), and compares scores (exact float
 equality), failure counts and each Episode's status and total reward. Mismatches carry
 no Host-private value: recorded free text is scrubbed of the Run's seeds.
 """
@@ -21,6 +21,7 @@ from evopolicygym.records.blobs import BlobError
 from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     EpisodeCompleted,
     EpisodeOutcome,
@@ -46,7 +47,7 @@ Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 
 
 class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
-    phase: Literal["run", "submission", "validation", "reference", "assessment"]
+    phase: Literal["run", "submission", "validation", "reference", "assessment", "candidate_assessment"]
     submission_id: int | None = None
     episode: int | None = None  # the Episode's index (a pool index for a Submission)
     field: str  # score, failures, status, total_reward, episodes, error, environment_digest
@@ -70,7 +71,7 @@ def _exact(value: Any) -> str:
 class _Job(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded evaluation to re-run."""
 
-    phase: Literal["submission", "validation", "reference", "assessment"]
+    phase: Literal["submission", "validation", "reference", "assessment", "candidate_assessment"]
     submission_id: int
     program_digest: str
     split: str
@@ -169,6 +170,22 @@ def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
                         phase="assessment",
                         submission_id=assessment.submission_id,
                         program_digest=started[assessment.submission_id].program_digest,
+                        split=assessment.split,
+                        score=event.score,
+                        failures=event.failures,
+                        outcomes=list(event.episodes),
+                        seed=assessment.seed,
+                        count=assessment.episodes,
+                    )
+                )
+            case CandidateAssessed() if (
+                assessment is not None and event.score is not None and event.submission_id in started
+            ):  # a failed one (no score) recorded a fault of that evaluation, nothing to compare
+                jobs.append(
+                    _Job(
+                        phase="candidate_assessment",
+                        submission_id=event.submission_id,
+                        program_digest=started[event.submission_id].program_digest,
                         split=assessment.split,
                         score=event.score,
                         failures=event.failures,

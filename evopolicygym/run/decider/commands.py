@@ -26,6 +26,7 @@ __all__ = [
     "HOST_INTERRUPTED",
     "REJECTION_CODES",
     "AgentExit",
+    "AssessCandidate",
     "Command",
     "CompleteAssessment",
     "CompleteEvaluation",
@@ -191,6 +192,18 @@ class CompleteAssessment(Command, frozen=True, kw_only=True):
 
 class FailAssessment(Command, frozen=True, kw_only=True):
     error: str
+
+
+class AssessCandidate(Command, frozen=True, kw_only=True):
+    """A non-selected candidate's Assessment (``assessment.candidates``); ``error`` set
+    where it failed, which fails only that candidate's, never the Run."""
+
+    submission_id: int
+    score: float | None = None
+    failures: int = 0
+    episodes: list[EpisodeOutcome] = []
+    content: dict[str, Any] = {}
+    error: str | None = None
 
 
 class Interrupt(Command, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     EvaluationFailed,
     EvaluationStarted,
@@ -37,6 +38,7 @@ from evopolicygym.records.events import (
 from evopolicygym.run.decider.commands import (
     HOST_INTERRUPTED,
     AgentExit,
+    AssessCandidate,
     Command,
     CompleteAssessment,
     CompleteEvaluation,
@@ -61,7 +63,13 @@ from evopolicygym.run.decider.commands import (
     Submit,
 )
 from evopolicygym.run.decider.selection import rank_candidates
-from evopolicygym.run.decider.state import RunState, pending_submission, reference_due, unvalidated
+from evopolicygym.run.decider.state import (
+    RunState,
+    pending_submission,
+    reference_due,
+    unassessed,
+    unvalidated,
+)
 from evopolicygym.run.decider.steps import (
     Assess,
     Validate,
@@ -453,6 +461,22 @@ def _host(state: RunState, command: Command) -> list[Event]:
             ):
                 raise InvalidTransition("no Assessment is running")
             return [AssessmentFailed(error=command.error)]
+        case AssessCandidate():
+            remaining = unassessed(state)
+            if not remaining or command.submission_id != remaining[0]:
+                raise InvalidTransition(f"Submission {command.submission_id} is not next to assess")
+            if (command.score is None) == (command.error is None):
+                raise InvalidTransition("a candidate's Assessment has a score or an error, not both")
+            return [
+                CandidateAssessed(
+                    submission_id=command.submission_id,
+                    score=command.score,
+                    failures=command.failures,
+                    episodes=command.episodes,
+                    content=command.content,
+                    error=command.error,
+                )
+            ]
         case Interrupt():
             if not state.created or state.finished is not None or state.interrupted:
                 raise InvalidTransition("only a live Run can be interrupted")

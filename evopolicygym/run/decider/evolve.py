@@ -20,6 +20,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     EpisodeCompleted,
     EvaluationFailed,
@@ -41,6 +42,7 @@ from evopolicygym.records.events import (
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider.commands import (
     HOST_INTERRUPTED,
+    AssessCandidate,
     Command,
     Conclude,
     Finish,
@@ -275,6 +277,20 @@ def evolve(state: RunState, event: Event) -> RunState:
             if isinstance(event, AssessmentFailed):
                 return replace(state, assessment_failed=True)
             return replace(state, assessment_score=event.score)
+        case CandidateAssessed():
+            _as_decided(
+                state,
+                AssessCandidate(
+                    submission_id=event.submission_id,
+                    score=event.score,
+                    failures=event.failures,
+                    episodes=list(event.episodes),
+                    content=event.content,
+                    error=event.error,
+                ),
+                event,
+            )
+            return replace(state, candidates_assessed=(*state.candidates_assessed, event))
         case RunInterrupted():
             if state.interrupted:
                 raise InvalidTransition("RunInterrupted twice without RunResumed")

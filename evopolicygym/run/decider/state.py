@@ -10,11 +10,17 @@ from typing import Literal
 
 import msgspec
 
-from evopolicygym.records.events import AgentExited, CandidateValidated, PoolEntry, TerminalReason
+from evopolicygym.records.events import (
+    AgentExited,
+    CandidateAssessed,
+    CandidateValidated,
+    PoolEntry,
+    TerminalReason,
+)
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider.commands import InvalidTransition
 
-__all__ = ["RunState", "Submission", "pending_submission", "reference_due", "unvalidated"]
+__all__ = ["RunState", "Submission", "pending_submission", "reference_due", "unassessed", "unvalidated"]
 
 
 class Submission(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +63,7 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     assessment_started: bool = False
     assessment_score: float | None = None
     assessment_failed: bool = False
+    candidates_assessed: tuple[CandidateAssessed, ...] = ()  # assessment.candidates, in order
     interrupted: bool = False
     resumes: int = 0
     finished: TerminalReason | None = None
@@ -116,3 +123,17 @@ def unvalidated(state: RunState) -> list[int]:
         return []
     done = {r.submission_id for r in state.validated}
     return [c for c in state.validation_candidates if c not in done]
+
+
+def unassessed(state: RunState) -> list[int]:
+    """The validated candidates other than the selected one still to be assessed on the
+    selected one's Assessment Episodes (``assessment.candidates``), in Validation order;
+    only once the selected one's Assessment has completed."""
+    if not state.cfg.assessment.candidates or state.assessment_score is None or state.selected is None:
+        return []
+    done = {a.submission_id for a in state.candidates_assessed}
+    return [
+        r.submission_id
+        for r in state.validated
+        if r.submission_id != state.selected and r.submission_id not in done
+    ]

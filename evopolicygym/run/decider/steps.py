@@ -15,7 +15,7 @@ from evopolicygym.records.events import TerminalReason
 from evopolicygym.records.runs import better
 from evopolicygym.run.decider.commands import Command, Conclude, StartAgent
 from evopolicygym.run.decider.selection import nominated
-from evopolicygym.run.decider.state import RunState
+from evopolicygym.run.decider.state import RunState, unassessed
 
 __all__ = [
     "Assess",
@@ -50,7 +50,11 @@ class Validate(Step, frozen=True, kw_only=True):
 
 
 class Assess(Step, frozen=True, kw_only=True):
+    """Assess the selected Submission; once that is done, with ``assessment.candidates``,
+    the other validated ``candidates`` still due, on the same Episodes."""
+
     submission_id: int
+    candidates: tuple[int, ...] = ()
 
 
 def next_step(state: RunState) -> Step | Command:
@@ -79,6 +83,9 @@ def next_step(state: RunState) -> Step | Command:
         )
     if state.cfg.assessment.enabled and state.assessment_score is None:
         return Assess(submission_id=state.selected)
+    remaining = unassessed(state)
+    if remaining:
+        return Assess(submission_id=state.selected, candidates=tuple(remaining))
     return Conclude()
 
 
