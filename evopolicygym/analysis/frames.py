@@ -11,7 +11,8 @@ included with what they have so far.
 What stays out, as in the exports: the Episode pool (EpisodeSpecs, scenarios), every
 seed the Host derives and the Run's own seed, Validation and Assessment Episodes (only
 their scores appear: the selected Program's Validation and Assessment scores, each
-candidate's Validation score) and the text of Validation and Assessment failures;
+candidate's Validation score and, where the Run assessed its candidates, each one's
+Assessment score) and the text of Validation and Assessment failures;
 recorded text that can quote a private value (an evaluation error, a reason) is scrubbed
 of the Run's seeds and scenarios. ``seed`` and ``agent_seed`` with ``experiment=`` are
 the experiment spec's repeat labels, which the spec already states.
@@ -99,7 +100,7 @@ Columns (dtype; ``Int64``/``boolean``/``string`` are pandas' nullable dtypes, mi
 | validation_score | float64 | its Validation score (candidates only) |
 | validation_failures | Int64 | failed Validation Episodes |
 | selected | boolean | the Host selected it |
-| assessment_score | float64 | its Assessment score (the selected one only) |
+| assessment_score | float64 | its Assessment score: the selected one's; with ``assessment.candidates``, every other validated candidate's too, on the same Episodes (NaN where that one failed) |
 | error | string | why its evaluation failed (scrubbed) |
 | started_at | datetime64[ns, UTC] | |
 | published_at | datetime64[ns, UTC] | |
@@ -146,7 +147,8 @@ session record replaced the live stream).
 | at | datetime64[ns, UTC] | when the Host received it |
 
 ``events_df``: one row per event, flat scalar columns, the rows of the ``events``
-export: an unselected candidate's ``CandidateValidated`` is left out, no payload.
+export: an unselected candidate's ``CandidateValidated`` and every ``CandidateAssessed``
+(an unselected candidate's held-out Assessment) are left out, no payload.
 
 | column | dtype | meaning |
 | --- | --- | --- |
@@ -528,6 +530,8 @@ def events_df(
                     payload = {}
                 if envelope.type == "CandidateValidated" and payload.get("submission_id") != selected:
                     continue  # a candidate not selected: the events export leaves it out too
+                if envelope.type == "CandidateAssessed":
+                    continue  # always a candidate not selected (the selected one's is AssessmentCompleted)
                 row: dict[str, Any] = {
                     "position": envelope.position,
                     "run_id": record.run_id,

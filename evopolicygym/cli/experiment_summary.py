@@ -72,7 +72,13 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
     if validity["candidates"]:
         rhos = [r["spearman"] for r in validity["candidates"] if r["spearman"] is not None]
         mean = sum(rhos) / len(rhos) if rhos else None
-        click.echo(f"Candidates assessed in {len(validity['candidates'])} Runs: mean Spearman {_num(mean, 3)}")
+        click.echo(f"\nCandidates assessed in {len(validity['candidates'])} Runs (every validated candidate on the same")
+        click.echo(f"Assessment Episodes): Validation vs Assessment rank correlation, mean Spearman {_num(mean, 3)}")
+        print_table(
+            console,
+            ["run", "candidates", "spearman"],
+            [[_label(r["run_id"]), str(r["candidates"]), _num(r["spearman"], 3)] for r in validity["candidates"]],
+        )
     click.echo("\nImprovement efficiency: area under the normalized best-so-far over the budget (1 = best from the start)")
     print_table(
         console,

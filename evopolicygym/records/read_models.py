@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from evopolicygym.records.events import (
     AssessmentCompleted,
+    CandidateAssessed,
     CandidateValidated,
     EpisodeCompleted,
     EvaluationFailed,
@@ -535,7 +536,9 @@ SUBMISSIONS_TABLE = _Table(
         ("budget_consumed", "INTEGER"),
         ("validation_score", "DOUBLE"),
         ("validation_failures", "INTEGER"),
-        ("assessment_score", "DOUBLE"),
+        ("assessment_score", "DOUBLE"),  # the selected one's, or any assessed candidate's
+        ("assessment_failures", "INTEGER"),
+        ("assessment_failed", "BOOLEAN"),
         ("updated_at", "TIMESTAMP"),
     ),
     key=("run_id", "submission_id"),
@@ -551,6 +554,7 @@ _SUBMISSION_TYPES = frozenset(
         EvaluationFailed,
         CandidateValidated,
         AssessmentCompleted,
+        CandidateAssessed,
     )
 )
 
@@ -599,7 +603,7 @@ def _apply_submissions(connection: Connection, batch: Batch) -> None:
 
 SUBMISSIONS = Projection(
     name="submissions",
-    version=2,
+    version=3,
     tables=("submissions",),
     create=SUBMISSIONS_TABLE.create,
     apply=_apply_submissions,

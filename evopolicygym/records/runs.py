@@ -29,6 +29,7 @@ from evopolicygym.records.events import (
     AgentStarted,
     AssessmentCompleted,
     AssessmentFailed,
+    CandidateAssessed,
     CandidateValidated,
     Envelope,
     EpisodeCompleted,
@@ -144,7 +145,12 @@ class SubmissionSummary:
     budget_consumed: int | None = None
     validation_score: float | None = None
     validation_failures: int | None = None
+    # Its held-out Assessment: the selected one's, or (``assessment.candidates``) any other
+    # validated candidate's on the same Episodes. ``assessment_failed`` where a candidate's
+    # could not be run (its error text stays with the Host, as a failed Assessment's does).
     assessment_score: float | None = None
+    assessment_failures: int | None = None
+    assessment_failed: bool | None = None
     updated_at: int | None = None
 
     def apply(self, event: Event, at: int | None = None) -> None:
@@ -178,6 +184,12 @@ class SubmissionSummary:
                 self.validation_failures = event.failures
             case AssessmentCompleted():
                 self.assessment_score = event.score
+                self.assessment_failures = event.failures
+                self.assessment_failed = False
+            case CandidateAssessed():
+                self.assessment_score = event.score
+                self.assessment_failed = event.error is not None
+                self.assessment_failures = None if self.assessment_failed else event.failures
             case _:
                 return
         self.updated_at = at
@@ -371,7 +383,7 @@ class RunSummary:
                 self._reserved()
                 self._evidence(list(event.indices))
                 self.submission(event.submission_id).apply(event, at)
-            case EpisodeCompleted() | CandidateValidated():
+            case EpisodeCompleted() | CandidateValidated() | CandidateAssessed():
                 self.submission(event.submission_id).apply(event, at)
             case SubmissionPublished():
                 self.published += 1

@@ -23,6 +23,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     EpisodeCompleted,
     EpisodeOutcome,
@@ -95,6 +96,9 @@ class RunData:
     validation_episodes: int | None = None
     assessment: Outcomes | None = None
     assessment_split: str | None = None
+    # The other candidates on the same Assessment Episodes (``assessment.candidates``), by
+    # Submission; None where that one's Assessment failed.
+    candidate_assessments: dict[int, Outcomes | None] = field(default_factory=dict)
     undecodable: int = 0
     # The Run's seeds and scenarios, scrubbed from every recorded text the page shows (an
     # error message can quote one).
@@ -151,6 +155,10 @@ def timeline_text(event: Event) -> str | None:
             return f"Assessment of #{event.submission_id}: score {event.score:.6g}, {event.failures} failures"
         case AssessmentFailed():
             return f"Assessment failed: {event.error}"
+        case CandidateAssessed() if event.score is None:
+            return f"candidate #{event.submission_id} not assessed: its Assessment failed"
+        case CandidateAssessed():
+            return f"candidate #{event.submission_id} assessed: score {event.score:.6g}, {event.failures} failures"
         case RunInterrupted():
             return f"Run interrupted: {event.reason}"
         case RunResumed():
@@ -207,6 +215,10 @@ def read_run(store: Store, stream_id: str) -> RunData:
                 data.assessment_split = event.split
             case AssessmentCompleted():
                 data.assessment = Outcomes(event.score, event.failures, list(event.episodes))
+            case CandidateAssessed():
+                data.candidate_assessments[event.submission_id] = (
+                    None if event.score is None else Outcomes(event.score, event.failures, list(event.episodes))
+                )
         text = timeline_text(event)
         if text is not None:
             data.timeline.append(TimelineEvent(envelope.recorded_at, event.type_name(), text))

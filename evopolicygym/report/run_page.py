@@ -458,15 +458,21 @@ def _validation(data: RunData, redact: Redact) -> str:
         parts.append('<h3>Validation</h3><p class="muted">No Validation was recorded.</p>')
     if data.assessment is not None:
         assessed = s.assessment_submission_id
-        rows = [
-            (
-                f"#{assessed}" if assessed is not None else "-",
-                data.assessment_split or "-",
-                *_outcome_cells(data.assessment),
+        split = data.assessment_split or "-"
+        if not data.candidate_assessments:
+            rows = [(f"#{assessed}" if assessed is not None else "-", split, *_outcome_cells(data.assessment))]
+            parts.append("<h3>Assessment</h3>")
+            parts.append(table(["Submission", "split", *_OUTCOME_HEADERS], rows))
+        else:  # the other candidates on the same Episodes: measured, never selecting
+            rows = [(f"#{assessed}", Markup('<b class="good">selected</b>'), split, *_outcome_cells(data.assessment))]
+            for sid, outcome in sorted(data.candidate_assessments.items()):
+                cells = _outcome_cells(outcome) if outcome is not None else ("failed", "-", "-", "-", "-", "-")
+                rows.append((f"#{sid}", "candidate", split, *cells))
+            parts.append(
+                '<h3>Assessment</h3><p class="note">Every validated candidate on the same held-out '
+                "Episodes; the selection and the Run's assessment score are the selected one's.</p>"
             )
-        ]
-        parts.append("<h3>Assessment</h3>")
-        parts.append(table(["Submission", "split", *_OUTCOME_HEADERS], rows))
+            parts.append(table(["Submission", "", "split", *_OUTCOME_HEADERS], rows))
     elif s.assessment_error:
         parts.append(f'<h3>Assessment</h3><p class="bad">failed: {esc(redact(s.assessment_error))}</p>')
     else:
