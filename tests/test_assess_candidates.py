@@ -219,8 +219,6 @@ def test_the_events_frame_leaves_candidate_assessments_out(runs: dict[str, Any])
     assert "AssessmentCompleted" in set(frame["type"])
 
 
-@pytest.mark.xfail(strict=True, reason="the events exporter must leave CandidateAssessed out (a change to "
-                   "exporters/evopolicygym_exporters/events.py, proposed to its owner)")
 def test_the_events_export_leaves_candidate_assessments_out(runs: dict[str, Any], tmp_path: Path) -> None:
     from evopolicygym_exporters.base import ExportOptions
     from evopolicygym_exporters.events import EventsExporter

@@ -44,6 +44,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     CellRunAssigned,
     CellRunEnded,
@@ -710,6 +711,7 @@ def one_of_each() -> list[Event]:
             submission_id=1, score=280.0, failures=0, episodes=[outcome], content={"k": "v"}
         ),
         AssessmentFailed(error="assessment crashed"),
+        CandidateAssessed(submission_id=2, score=250.0, failures=1, episodes=[outcome], content={"k": "v"}),
         ExperimentCreated(
             experiment_id="exp-1",
             spec_digest="cd" * 32,

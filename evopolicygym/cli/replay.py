@@ -119,6 +119,13 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
                 f"#{entry.submission_id} score {_num(entry.score)} failures {_num(entry.failures)} "
                 f"({_num(entry.episodes)} Episodes)"
             )
+        case AssessmentEntry() if entry.event == "candidate" and entry.error is None:
+            return "candidate", (
+                f"#{entry.submission_id} assessed: score {_num(entry.score)} failures {_num(entry.failures)} "
+                f"({_num(entry.episodes)} Episodes)"
+            )
+        case AssessmentEntry() if entry.event == "candidate":
+            return "candidate", f"#{entry.submission_id} assessment FAILED: {entry.error}"
         case AssessmentEntry():
             return "assessment", f"FAILED: {entry.error or ''}"
         case HostEntry() if entry.event == "interrupted":

@@ -33,6 +33,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     EvaluationFailed,
     Event,
@@ -690,6 +691,13 @@ class RunView:
                 )
             case AssessmentFailed():
                 return f"assessment failed: {one_line(event.error)}"
+            case CandidateAssessed() if event.score is None:
+                return f"assessment: candidate {event.submission_id} failed: {one_line(event.error or '')}"
+            case CandidateAssessed():
+                return (
+                    f"assessment: candidate {event.submission_id} scores {event.score:g} "
+                    f"on {_episodes(len(event.episodes))}{_failed(event.failures)}"
+                )
             case RunFinished():
                 return f"run finished: {event.reason}"
         return None

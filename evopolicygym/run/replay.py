@@ -29,6 +29,7 @@ from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentFailed,
     AssessmentStarted,
+    CandidateAssessed,
     CandidateValidated,
     Envelope,
     EpisodeCompleted,
@@ -189,7 +190,7 @@ class SelectionEntry(_Entry, tag="selection"):
 
 
 class AssessmentEntry(_Entry, tag="assessment"):
-    event: Literal["started", "completed", "failed"]
+    event: Literal["started", "completed", "failed", "candidate"]  # candidate: CandidateAssessed
     submission_id: int | None = None
     split: str | None = None
     episodes: int | None = None
@@ -574,6 +575,16 @@ class _Builder:
                 )
             case AssessmentFailed():
                 entry = AssessmentEntry(version=version, event="failed", error=text(event.error))
+            case CandidateAssessed():
+                entry = AssessmentEntry(
+                    version=version,
+                    event="candidate",
+                    submission_id=event.submission_id,
+                    score=event.score,
+                    failures=event.failures if event.error is None else None,
+                    episodes=len(event.episodes),
+                    error=None if event.error is None else text(event.error),
+                )
             case RunInterrupted():
                 entry = HostEntry(version=version, event="interrupted", reason=text(event.reason))
             case RunResumed():

@@ -8,7 +8,8 @@ the Run seed, held-out Episodes' results (the selected program's and the initial
 program's scores stay), the Assessment's public content and the text of Validation
 and Assessment failures; any other text (an error, a reason) is scrubbed of the Run's
 private seeds and scenarios. The Validation results of candidates that were not
-selected are not exported at all: held-out evidence trains nobody. Every text passes
+selected are not exported at all, nor the Assessments of candidates that were not
+selected (``CandidateAssessed``): held-out evidence trains nobody. Every text passes
 the redactor (transcripts, program output), and ``redacted`` says where one was replaced.
 """
 
@@ -129,6 +130,8 @@ class EventsExporter(Exporter):
             payload = envelope.data()
             if envelope.type == "CandidateValidated" and payload.get("submission_id") != run.finished.final_submission_id:
                 continue  # a candidate not selected: its held-out score stays with the Host
+            if envelope.type == "CandidateAssessed":
+                continue  # always a candidate not selected (the selected one's is AssessmentCompleted)
             row: dict[str, Any] = {
                 "position": envelope.position,
                 "run_id": run.run_id,
