@@ -18,7 +18,6 @@ machine, at most ``max_runs`` at once).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import signal
@@ -27,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, Protocol
@@ -45,6 +44,7 @@ from evopolicygym.records.experiments import ExperimentRecord, experiment_stream
 from evopolicygym.records.location import Store, StoreUrl, open_store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.records.store import ExpectedVersionError
+from evopolicygym.run.liveness import exclusive
 
 __all__ = [
     "CellLauncher",
@@ -204,19 +204,14 @@ def ensure_experiment(store: Store, created: ExperimentCreated) -> ExperimentRec
     return record
 
 
-@contextlib.contextmanager
-def _experiment_lock(store: Store, experiment_id: str) -> Iterator[None]:
-    path = store.path / "experiments" / f"{experiment_id}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ExperimentBusy(f"experiment {experiment_id} is being run by another process") from None
-        yield
-    finally:
-        os.close(fd)
+def _experiment_lock(store: Store, experiment_id: str) -> contextlib.AbstractContextManager[None]:
+    """One runner per experiment, on every machine of the store."""
+    return exclusive(
+        store,
+        store.path / "experiments" / f"{experiment_id}.lock",
+        experiment_stream_id(experiment_id),
+        lambda: ExperimentBusy(f"experiment {experiment_id} is being run by another process"),
+    )
 
 
 @dataclass

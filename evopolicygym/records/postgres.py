@@ -42,6 +42,7 @@ from evopolicygym.records.store import (
     StoreError,
     StreamInfo,
     check_event_sizes,
+    prefix_upper_bound,
 )
 
 __all__ = ["PostgresEventStore", "is_postgres_url"]
@@ -381,7 +382,7 @@ class PostgresEventStore:
         # stream_id is of the "C" collation (tables.EventRecord): code point order, as in
         # SQLite, and a prefix is a range on the (stream_id, stream_version) index.
         if prefix:
-            upper = _prefix_upper_bound(prefix)
+            upper = prefix_upper_bound(prefix)
             if upper is not None:
                 rows = self._select(
                     "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= %s AND stream_id < %s "
@@ -454,20 +455,6 @@ def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], exis
             raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
         positions.append(position)
     return positions
-
-
-def _prefix_upper_bound(prefix: str) -> str | None:
-    """The smallest string above every string starting with ``prefix``; None if there is none."""
-    chars = list(prefix)
-    while chars:
-        code = ord(chars[-1]) + 1
-        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
-            code = 0xE000
-        if code <= 0x10FFFF:
-            chars[-1] = chr(code)
-            return "".join(chars)
-        chars.pop()
-    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -39,6 +39,7 @@ from evopolicygym.records.store import (
     StoreError,
     StreamInfo,
     check_event_sizes,
+    prefix_upper_bound,
 )
 
 __all__ = ["SQLiteEventStore"]
@@ -59,20 +60,6 @@ def _looks_like_sqlite(path: Path) -> bool:
     with open(path, "rb") as handle:
         header = handle.read(16)
     return header in (b"SQLite format 3\x00", b"")
-
-
-def _prefix_upper_bound(prefix: str) -> str | None:
-    """The smallest string above every string starting with ``prefix``; None if there is none."""
-    chars = list(prefix)
-    while chars:
-        code = ord(chars[-1]) + 1
-        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
-            code = 0xE000
-        if code <= 0x10FFFF:
-            chars[-1] = chr(code)
-            return "".join(chars)
-        chars.pop()
-    return None
 
 
 def _create(path: Path) -> None:
@@ -313,7 +300,7 @@ class SQLiteEventStore:
 
     def streams(self, prefix: str = "") -> list[StreamInfo]:
         with self._reading():
-            upper = _prefix_upper_bound(prefix) if prefix else None
+            upper = prefix_upper_bound(prefix) if prefix else None
             if upper is not None:
                 # A range on the unique (stream_id, stream_version) index, not a LIKE scan.
                 rows = self._raw.execute(

@@ -37,6 +37,7 @@ __all__ = [
     "StoreError",
     "StreamInfo",
     "check_event_sizes",
+    "prefix_upper_bound",
 ]
 
 ANY_VERSION = -1  # append without a version check (use sparingly: it gives up concurrency control)
@@ -81,6 +82,21 @@ class EventTooLarge(StoreError):
         self.event_type = event_type
         self.size = size
         self.limit = limit
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix``; None if there is none
+    (the bound of a stream-id prefix scan, the same on every backend)."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars[-1]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded: skip past them
+            code = 0xE000
+        if code <= 0x10FFFF:
+            chars[-1] = chr(code)
+            return "".join(chars)
+        chars.pop()
+    return None
 
 
 def check_event_sizes(events: Sequence[NewEvent], limit: int | None = None) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from evopolicygym.records.location import Store
 
-__all__ = ["RunBusy", "host_alive", "run_lock"]
+__all__ = ["RunBusy", "exclusive", "host_alive", "run_lock"]
 
 
 class RunBusy(Exception):
@@ -27,29 +27,37 @@ def _lock_path(store: Store, run_id: str) -> Path:
 
 
 @contextlib.contextmanager
-def run_lock(store: Store, run_id: str) -> Iterator[None]:
-    """Hold the Run's lock; RunBusy if another Host holds it."""
-    if store.url is not None:  # a store many machines share: a lock in its database
+def exclusive(store: Store, file: Path, key: str, busy: Callable[[], Exception]) -> Iterator[None]:
+    """Hold one process's exclusive lock for as long as the block runs; ``busy()`` is raised if
+    another holds it. Over a store many machines share, the lock is in its database (named by
+    ``key``), else a file lock on ``file``; either is dropped when the holder dies, however."""
+    if store.url is not None:
         from evopolicygym.records import pglocks
 
         with contextlib.ExitStack() as held:
             try:
-                held.enter_context(pglocks.run_lock(store.url.url, run_id))
-            except pglocks.LockHeld as exc:
-                raise RunBusy(str(exc)) from None
+                held.enter_context(pglocks.run_lock(store.url.url, key))
+            except pglocks.LockHeld:
+                raise busy() from None
             yield
         return
-    path = _lock_path(store, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunBusy(f"run {run_id} is being carried by another process") from None
+            raise busy() from None
         yield
     finally:
         os.close(fd)
+
+
+def run_lock(store: Store, run_id: str) -> contextlib.AbstractContextManager[None]:
+    """Hold the Run's lock; RunBusy if another Host holds it."""
+    return exclusive(
+        store, _lock_path(store, run_id), run_id, lambda: RunBusy(f"run {run_id} is being carried by another process")
+    )
 
 
 def host_alive(store: Store, run_id: str) -> bool:
