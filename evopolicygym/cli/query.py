@@ -39,7 +39,14 @@ from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.options import store_option
 from evopolicygym.cli.output import emit_json, one_line, print_table, printable
 from evopolicygym.records import read_models
-from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, open_store, resolve_store, store_exists
+from evopolicygym.records.location import (
+    STORE_ENV,
+    Store,
+    StoreUrl,
+    open_store,
+    resolve_store,
+    store_exists,
+)
 from evopolicygym.records.projections import DEFAULT_BATCH, PAGE_BYTES, catch_up
 from evopolicygym.records.read_models import ReadModelsBusy, lock_down, open_read_models, refresh
 from evopolicygym.records.store import StoreError
