@@ -113,8 +113,8 @@ def test_record_show_renders_values_for_people(runs: Runs) -> None:
     rows = {line[:17].strip(): line[17:].strip() for line in out.splitlines() if line[:1].strip()}
     assert rows["agent"] == "reference"  # not "reference reference"
     assert rows["budget"] == "3 Episodes, 3 used, 0 left"
-    assert rows["config"].startswith("agent_timeout=3600, assessment.candidates=no, assessment.enabled=yes,")
-    assert "assessment.episodes=1," in out and "jobs=-," in out
+    assert rows["config"].startswith("agent_timeout=3600, assessment.candidates=no,")
+    assert "assessment.enabled=yes," in out and "assessment.episodes=1," in out and "jobs=-," in out
     summary = json.loads(ok("record", "--store", runs.store, "show", runs.finished, "--json"))
     assert rows["final"] == (
         f"submission {summary['final_submission_id']}, validation score {summary['validation_score']:g}"
