@@ -43,6 +43,7 @@ from evopolicygym.records.store import (
     StreamInfo,
     check_event_sizes,
     prefix_upper_bound,
+    retried_positions,
 )
 
 __all__ = ["PostgresEventStore", "is_postgres_url"]
@@ -309,7 +310,7 @@ class PostgresEventStore:
             )
         existing = found.fetchall()
         if existing:
-            return _retried(stream_id, events, hashes, existing)
+            return retried_positions(stream_id, events, hashes, existing)
         current, position, prev = state.fetchone() or (0, None, None)
         if expected_version != ANY_VERSION and current != expected_version:
             raise ExpectedVersionError(stream_id, expected_version, current)
@@ -442,19 +443,6 @@ class PostgresEventStore:
 
 
 _COPY_TYPES = ["bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text"]
-
-
-def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]) -> list[int]:
-    found = {row[0]: row for row in existing}
-    if len(found) != len(events):
-        raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
-    positions = []
-    for new, digest in zip(events, hashes, strict=True):
-        _, position, stored_stream, stored_type, stored_version, stored_hash = found[new.event_id]
-        if (stored_stream, stored_type, stored_version, stored_hash) != (stream_id, new.type, new.schema_version, digest):
-            raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
-        positions.append(position)
-    return positions
 
 
 def _first_line(exc: BaseException) -> str:

@@ -33,13 +33,13 @@ from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
     FORMAT_VERSION,
-    DuplicateEventError,
     ExpectedVersionError,
     Row,
     StoreError,
     StreamInfo,
     check_event_sizes,
     prefix_upper_bound,
+    retried_positions,
 )
 
 __all__ = ["SQLiteEventStore"]
@@ -218,7 +218,7 @@ class SQLiteEventStore:
                 ids,
             ).fetchall()
             if existing:
-                return self._retried(stream_id, events, hashes, existing)
+                return retried_positions(stream_id, events, hashes, existing)
             current = cursor.execute(
                 "SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = ?", (stream_id,)
             ).fetchone()[0]
@@ -237,19 +237,6 @@ class SQLiteEventStore:
                 positions.append(position)
                 prev = link
             cursor.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-        return positions
-
-    @staticmethod
-    def _retried(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]) -> list[int]:
-        found = {row[0]: row for row in existing}
-        if len(found) != len(events):
-            raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
-        positions = []
-        for new, digest in zip(events, hashes, strict=True):
-            _, position, stored_stream, stored_type, stored_version, stored_hash = found[new.event_id]
-            if (stored_stream, stored_type, stored_version, stored_hash) != (stream_id, new.type, new.schema_version, digest):
-                raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
-            positions.append(position)
         return positions
 
     def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:

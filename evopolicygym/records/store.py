@@ -38,6 +38,7 @@ __all__ = [
     "StreamInfo",
     "check_event_sizes",
     "prefix_upper_bound",
+    "retried_positions",
 ]
 
 ANY_VERSION = -1  # append without a version check (use sparingly: it gives up concurrency control)
@@ -97,6 +98,22 @@ def prefix_upper_bound(prefix: str) -> str | None:
             return "".join(chars)
         chars.pop()
     return None
+
+
+def retried_positions(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]) -> list[int]:
+    """The positions a retried append already holds, from the rows (event_id, position, stream_id,
+    type, schema_version, payload_hash) its event ids found; DuplicateEventError unless every
+    event is there, with the same content (an append is all new or all retried)."""
+    found = {row[0]: row for row in existing}
+    if len(found) != len(events):
+        raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
+    positions = []
+    for new, digest in zip(events, hashes, strict=True):
+        _, position, stored_stream, stored_type, stored_version, stored_hash = found[new.event_id]
+        if (stored_stream, stored_type, stored_version, stored_hash) != (stream_id, new.type, new.schema_version, digest):
+            raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
+        positions.append(position)
+    return positions
 
 
 def check_event_sizes(events: Sequence[NewEvent], limit: int | None = None) -> None:
