@@ -37,7 +37,6 @@ from evopolicygym.records.blobs import (
     BlobMissing,
     BlobStore,
     _check_digest,
-    _decode,
     _encode,
     _sha256,
 )
@@ -289,14 +288,6 @@ class PgBlobStore(BlobStore):
             return stored
 
         return self._call(read)
-
-    def get(self, digest: str) -> bytes:
-        """The blob's bytes, checked against its digest."""
-        data = _decode(digest, self._read(digest))
-        actual = _sha256(data)
-        if actual != digest:
-            raise BlobCorrupt(digest, f"content hashes to {actual}")
-        return data
 
     def has(self, digest: str) -> bool:
         _check_digest(digest)

@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import dialect as postgresql_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from evopolicygym.records.chain import GENESIS, chain_hash
+from evopolicygym.records.chain import GENESIS
 from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
@@ -41,6 +41,7 @@ from evopolicygym.records.store import (
     Row,
     StoreError,
     StreamInfo,
+    chained_rows,
     check_event_sizes,
     prefix_upper_bound,
     retried_positions,
@@ -317,15 +318,7 @@ class PostgresEventStore:
         position = position or 0
         prev = prev or GENESIS
         now = time.time_ns()
-        rows = []
-        positions = []
-        for offset, (new, digest) in enumerate(zip(events, hashes, strict=True)):
-            position += 1
-            version = current + offset + 1
-            link = chain_hash(prev, position, stream_id, version, new.event_id, new.type, new.schema_version, now, digest)
-            rows.append((position, stream_id, version, new.event_id, new.type, new.schema_version, now, new.payload, digest, prev, link))
-            positions.append(position)
-            prev = link
+        rows, positions = chained_rows(stream_id, events, hashes, current, position, prev, now)
         if len(rows) >= _COPY_FROM:
             with cursor.copy(f"COPY events ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from evopolicygym.records.chain import GENESIS, chain_hash
+from evopolicygym.records.chain import GENESIS
 from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
@@ -37,6 +37,7 @@ from evopolicygym.records.store import (
     Row,
     StoreError,
     StreamInfo,
+    chained_rows,
     check_event_sizes,
     prefix_upper_bound,
     retried_positions,
@@ -227,15 +228,7 @@ class SQLiteEventStore:
             last = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchone()
             position, prev = last if last else (0, GENESIS)
             now = time.time_ns()
-            rows = []
-            positions = []
-            for offset, (new, digest) in enumerate(zip(events, hashes, strict=True)):
-                position += 1
-                version = current + offset + 1
-                link = chain_hash(prev, position, stream_id, version, new.event_id, new.type, new.schema_version, now, digest)
-                rows.append((position, stream_id, version, new.event_id, new.type, new.schema_version, now, new.payload, digest, prev, link))
-                positions.append(position)
-                prev = link
+            rows, positions = chained_rows(stream_id, events, hashes, current, position, prev, now)
             cursor.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
         return positions
 

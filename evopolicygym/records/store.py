@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from evopolicygym.records.chain import chain_hash
 from evopolicygym.records.events import Envelope, NewEvent
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Row",
     "StoreError",
     "StreamInfo",
+    "chained_rows",
     "check_event_sizes",
     "prefix_upper_bound",
     "retried_positions",
@@ -83,6 +85,24 @@ class EventTooLarge(StoreError):
         self.event_type = event_type
         self.size = size
         self.limit = limit
+
+
+def chained_rows(
+    stream_id: str, events: Sequence[NewEvent], hashes: list[str], current: int, position: int, prev: str, now: int
+) -> tuple[list[Row], list[int]]:
+    """The rows of an append (in the envelope's column order) after the log's last ``position``
+    and hash ``prev`` and the stream's version ``current``, each chained to the one before,
+    and their positions: the chain written once for every backend."""
+    rows = []
+    positions = []
+    for offset, (new, digest) in enumerate(zip(events, hashes, strict=True)):
+        position += 1
+        version = current + offset + 1
+        link = chain_hash(prev, position, stream_id, version, new.event_id, new.type, new.schema_version, now, digest)
+        rows.append((position, stream_id, version, new.event_id, new.type, new.schema_version, now, new.payload, digest, prev, link))
+        positions.append(position)
+        prev = link
+    return rows, positions
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
