@@ -272,6 +272,13 @@ class Phases:
             ):
                 return
 
+    def _on_assessment_episodes(self, program_digest: str) -> EvaluationResult:
+        """A Program on the Run's Assessment Episodes (its split, seed and count): the selected
+        one's and every assessed candidate's are the same Episodes."""
+        state = self._ledger.state
+        assessment = state.cfg.assessment
+        return self._held_out(program_digest, assessment.split, state.seeds["assessment"], assessment.episodes)
+
     def assess(self, step: Assess) -> None:
         if step.candidates:
             self._assess_candidates(step.candidates)
@@ -279,13 +286,10 @@ class Phases:
         ledger = self._ledger
         if not ledger.state.assessment_started:
             ledger.must(StartAssessment())
-        assessment = ledger.state.cfg.assessment
         submission = ledger.state.submission(step.submission_id)
         assert submission is not None
         try:
-            result = self._held_out(
-                submission.program_digest, assessment.split, ledger.state.seeds["assessment"], assessment.episodes
-            )
+            result = self._on_assessment_episodes(submission.program_digest)
         except Exception as exc:
             self._storage_fault(exc)
             log.warning("assessment failed", exc_info=True)
@@ -307,14 +311,11 @@ class Phases:
         the first not recorded. A candidate's failure is recorded as its own and never fails
         the Run; only a storage fault (the Host's) interrupts it."""
         ledger = self._ledger
-        assessment = ledger.state.cfg.assessment
         for candidate in candidates:
             submission = ledger.state.submission(candidate)
             assert submission is not None
             try:
-                result = self._held_out(
-                    submission.program_digest, assessment.split, ledger.state.seeds["assessment"], assessment.episodes
-                )
+                result = self._on_assessment_episodes(submission.program_digest)
             except Exception as exc:
                 self._storage_fault(exc)
                 log.warning("assessment of candidate %s failed", candidate, exc_info=True)
