@@ -1,0 +1,62 @@
+"""Ray for the tests: skip where it is not installed, fail instead under EVOPOLICY_REQUIRE_RAY=1.
+
+Ray is the ``ray`` extra (``uv sync --extra ray``). Tests that need a cluster start one of
+their own (``local_ray``: a local instance without a dashboard, shut down afterwards) and
+share it per module, since starting one takes seconds. CI sets EVOPOLICY_REQUIRE_RAY=1, so
+a Ray tier that silently skipped there would fail instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+REQUIRE_ENV = "EVOPOLICY_REQUIRE_RAY"
+HOW_TO_INSTALL = "install the ray extra: uv sync --extra ray"
+
+
+@functools.cache
+def _missing() -> str | None:
+    """Why Ray cannot be used here, or None."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        return f"ray is not installed ({exc})"
+    return None
+
+
+def require_ray() -> None:
+    """Skip (or, with EVOPOLICY_REQUIRE_RAY=1, fail) when Ray is not importable."""
+    reason = _missing()
+    if reason is None:
+        return
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_ENV}=1 requires it")
+    pytest.skip(f"{reason}: {HOW_TO_INSTALL}")
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int = 2, **options: Any) -> Iterator[Any]:
+    """A local Ray instance of ``num_cpus`` CPUs for the duration (no dashboard; its workers'
+    output kept off the test's), shut down afterwards; yields the ``ray`` module."""
+    require_ray()
+    import ray
+
+    if ray.is_initialized():  # another module's left over: start from a known cluster
+        ray.shutdown()
+    ray.init(
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        **options,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
