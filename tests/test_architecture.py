@@ -59,13 +59,15 @@ ALLOWED: dict[str, set[str]] = {
     # What an edit was and which program it started from: one definition for the exports
     # and the analysis dataframes (Programs only).
     "program_edits": {"program"},
+    # A Run's Submissions against their parents and each other: one fold for both readers.
+    "lineage": {"program_edits", "records"},
     # The read API, plus the edit kinds and parents of the Programs they read from blobs.
-    "analysis": {"records", "transcript", "program", "program_edits"},
+    "analysis": {"records", "transcript", "program", "program_edits", "lineage"},
     "report": {"records", "transcript", "program", "program_edits", "analysis"},
     "cli": {ANY},
     KERNEL: {ANY},  # the package's own __init__: lazy re-exports by name
     # The reward function (rewards.py) loads a task's Benchmark by name and evaluates programs.
-    EXPORTERS: {"records", "transcript", "program", "program_edits", "evaluation", "registry", "redaction"},
+    EXPORTERS: {"records", "transcript", "program", "program_edits", "lineage", "evaluation", "registry", "redaction"},
     BASELINES: {"policy"},
 }
 FAMILY_ALLOWED = {"benchmark"}

@@ -17,15 +17,15 @@ never their Episodes.
 
 from __future__ import annotations
 
-import math
 import os
-import statistics
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from evopolicygym.lineage import LineageInput
+from evopolicygym.lineage import lineage as lineage_of
 from evopolicygym.program import Program
-from evopolicygym.program_edits import Lines, edit_kind, file_lines, lines_distance, nearest_parent
+from evopolicygym.program_edits import Lines, edit_kind, file_lines
 from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentMessages,
@@ -42,7 +42,6 @@ from evopolicygym.records.runs import (
     RUN_PREFIX,
     RunSummary,
     SubmissionSummary,
-    better,
     resolve_run,
     run_id_of,
 )
@@ -286,114 +285,44 @@ class _Programs:
         return found
 
 
-def _episode_scores(record: RunRecord, submission: SubmissionSummary) -> dict[int, float] | None:
-    """Per-index Episode scores, if the published score is their mean (else None): a failed
-    Episode scores the Benchmark's failure score, as it does in Feedback."""
-    if submission.status != "published" or submission.score is None:
-        return None
-    floor = record.failure_score
-    maximize = record.direction != "minimize"
-    scores: dict[int, float] = {}
-    for episode in record.episodes.get(submission.submission_id, []):
-        if episode.status != "ok":
-            if floor is None:
-                return None
-            value = floor
-        else:
-            value = float(episode.total_reward)
-            if floor is not None:
-                value = max(value, floor) if maximize else min(value, floor)
-        scores[episode.index] = value
-    if not scores or sorted(scores) != sorted(submission.indices):
-        return None
-    if not math.isclose(statistics.fmean(scores.values()), submission.score, rel_tol=1e-9, abs_tol=1e-9):
-        return None
-    return scores
-
-
-def _matched(
-    a: SubmissionSummary, b: SubmissionSummary, per_episode: dict[int, dict[int, float] | None]
-) -> tuple[list[int], float | None, float | None]:
-    """The indices ``a`` and ``b`` share, and each one's score on them (None: not known)."""
-    shared = sorted(set(a.indices) & set(b.indices))
-    if not shared or a.status != "published" or b.status != "published":
-        return shared, None, None
-    if sorted(a.indices) == sorted(b.indices):
-        return shared, a.score, b.score
-    sa, sb = per_episode[a.submission_id], per_episode[b.submission_id]
-    if sa is None or sb is None:
-        return shared, None, None
-    return shared, statistics.fmean(sa[i] for i in shared), statistics.fmean(sb[i] for i in shared)
-
-
 def lineage(record: RunRecord, programs: _Programs) -> dict[int, SubmissionLineage]:
     """Each started Submission's parent, edit kind and matched comparisons, by id."""
     initial = record.summary.initial_program_digest
-    started = record.started
     if initial is None:
         return {}
-    per_episode = {s.submission_id: _episode_scores(record, s) for s in started}
-    found: dict[int, SubmissionLineage] = {}
-    published: list[SubmissionSummary] = []
-    best: float | None = None
-    direction = record.direction
-    for index, submission in enumerate(started):
-        digest = submission.program_digest
-        assert digest is not None  # ``started`` keeps those with a Program
-        parent: SubmissionSummary | None = None
-        stated = submission.parent_submission_id
-        earlier = {s.submission_id: s for s in started[:index]}
-        if stated is not None and (stated == 0 or stated in earlier):
-            parent = earlier.get(stated)
-            parent_digest = initial if parent is None else parent.program_digest
-            assert parent_digest is not None
-            distance = lines_distance(programs.lines_of(parent_digest), programs.lines_of(digest))
-            basis = "stated"
-        else:
-            choices: list[tuple[SubmissionSummary | None, str]] = [(None, initial)]
-            choices += [(s, s.program_digest) for s in started[:index] if s.program_digest is not None]
-            parent, parent_digest, distance = nearest_parent(choices, digest, programs.lines_of)
-            basis = "nearest"
-        shared: list[int] = []
-        mine = theirs = None
-        if parent is not None:
-            shared, mine, theirs = _matched(submission, parent, per_episode)
-        beats = None if mine is None or theirs is None else better(mine, theirs, direction)
-        new_best = False
-        best_basis: str | None = None
-        best_matched: bool | None = None
-        if submission.status == "published":
-            new_best = better(submission.score, best, direction)
-            if not published:
-                best_basis = "first"
-            elif all(sorted(p.indices) == sorted(submission.indices) for p in published):
-                best_basis = "matched"
-            else:
-                best_basis = "unmatched"
-            verdicts = []
-            for other in published:
-                _, a, b = _matched(submission, other, per_episode)
-                if a is not None and b is not None:
-                    verdicts.append(better(a, b, direction))
-            best_matched = all(verdicts) if verdicts else None
-            if new_best:
-                best = submission.score
-            published.append(submission)
-        found[submission.submission_id] = SubmissionLineage(
-            parent_submission_id=0 if parent is None else parent.submission_id,
-            parent_basis=basis,
-            parent_distance=distance,
-            edit_kind=programs.edit_kind(parent_digest, digest),
-            matched_indices=shared,
-            matched_score=mine,
-            parent_matched_score=theirs,
-            beats_parent=beats,
-            best_so_far=new_best,
-            best_so_far_score=best,
-            best_so_far_basis=best_basis,
-            best_so_far_matched=best_matched,
+    inputs = [
+        LineageInput(
+            submission_id=s.submission_id,
+            program_digest=s.program_digest,
+            indices=s.indices,
+            published=s.status == "published",
+            score=s.score,
+            stated_parent=s.parent_submission_id,
+            episodes=[(e.index, e.status == "ok", e.total_reward) for e in record.episodes.get(s.submission_id, [])],
         )
-    return found
+        for s in record.started
+        if s.program_digest is not None  # ``started`` keeps those with a Program
+    ]
+    edges = lineage_of(initial, inputs, direction=record.direction, failure_score=record.failure_score,
+                       lines_of=programs.lines_of)
+    return {
+        item.submission_id: SubmissionLineage(
+            parent_submission_id=0 if edge.parent_submission_id is None else edge.parent_submission_id,
+            parent_basis=edge.parent_basis,
+            parent_distance=edge.parent_distance,
+            edit_kind=programs.edit_kind(edge.parent_digest, item.program_digest),
+            matched_indices=edge.matched_indices,
+            matched_score=edge.matched_score,
+            parent_matched_score=edge.parent_matched_score,
+            beats_parent=edge.beats_parent,
+            best_so_far=edge.best_so_far,
+            best_so_far_score=edge.best_so_far_score,
+            best_so_far_basis=edge.best_so_far_basis,
+            best_so_far_matched=edge.best_so_far_matched,
+        )
+        for item in inputs
+        for edge in (edges[item.submission_id],)
+    }
 
 
 def programs_of(store: Store) -> _Programs:

@@ -25,6 +25,9 @@ each ran (``best_so_far_basis`` says ``matched`` only when all ran on the same i
 ``best_so_far_matched`` compares with the earlier published Submissions that share
 indices with it, on those indices only.
 
+The fold itself is ``evopolicygym.lineage`` (the analysis dataframes use the same one);
+this module adds what an export's rows carry beside it: failures, budget and the turn.
+
 A Submission is joined to the assistant turn that asked for it: the last assistant
 message of its Agent attempt recorded before the request (the Host records the tool
 call that made a session request before the request's events). ``turn`` counts the
@@ -33,19 +36,12 @@ attempt's assistant messages from 0, as ``--per-turn`` rows do.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evopolicygym.lineage import LineageInput, lineage
 from evopolicygym.program import Program
-from evopolicygym.program_edits import (
-    Lines,
-    file_lines,
-    lines_distance,
-    nearest_parent,
-    program_distance,
-)
+from evopolicygym.program_edits import Lines, file_lines, program_distance
 from evopolicygym_exporters.history import RunHistory, SubmissionHistory
 
 __all__ = ["Lineage", "Outcome", "lineage_of", "program_distance"]
@@ -140,67 +136,6 @@ class _Builder:
             found = self.lines[digest] = file_lines(self.program(digest))
         return found
 
-    def _stated(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int] | None:
-        """The parent the Agent named, if it named an earlier program."""
-        stated = submission.summary.parent_submission_id
-        if stated is None:
-            return None
-        if stated == 0:
-            parent, digest = None, self.run.created.initial_program_digest
-        else:
-            parent = next((s for s in self.run.submissions[:index] if s.submission_id == stated), None)
-            if parent is None:
-                return None
-            digest = parent.program_digest
-        distance = lines_distance(self._lines_of(digest), self._lines_of(submission.program_digest))
-        return parent, digest, distance
-
-    def _parent(self, index: int, submission: SubmissionHistory) -> tuple[SubmissionHistory | None, str, int]:
-        """The nearest earlier program: (its Submission or None for the initial, digest, distance)."""
-        earlier: list[tuple[SubmissionHistory | None, str]] = [(None, self.run.created.initial_program_digest)]
-        earlier += [(s, s.program_digest) for s in self.run.submissions[:index]]
-        return nearest_parent(earlier, submission.program_digest, self._lines_of)
-
-    def _episode_scores(self, submission: SubmissionHistory) -> dict[int, float] | None:
-        """Per-index Episode scores, if the published score is their mean (else None)."""
-        if not submission.published or submission.score is None:
-            return None
-        maximize = self.run.direction != "minimize"
-        scores: dict[int, float] = {}
-        for episode in submission.episodes:
-            if episode.status != "ok":
-                if self.floor is None:
-                    return None
-                value = self.floor
-            else:
-                value = float(episode.total_reward)
-                if self.floor is not None:
-                    value = max(value, self.floor) if maximize else min(value, self.floor)
-            scores[episode.index] = value
-        if not scores or sorted(scores) != sorted(submission.indices):
-            return None
-        mean = statistics.fmean(scores.values())
-        if not math.isclose(mean, submission.score, rel_tol=1e-9, abs_tol=1e-9):
-            return None
-        return scores
-
-    def _matched(
-        self,
-        a: SubmissionHistory,
-        b: SubmissionHistory,
-        per_episode: dict[int, dict[int, float] | None],
-    ) -> tuple[list[int], float | None, float | None]:
-        """The indices ``a`` and ``b`` share, and each one's score on them (None: not known)."""
-        shared = sorted(set(a.indices) & set(b.indices))
-        if not shared or not (a.published and b.published):
-            return shared, None, None
-        if sorted(a.indices) == sorted(b.indices):
-            return shared, a.score, b.score
-        sa, sb = per_episode[a.submission_id], per_episode[b.submission_id]
-        if sa is None or sb is None:
-            return shared, None, None
-        return shared, statistics.fmean(sa[i] for i in shared), statistics.fmean(sb[i] for i in shared)
-
     def _turn(self, submission: SubmissionHistory) -> int | None:
         transcript = self.run.transcripts.get(submission.attempt) or []
         mark = min(submission.transcript_mark, len(transcript))
@@ -211,40 +146,28 @@ class _Builder:
 
     def build(self) -> Lineage:
         run = self.run
-        per_episode = {s.submission_id: self._episode_scores(s) for s in run.submissions}
+        edges = lineage(
+            run.created.initial_program_digest,
+            [
+                LineageInput(
+                    submission_id=s.submission_id,
+                    program_digest=s.program_digest,
+                    indices=s.indices,
+                    published=s.published,
+                    score=s.score,
+                    stated_parent=s.summary.parent_submission_id,
+                    episodes=[(e.index, e.status == "ok", e.total_reward) for e in s.episodes],
+                )
+                for s in run.submissions
+            ],
+            direction=run.direction,
+            failure_score=self.floor,
+            lines_of=self._lines_of,
+        )
         outcomes: dict[int, Outcome] = {}
-        best: float | None = None
-        published: list[SubmissionHistory] = []
-        for index, submission in enumerate(run.submissions):
-            stated = self._stated(index, submission)
-            parent, parent_digest, distance = stated or self._parent(index, submission)
-            shared: list[int] = []
-            mine = theirs = None
-            if parent is not None:
-                shared, mine, theirs = self._matched(submission, parent, per_episode)
-            delta = None if mine is None or theirs is None else mine - theirs
-            better = None if delta is None else run.better(mine, theirs)
-            score = submission.score
-            basis: str | None = None
-            best_matched: bool | None = None
-            new_best = False
-            if submission.published:
-                new_best = run.better(score, best)
-                if not published:
-                    basis = "first"
-                elif all(sorted(p.indices) == sorted(submission.indices) for p in published):
-                    basis = "matched"
-                else:
-                    basis = "unmatched"
-                verdicts = []
-                for earlier in published:
-                    _, a, b = self._matched(submission, earlier, per_episode)
-                    if a is not None and b is not None:
-                        verdicts.append(run.better(a, b))
-                best_matched = all(verdicts) if verdicts else None
-                if new_best:
-                    best = score
-                published.append(submission)
+        for submission in run.submissions:
+            edge = edges[submission.submission_id]
+            mine, theirs = edge.matched_score, edge.parent_matched_score
             failures = (
                 submission.summary.failures or 0
                 if submission.published
@@ -258,22 +181,22 @@ class _Builder:
                 program_digest=submission.program_digest,
                 status="published" if submission.published else "failed",
                 indices=list(submission.indices),
-                score=score,
+                score=submission.score,
                 failures=failures,
                 budget_spent=spent,
                 budget_used=submission.budget_used,
-                parent_submission_id=None if parent is None else parent.submission_id,
-                parent_digest=parent_digest,
-                parent_distance=distance,
-                parent_basis="nearest" if stated is None else "stated",
-                matched_indices=shared,
+                parent_submission_id=edge.parent_submission_id,
+                parent_digest=edge.parent_digest,
+                parent_distance=edge.parent_distance,
+                parent_basis=edge.parent_basis,
+                matched_indices=edge.matched_indices,
                 matched_score=mine,
                 parent_matched_score=theirs,
-                matched_delta=delta,
-                matched_better=better,
-                best_so_far=new_best,
-                best_so_far_basis=basis,
-                best_so_far_matched=best_matched,
+                matched_delta=None if mine is None or theirs is None else mine - theirs,
+                matched_better=edge.beats_parent,
+                best_so_far=edge.best_so_far,
+                best_so_far_basis=edge.best_so_far_basis,
+                best_so_far_matched=edge.best_so_far_matched,
                 attempt=submission.attempt,
                 turn=self._turn(submission),
             )
