@@ -355,7 +355,7 @@ def test_score_uses_failure_return_and_hides_seeds() -> None:
     first, _, failed, _ = content["episodes"]
     assert first == {
         "index": 0, "status": "ok", "return": 95.0, "length": 50, "terminated": True,
-        "truncated": False, "failure": None, "output_tail": "",
+        "truncated": False, "termination": "terminated", "failure": None, "output_tail": "",
     }  # fmt: skip
     assert len(failed["failure"]) == 500
     blob = msgspec.json.encode(feedback.content)

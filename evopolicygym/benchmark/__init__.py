@@ -5,10 +5,15 @@
   ``EpisodeRecord``, ``Feedback``, ``Artifact``), ``InvalidAction`` and
   ``BenchmarkError``.
 - ``check_benchmark`` (``conformance``): the checks any Benchmark must pass.
+- The catalog (``catalog``): ``CatalogEntry`` (a Benchmark's family, suites, aliases,
+  difficulty profiles (``Profile``) and measured ``ReferenceScores``, declared as its ``catalog``
+  attribute) and the static tables of suites (``SUITES``, ``CORE16``) and ``FAMILIES``.
 - Helpers a Benchmark needs at the Policy boundary and for seeds: ``encode_value``,
   ``tensor_to_array``, ``PolicyValueError``, ``TensorValue``, ``derive_seed``.
 - The Gymnasium adapter (``gymnasium_adapter``): ``GymnasiumBenchmark`` turns any
-  Gymnasium environment into a Benchmark; families build their tasks on it. Loaded on
+  Gymnasium environment into a Benchmark; families build their tasks on it, adding domain
+  Feedback with an ``EpisodeTracker`` (why an Episode ended, family fields) or just a
+  termination classifier over its ``EpisodeEnd``. Loaded on
   first use, so the evaluation engine (which imports this package for the contract)
   never imports Gymnasium.
 
@@ -22,9 +27,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from evopolicygym.benchmark.catalog import (
+    CORE16,
+    FAMILIES,
+    SUITES,
+    CatalogEntry,
+    Family,
+    Profile,
+    ReferenceScores,
+    SuiteMember,
+    catalog_entry,
+    pick_profile,
+)
 from evopolicygym.benchmark.conformance import CheckResult, ConformanceReport, check_benchmark
 from evopolicygym.benchmark.contract import (
     FAILURE_STATUSES,
+    SUMMARY_TERMINATION,
     Artifact,
     Benchmark,
     BenchmarkError,
@@ -44,46 +62,72 @@ from evopolicygym.values import PolicyValueError, encode_value, tensor_to_array
 
 if TYPE_CHECKING:
     from evopolicygym.benchmark.gymnasium_adapter import (
+        EpisodeEnd,
+        EpisodeTracker,
         GymnasiumBenchmark,
         GymnasiumEnvironment,
+        default_termination,
         describe_space,
+        domain_summary,
         make_gymnasium_benchmark,
+        termination_of,
     )
 
 _ADAPTER = "evopolicygym.benchmark.gymnasium_adapter"
 _LAZY = {
+    "EpisodeEnd": _ADAPTER,
+    "EpisodeTracker": _ADAPTER,
     "GymnasiumBenchmark": _ADAPTER,
     "GymnasiumEnvironment": _ADAPTER,
+    "default_termination": _ADAPTER,
     "describe_space": _ADAPTER,
+    "domain_summary": _ADAPTER,
     "make_gymnasium_benchmark": _ADAPTER,
+    "termination_of": _ADAPTER,
 }
 
 __all__ = [
+    "CORE16",
     "FAILURE_STATUSES",
+    "FAMILIES",
+    "SUITES",
+    "SUMMARY_TERMINATION",
     "Artifact",
     "Benchmark",
     "BenchmarkError",
     "BenchmarkSpec",
+    "CatalogEntry",
     "CheckResult",
     "ConformanceReport",
     "Environment",
+    "EpisodeEnd",
     "EpisodeRecord",
     "EpisodeSpec",
+    "EpisodeTracker",
+    "Family",
     "Feedback",
     "GymnasiumBenchmark",
     "GymnasiumEnvironment",
     "InvalidAction",
     "PolicyValueError",
+    "Profile",
+    "ReferenceScores",
     "Step",
     "StepResult",
+    "SuiteMember",
     "TensorValue",
     "canonical_digest",
+    "catalog_entry",
     "check_benchmark",
+    "default_termination",
     "derive_seed",
     "describe_space",
+    "domain_summary",
     "encode_value",
     "make_gymnasium_benchmark",
+    "pick_profile",
     "tensor_to_array",
+    "termination_of",
 ]
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 __all__ = [
     "FAILURE_STATUSES",
+    "SUMMARY_TERMINATION",
     "Artifact",
     "Benchmark",
     "BenchmarkError",
@@ -35,6 +36,9 @@ __all__ = [
 ScoreDirection = Literal["maximize", "minimize"]
 EpisodeStatus = Literal["ok", "exception", "timeout", "invalid_action", "protocol_error", "resource_limit"]
 FAILURE_STATUSES: tuple[str, ...] = ("exception", "timeout", "invalid_action", "protocol_error", "resource_limit")
+# The key of an Episode summary naming why the Episode ended (a Benchmark-defined word such as
+# reached_goal, timed_out, fell, collided, crashed, terminated).
+SUMMARY_TERMINATION = "termination"
 
 
 class InvalidAction(Exception):
@@ -129,6 +133,10 @@ class EpisodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     duration_s: float = 0.0
     initial_observation: Any = None
     trace: list[Step] | None = None
+    # Benchmark-defined public facts of the Episode from its Environment's ``summary()``
+    # (``termination``: why it ended, e.g. reached_goal, timed_out, fell; family fields such
+    # as steps_to_key). Empty when the Environment offers none or the Episode failed early.
+    summary: dict[str, Any] = {}
 
 
 class Artifact(msgspec.Struct, frozen=True, kw_only=True):
@@ -163,6 +171,10 @@ class Environment(Protocol):
     def step(self, action: Any) -> StepResult: ...
 
     def close(self) -> None: ...
+
+    # Optional (not part of the protocol check): ``summary() -> dict`` of PolicyValues, the
+    # Episode's domain facts, asked once after its last step and before ``close()``; it lands
+    # in ``EpisodeRecord.summary`` for ``Benchmark.score`` to publish. See SUMMARY_TERMINATION.
 
 
 @runtime_checkable

@@ -26,7 +26,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import load_env_creator
 
+from evopolicygym.benchmark.catalog import CatalogEntry
 from evopolicygym.benchmark.contract import (
+    SUMMARY_TERMINATION,
     Artifact,
     BenchmarkError,
     BenchmarkSpec,
@@ -41,6 +43,8 @@ from evopolicygym.seeds import seed_deriver
 from evopolicygym.values import PolicyValueError, encode_value, tensor_to_array
 
 __all__ = [
+    "EpisodeEnd",
+    "EpisodeTracker",
     "GymnasiumBenchmark",
     "GymnasiumEnvironment",
     "describe_space",
@@ -158,7 +162,8 @@ def describe_space(space: spaces.Space[Any]) -> Any:
             "type": "dict",
             "spaces": {str(k): describe_space(s) for k, s in space.spaces.items()},
         }
-    return {"type": "other", "repr": str(space)}
+    # Without object addresses ("<function f at 0x7f...>"), so the spec is the same in every process.
+    return {"type": "other", "repr": re.sub(r" at 0x[0-9a-fA-F]+", "", str(space))}
 
 
 def _bounds(array: np.ndarray[Any, Any]) -> Any:
@@ -396,27 +401,122 @@ def _observation(value: Any) -> Any:
     return value
 
 
-class GymnasiumEnvironment:
-    """One Episode of a Gymnasium environment, reset with the Episode's seed."""
+class EpisodeEnd(msgspec.Struct, frozen=True, kw_only=True):
+    """How an Episode ended, as its Environment saw it: what a termination classifier reads.
+    ``info`` is Gymnasium's info dict of the last step (of reset, before any step)."""
 
-    def __init__(self, env: gymnasium.Env[Any, Any], seed: int) -> None:
+    steps: int
+    total_reward: float
+    reward: float
+    terminated: bool
+    truncated: bool
+    observation: Any = None
+    info: dict[str, Any] = {}
+
+
+def default_termination(end: EpisodeEnd) -> str:
+    """``timed_out`` at the step limit, ``terminated`` when the environment ended it, and
+    ``stopped`` when neither (the policy failed, or the Host stopped it first)."""
+    if end.truncated:
+        return "timed_out"
+    return "terminated" if end.terminated else "stopped"
+
+
+class EpisodeTracker:
+    """The domain Feedback of one Episode of a Gymnasium environment, kept in the Host.
+
+    A family subclasses it to say why an Episode ended (``termination``) and to add its own
+    public per-Episode fields (``summary``); the Benchmark makes one per Episode. It sees the
+    environment itself (``env.unwrapped``), so it may read state the policy never sees, but
+    what it returns is public: never an Episode's seed or scenario. Values must be
+    PolicyValues (numbers, bools, strings, None, small lists and dicts).
+    """
+
+    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+        """Called after reset."""
+
+    def on_step(
+        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+    ) -> None:
+        """Called after step ``t`` (1 for the first step)."""
+
+    def termination(self, end: EpisodeEnd) -> str:
+        """Why the Episode ended: a short word (reached_goal, timed_out, fell, collided...)."""
+        return default_termination(end)
+
+    def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
+        """The family's public per-Episode fields (bools become rates, numbers means in the
+        Feedback's ``domain`` summary)."""
+        return {}
+
+
+class _ClassifiedTracker(EpisodeTracker):
+    """A tracker whose only addition is a termination classifier."""
+
+    def __init__(self, classify: Callable[[EpisodeEnd], str]) -> None:
+        self._classify = classify
+
+    def termination(self, end: EpisodeEnd) -> str:
+        return self._classify(end)
+
+
+class GymnasiumEnvironment:
+    """One Episode of a Gymnasium environment, reset with the Episode's seed; with a tracker,
+    it follows the Episode for its domain summary (``summary()``, asked after the last step)."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], seed: int, tracker: EpisodeTracker | None = None) -> None:
         self._env: gymnasium.Env[Any, Any] | None = env
         self._seed = seed
+        self._tracker = tracker
+        self._steps = 0
+        self._total = 0.0
+        self._last: StepResult | None = None
+        self._info: dict[str, Any] = {}
 
     def reset(self) -> Any:
         if self._env is None:
             raise BenchmarkError("reset() after close()")
-        observation, _info = self._env.reset(seed=self._seed)
+        observation, info = self._env.reset(seed=self._seed)
+        self._info = info
+        if self._tracker is not None:
+            self._tracker.on_reset(self._env, observation, info)
         return _observation(observation)
 
     def step(self, action: Any) -> StepResult:
         if self._env is None:
             raise BenchmarkError("step() after close()")
-        observation, reward, terminated, truncated, _info = self._env.step(action)
+        observation, reward, terminated, truncated, info = self._env.step(action)
         reward = float(reward)
         if not math.isfinite(reward):
             raise BenchmarkError(f"environment returned a non-finite reward {reward!r}")
-        return StepResult(_observation(observation), reward, bool(terminated), bool(truncated))
+        result = StepResult(_observation(observation), reward, bool(terminated), bool(truncated))
+        self._steps += 1
+        self._total += reward
+        self._last = result
+        self._info = info
+        if self._tracker is not None:
+            self._tracker.on_step(self._env, self._steps, action, result, info)
+        return result
+
+    def end(self) -> EpisodeEnd:
+        last = self._last
+        return EpisodeEnd(
+            steps=self._steps,
+            total_reward=self._total,
+            reward=0.0 if last is None else last.reward,
+            terminated=False if last is None else last.terminated,
+            truncated=False if last is None else last.truncated,
+            observation=None if last is None else last.observation,
+            info=self._info,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Why the Episode ended and the family's fields (see EpisodeTracker)."""
+        if self._env is None:
+            raise BenchmarkError("summary() after close()")
+        end = self.end()
+        tracker = self._tracker or EpisodeTracker()
+        return {SUMMARY_TERMINATION: tracker.termination(end), **tracker.summary(self._env, end)}
 
     def close(self) -> None:
         env, self._env = self._env, None
@@ -512,8 +612,19 @@ class GymnasiumBenchmark:
         metadata: dict[str, Any] | None = None,
         success_threshold: float | None = None,
         baseline: str | None = None,
+        catalog: CatalogEntry | None = None,
+        tracker: Callable[[], EpisodeTracker] | None = None,
+        termination: Callable[[EpisodeEnd], str] | None = None,
+        wrap: Callable[[gymnasium.Env[Any, Any]], gymnasium.Env[Any, Any]] | None = None,
     ) -> None:
         registered = _lookup_spec(env_id)
+        if tracker is not None and termination is not None:
+            raise BenchmarkError("give tracker or termination, not both (a tracker has its own termination)")
+        # Module-level callables and classes, so the Benchmark still pickles into workers.
+        self.catalog = catalog
+        self.tracker = tracker
+        self.termination = termination
+        self.wrap = wrap
         self.env_id = env_id
         self.benchmark_id = benchmark_id or f"gymnasium:{env_id}"
         self.description = description or f"Gymnasium environment {env_id}"
@@ -559,6 +670,10 @@ class GymnasiumBenchmark:
         return f"GymnasiumBenchmark({self.env_id!r}, benchmark_id={self.benchmark_id!r})"
 
     def _make(self) -> gymnasium.Env[Any, Any]:
+        env = self._make_raw()
+        return env if self.wrap is None else self.wrap(env)
+
+    def _make_raw(self) -> gymnasium.Env[Any, Any]:
         try:
             return gymnasium.make(
                 self.env_id,
@@ -605,6 +720,19 @@ class GymnasiumBenchmark:
             metadata["episode_return"] = "undiscounted sum of rewards"
             if self.success_threshold is not None:
                 metadata["success_threshold"] = self.success_threshold
+            parameters: dict[str, Any] = {**self.make_kwargs, "max_episode_steps": self.max_episode_steps}
+            catalog = self.catalog
+            if catalog is not None:
+                metadata["family"] = catalog.family
+                if catalog.profile is not None:
+                    # In the parameters, so the digest tells one profile's scores from another's.
+                    parameters["profile"] = catalog.profile
+                    metadata["profile"] = catalog.profile
+                    metadata["difficulty"] = catalog.difficulty
+                if catalog.reference is not None:
+                    metadata["reference_scores"] = msgspec.to_builtins(catalog.reference)
+                if not catalog.deterministic:
+                    metadata["deterministic"] = False
             metadata.update(self.extra_metadata)
             self._spec = BenchmarkSpec(
                 id=self.benchmark_id,
@@ -616,10 +744,7 @@ class GymnasiumBenchmark:
                 score_direction="maximize",
                 failure_score=self.failure_return,
                 metadata=metadata,
-                environment_parameters={
-                    **self.make_kwargs,
-                    "max_episode_steps": self.max_episode_steps,
-                },
+                environment_parameters=parameters,
             )
         return self._spec
 
@@ -637,7 +762,12 @@ class GymnasiumBenchmark:
         return [EpisodeSpec(split=split, index=i, seed=episode_seed(i)) for i in range(count)]
 
     def make_environment(self, episode: EpisodeSpec) -> GymnasiumEnvironment:
-        return GymnasiumEnvironment(self._make(), episode.seed)
+        tracker: EpisodeTracker | None = None
+        if self.tracker is not None:
+            tracker = self.tracker()
+        elif self.termination is not None:
+            tracker = _ClassifiedTracker(self.termination)
+        return GymnasiumEnvironment(self._make(), episode.seed, tracker)
 
     def validate_action(self, action: Any) -> Any:
         validator = self._validator
@@ -666,24 +796,30 @@ class GymnasiumBenchmark:
         floor = self.failure_return
         below = sum(1 for r in records if r.status == "ok" and floor is not None and r.total_reward < floor)
         failures: dict[str, int] = {}
+        terminations: dict[str, int] = {}
         episodes = []
         for record, ret in zip(records, returns, strict=True):
             if record.status != "ok":
                 failures[record.status] = failures.get(record.status, 0) + 1
             failure = record.failure
-            episodes.append(
-                {
-                    "index": record.spec.index,
-                    "status": record.status,
-                    "return": ret,
-                    "length": record.steps,
-                    "terminated": record.terminated,
-                    "truncated": record.truncated,
-                    "failure": None if failure is None else failure[:FAILURE_CHARS],
-                    # The end of what the policy printed: its author's own debugging channel.
-                    "output_tail": record.stderr_tail[-OUTPUT_CHARS:],
-                }
-            )
+            cause = termination_of(record)
+            terminations[cause] = terminations.get(cause, 0) + 1
+            episode: dict[str, Any] = {
+                "index": record.spec.index,
+                "status": record.status,
+                "return": ret,
+                "length": record.steps,
+                "terminated": record.terminated,
+                "truncated": record.truncated,
+                "termination": cause,
+                "failure": None if failure is None else failure[:FAILURE_CHARS],
+                # The end of what the policy printed: its author's own debugging channel.
+                "output_tail": record.stderr_tail[-OUTPUT_CHARS:],
+            }
+            fields = _domain_fields(record)
+            if fields:
+                episode["summary"] = fields
+            episodes.append(episode)
         mean = statistics.fmean(returns) if returns else 0.0
         content: dict[str, Any] = {
             "episodes": episodes,
@@ -691,16 +827,62 @@ class GymnasiumBenchmark:
             "std_return": statistics.pstdev(returns) if returns else 0.0,
             "min_return": min(returns) if returns else 0.0,
             "max_return": max(returns) if returns else 0.0,
+            "mean_length": statistics.fmean(r.steps for r in records) if records else 0.0,
             "failures": failures,
+            "terminations": dict(sorted(terminations.items())),
             "failure_score": floor,
             # Completed Episodes whose return fell under the failure score (scored at it).
             "below_failure_score": below,
         }
+        domain = domain_summary(records)
+        if domain:
+            content["domain"] = domain
         if self.success_threshold is not None:
             hits = sum(1 for r in returns if r >= self.success_threshold)
             content["success_rate"] = hits / len(returns) if returns else 0.0
+        if self.catalog is not None and not self.catalog.deterministic:
+            content["deterministic"] = False  # replaying an Episode need not give the same return
         trace = _trace_artifact(records)
         return Feedback(score=mean, content=content, artifacts=(trace,) if trace else ())
+
+
+def termination_of(record: EpisodeRecord) -> str:
+    """Why an Episode ended: ``policy_<status>`` when the policy failed, else what its
+    Environment's summary says, else ``timed_out`` / ``terminated``."""
+    if record.status != "ok":
+        return f"policy_{record.status}"
+    cause = record.summary.get(SUMMARY_TERMINATION)
+    if isinstance(cause, str) and cause:
+        return cause
+    if record.truncated:
+        return "timed_out"
+    return "terminated" if record.terminated else "stopped"
+
+
+def _domain_fields(record: EpisodeRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.summary.items() if k != SUMMARY_TERMINATION}
+
+
+def domain_summary(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """The family's per-Episode fields over the completed Episodes: ``<field>_rate`` for a
+    bool (the share of Episodes where it holds), ``mean_<field>`` for a number (over the
+    Episodes where it is not None). Other values are left to the per-Episode rows."""
+    flags: dict[str, list[bool]] = {}
+    numbers: dict[str, list[float]] = {}
+    for record in records:
+        if record.status != "ok":
+            continue
+        for key, value in _domain_fields(record).items():
+            if type(value) is bool:
+                flags.setdefault(key, []).append(value)
+            elif type(value) in (int, float) and math.isfinite(value):
+                numbers.setdefault(key, []).append(float(value))
+    out: dict[str, float] = {}
+    for key, seen in sorted(flags.items()):
+        out[f"{key}_rate"] = sum(seen) / len(seen)
+    for key, values in sorted(numbers.items()):
+        out[f"mean_{key}"] = statistics.fmean(values)
+    return out
 
 
 def _trace_default(value: Any) -> Any:

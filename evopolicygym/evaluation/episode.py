@@ -363,6 +363,7 @@ class EpisodeRunner:
         trace: list[Step] | None = [] if self.config.trace_steps > 0 else None
         failure: _PolicyFailure | None = None
         first_observation: Any = None
+        summary: dict[str, Any] = {}
         try:
             try:
                 observation = env.reset()
@@ -413,6 +414,7 @@ class EpisodeRunner:
                         break
             except _PolicyFailure as exc:
                 failure = exc
+            summary = self._summary(env)
         finally:
             try:
                 env.close()
@@ -444,7 +446,23 @@ class EpisodeRunner:
             stderr_tail=channel.tail_text(),
             initial_observation=first_observation,
             trace=trace,
+            summary=summary,
         )
+
+    def _summary(self, env: Any) -> dict[str, Any]:
+        """The Environment's domain facts of the Episode, where it offers them (trusted code:
+        a fault here aborts the Evaluation like any Environment fault)."""
+        getter = getattr(env, "summary", None)
+        if not callable(getter):
+            return {}
+        try:
+            summary = getter()
+            encode_value(summary)
+        except Exception as exc:
+            raise EvaluationError(f"{self.benchmark.spec.id}: Environment.summary failed: {exc!r}") from exc
+        if type(summary) is not dict:
+            raise EvaluationError(f"{self.benchmark.spec.id}: Environment.summary must return a dict")
+        return summary
 
     def _expect(self, channel: _Channel, frame: bytes, kind: int, pid: int, contained: bool = True) -> bytes:
         try:

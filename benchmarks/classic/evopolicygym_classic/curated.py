@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from evopolicygym.benchmark import GymnasiumBenchmark
+from evopolicygym.benchmark import CatalogEntry, EpisodeEnd, GymnasiumBenchmark, ReferenceScores
 
 __all__ = [
     "BASELINES_DIR",
@@ -43,8 +43,30 @@ FROZEN_LAKE_MAPS: dict[str, list[str]] = {
 }
 
 
+# Measured with evaluate() on the assessment split, seed 0, 32 Episodes: the baseline
+# program against a uniform-random policy (evopolicy benchmarks check --suite core16
+# measures them again).
+ACROBOT_REFERENCE = ReferenceScores(baseline=-89.656, random=-492.438, split="assessment", seed=0, episodes=32)
+CONTINUOUS_CAR_REFERENCE = ReferenceScores(baseline=89.319, random=-33.546, split="assessment", seed=0, episodes=32)
+
+
 def _baseline(benchmark_id: str) -> str:
     return str(BASELINES_DIR / benchmark_id)
+
+
+# Why an Episode ended, from its last step (the step limit is ``timed_out`` in all of them).
+def _fell(end: EpisodeEnd) -> str:
+    return "timed_out" if end.truncated else "fell" if end.terminated else "stopped"
+
+
+def _reached_goal(end: EpisodeEnd) -> str:
+    return "timed_out" if end.truncated else "reached_goal" if end.terminated else "stopped"
+
+
+def _goal_or_hole(end: EpisodeEnd) -> str:
+    if end.terminated:
+        return "reached_goal" if end.reward > 0 else "fell"  # into a hole
+    return "timed_out" if end.truncated else "stopped"
 
 
 def cartpole() -> GymnasiumBenchmark:
@@ -55,6 +77,8 @@ def cartpole() -> GymnasiumBenchmark:
         failure_return=0.0,
         success_threshold=475.0,
         baseline=_baseline("cartpole"),
+        catalog=CatalogEntry(family="classic"),
+        termination=_fell,
     )
 
 
@@ -85,6 +109,8 @@ def frozen_lake(map: str = "4x4", slippery: bool | str = True) -> GymnasiumBench
         success_threshold=1.0,
         metadata={"map": FROZEN_LAKE_MAPS[config.map]},
         baseline=_baseline("frozen-lake"),
+        catalog=CatalogEntry(family="classic"),
+        termination=_goal_or_hole,
     )
 
 
@@ -96,10 +122,14 @@ def acrobot() -> GymnasiumBenchmark:
         failure_return=-500.0,
         success_threshold=-100.0,
         baseline=_baseline("acrobot"),
+        catalog=CatalogEntry(family="classic", suites=("core16",), reference=ACROBOT_REFERENCE),
+        termination=_reached_goal,
     )
 
 
 def mountain_car_continuous() -> GymnasiumBenchmark:
+    """Also registered as ``continuouscar`` (its Core16 name): the same Benchmark, id and
+    Episodes, so Runs under either name compare."""
     return GymnasiumBenchmark(
         "MountainCarContinuous-v0",
         benchmark_id="mountain-car-continuous",
@@ -107,4 +137,8 @@ def mountain_car_continuous() -> GymnasiumBenchmark:
         failure_return=-100.0,
         success_threshold=90.0,
         baseline=_baseline("mountain-car-continuous"),
+        catalog=CatalogEntry(
+            family="classic", suites=("core16",), aliases=("continuouscar",), reference=CONTINUOUS_CAR_REFERENCE
+        ),
+        termination=_reached_goal,
     )
