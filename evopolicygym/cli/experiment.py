@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import StoreGroup, store_option
 from evopolicygym.cli.output import emit_json, one_line, print_table, printable
@@ -241,7 +241,21 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
     show_default=True,
     help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, validation_failed, assessment_failed), counted over every invocation.",
 )
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once on this machine [default: CPUs // each Run's jobs (1 unless [run] says otherwise), at least 1].")
+@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once [default: this machine's CPUs (with --executor ray, the cluster's) // each Run's jobs (1 unless [run] says otherwise), at least 1].")
+@click.option(
+    "--executor",
+    "executor_name",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the Runs are carried: local (processes on this machine) or ray (each Run's Host on a node of a Ray cluster, which Ray picks; needs a store every node reaches: a postgresql:// URL, or a directory every node mounts at the same path).",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDR",
+    default=None,
+    help="With --executor ray: the cluster to join, as HOST:PORT of its head (`ray start --head` prints it) [default: RAY_ADDRESS, else the cluster started on this machine, else a new one here].",
+)
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
@@ -251,7 +265,14 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def run_experiment(
-    spec_path: Path, retries: int, max_runs: int | None, allow_uncontained: bool, store_dir: str | None, as_json: bool
+    spec_path: Path,
+    retries: int,
+    max_runs: int | None,
+    executor_name: str,
+    ray_address: str | None,
+    allow_uncontained: bool,
+    store_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Carry one Run per cell of SPEC's matrix (agents x benchmarks x seeds x agent_seeds),
     --max-runs at once, each in a process of its own; the experiment's stream records
@@ -273,6 +294,7 @@ def run_experiment(
       id = "cartpole"                # params = { ... }, name = "label"
     """
     from evopolicygym.experiments.runner import (
+        Executor,
         ExperimentBusy,
         ExperimentMismatch,
         ExperimentRunner,
@@ -280,7 +302,9 @@ def run_experiment(
     )
     from evopolicygym.experiments.spec import SpecError, load_spec, resolve
 
-    for given in (str(spec_path), store_dir or ""):
+    if ray_address is not None and executor_name != "ray":
+        raise CliUsageError("--ray-address is for --executor ray")
+    for given in (str(spec_path), store_dir or "", ray_address or ""):
         # Paths the Runs' processes, the Agents' environment and JSON carry: refused here, as
         # the CLI refuses any argument that is not UTF-8, not after a store was made there.
         given.encode("utf-8")
@@ -292,7 +316,12 @@ def run_experiment(
     launcher = CliCellLauncher(allow_uncontained=allow_uncontained)
     launcher.check(created)
     jobs = created.config.get("jobs")
-    executor = LocalExecutor(max_runs or _default_max_runs(jobs if isinstance(jobs, int) else None))
+    location = resolve_store(store_dir)
+    executor: Executor
+    if executor_name == "ray":
+        location, executor = _ray_executor(created, location, max_runs, jobs if isinstance(jobs, int) else 1, ray_address)
+    else:
+        executor = LocalExecutor(max_runs or _default_max_runs(jobs if isinstance(jobs, int) else None))
     console = Console(stderr=True)
     progress = _Progress(console, len(created.cells))
     # No refresh thread (auto_refresh off): the runner's children are forked with a preexec
@@ -304,9 +333,7 @@ def run_experiment(
         if console.is_terminal:
             live.update(progress.text, refresh=True)
 
-    runner = ExperimentRunner(
-        resolve_store(store_dir), created, launcher, executor, retries=retries, on_change=changed
-    )
+    runner = ExperimentRunner(location, created, launcher, executor, retries=retries, on_change=changed)
     try:
         with _forwarding(runner), (live if console.is_terminal else contextlib.nullcontext()):
             outcome = runner.run()
@@ -349,6 +376,29 @@ def run_experiment(
 
 
 run_experiment.help = f"{inspect.cleandoc(run_experiment.help or '')}\n\n{_RUN_EXIT_HELP}"
+
+
+def _ray_executor(
+    created: ExperimentCreated, location: Path | StoreUrl, max_runs: int | None, jobs: int, address: str | None
+) -> tuple[Path | StoreUrl, Any]:
+    """The store as every node names it (a directory made absolute: a Ray worker starts
+    elsewhere) and a ``RayExecutor`` whose carries get, in their environment, the store's
+    URL and the variables the spec's Agents read (``api_key_env``, ``agent_env``) as this
+    process has them; ``CliError`` when Ray is missing or its cluster cannot be joined."""
+    from evopolicygym.experiments.ray_executor import RayExecutor, RayUnavailable
+
+    env: dict[str, str] = {}
+    if isinstance(location, StoreUrl):
+        env[STORE_ENV] = location.url
+    else:
+        location = location.absolute()
+    for agent in created.agents:
+        names = [agent.options.get("api_key_env"), *agent.options.get("agent_env", ())]
+        env.update({name: os.environ[name] for name in names if isinstance(name, str) and name in os.environ})
+    try:
+        return location, RayExecutor(max_runs, address=address, cpus_per_run=max(1, jobs), env=env)
+    except RayUnavailable as exc:
+        raise CliError(str(exc)) from None
 
 
 class _forwarding:

@@ -3,9 +3,10 @@
 ``spec`` parses a TOML spec and resolves it into the matrix an experiment's stream starts
 with; ``decider`` holds the rules (which cell needs a new Run, which Run to carry on);
 ``runner`` applies them, carrying each Run in a process of its own through an
-``Executor``. The experiment read API is ``records.experiments``.
+``Executor``: ``LocalExecutor`` on this machine, ``RayExecutor`` (``ray_executor``) on
+the nodes of a Ray cluster. The experiment read API is ``records.experiments``.
 
-Re-exported lazily, so reading a spec does not import the runner.
+Re-exported lazily, so reading a spec does not import the runner, nor anything Ray.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ _EXPORTS = {
     "ExperimentRunner": "evopolicygym.experiments.runner",
     "LocalExecutor": "evopolicygym.experiments.runner",
     "default_carry_argv": "evopolicygym.experiments.runner",
+    "RayExecutor": "evopolicygym.experiments.ray_executor",
+    "RayUnavailable": "evopolicygym.experiments.ray_executor",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,7 +12,7 @@ for a cell whose last Run ended with a fault and that has retries left).
 Two interfaces keep this package free of the Agent launcher and of where Runs execute:
 ``CellLauncher`` (given by the CLI) creates a cell's Run and names the command that
 carries it; an ``Executor`` runs those commands (``LocalExecutor``: subprocesses on this
-machine, at most ``max_runs`` at once).
+machine, at most ``max_runs`` at once; ``ray_executor.RayExecutor``: on a Ray cluster's nodes).
 """
 
 from __future__ import annotations

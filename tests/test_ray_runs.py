@@ -1,0 +1,217 @@
+"""`evopolicy experiment run --executor ray`: each Run's Host placed on a node of a Ray cluster.
+
+On a local cluster of a head (no CPUs: it runs nothing) and two worker nodes, each with its
+own cache and temporary directories as separate machines would have (``raycluster``):
+
+- a node is SIGKILLed while a Run's Host works there; over a PostgreSQL store the Run is
+  placed again on the other node, which never saw it, and carried on from its log (its
+  Agent workspace rebuilt there): every cell ends with exactly one Run that finished, every
+  Run's budget equals its Episodes, ``record verify`` passes, no Run outside the matrix,
+  no Host left running, and the store URL's password in no output and no Ray log;
+- over a store directory every node sees, the experiment ends as the local executor's does:
+  the same cells, outcomes, budgets and scores;
+- without Ray installed, ``--executor ray`` is a one-line error naming the extra, while the
+  local executor (the default) runs an experiment without importing Ray.
+
+Skipped where Ray is missing, failed instead under EVOPOLICY_REQUIRE_RAY=1 (``rayutil``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pg
+import pytest
+from raycluster import LocalCluster, local_cluster, wait_until
+from test_experiment_faults import check_consistent
+
+from evopolicygym.records.events import RunFinished, RunResumed
+from evopolicygym.records.experiments import experiment_runs
+from evopolicygym.records.location import open_store
+from evopolicygym.records.runs import summarize
+from evopolicygym.run.liveness import host_alive
+
+CLI = [sys.executable, "-m", "evopolicygym.cli"]
+TIMEOUT = 600
+
+SPEC = """
+name = "{name}"
+seeds = {seeds}
+[run]
+episode_budget = {budget}
+[run.validation]
+episodes_per_candidate = 2
+max_candidates = 1
+[run.assessment]
+episodes = 2
+[[agents]]
+provider = "reference"
+[[benchmarks]]
+id = "cartpole"
+[[benchmarks]]
+id = "acrobot"
+"""
+
+
+def _spec(tmp_path: Path, name: str, *, seeds: int, budget: int) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SPEC.format(name=name, seeds=seeds, budget=budget))
+    return path
+
+
+def _experiment(spec: Path, store: str, *extra: str) -> list[str]:
+    return [*CLI, "experiment", "run", str(spec), "--store", store, "--allow-uncontained-agent", "--json", *extra]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    yield from local_cluster(tmp_path_factory.mktemp("machines"), workers=2)
+
+
+def _cells(store: str | Path, experiment_id: str) -> dict[str, tuple[Any, ...]]:
+    """Per cell: its Run's outcome, budget used, validation and assessment scores."""
+    with open_store(store) as opened:
+        rows = {}
+        for cell_run in experiment_runs(opened.events, experiment_id):
+            summary = summarize(opened.events, f"run-{cell_run.run_id}")
+            rows[cell_run.cell_id] = (
+                cell_run.attempt,
+                cell_run.outcome,
+                summary.budget_used,
+                summary.final_score,
+                summary.assessment_score,
+            )
+    return rows
+
+
+def _hosts_of(run_ids: set[str]) -> list[str]:
+    """Command lines of live processes carrying any of ``run_ids`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = {a.decode(errors="replace") for a in argv}
+        if "resume" in words and words & run_ids:
+            found.append(" ".join(sorted(words)))
+    return found
+
+
+def test_on_a_store_directory_ray_ends_the_experiment_as_local_does(cluster: LocalCluster, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "same", seeds=1, budget=4)
+    results = {}
+    for executor, extra in (
+        ("local", ("--max-runs", "2")),
+        ("ray", ("--executor", "ray", "--ray-address", cluster.address)),
+    ):
+        store = tmp_path / f"store-{executor}"
+        done = subprocess.run(_experiment(spec, str(store), *extra), capture_output=True, text=True, timeout=TIMEOUT)
+        assert done.returncode == 0, f"{executor}: {done.stderr[-3000:]}"
+        outcome = json.loads(done.stdout)
+        assert (outcome["complete"], outcome["runs_started"]) == (True, 2), done.stdout
+        check_consistent(store, "same")
+        results[executor] = _cells(store, "same")
+    assert results["ray"] == results["local"]
+    assert {row[1] for row in results["ray"].values()} == {"finished"}
+
+
+# Runs the CLI with ``import ray`` failing as it does where the extra is not installed.
+_NO_RAY = """
+import runpy, sys
+sys.modules["ray"] = None
+sys.argv = ["evopolicy", *sys.argv[1:]]
+runpy.run_module("evopolicygym.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_without_ray_the_ray_executor_is_one_line_and_local_needs_none(tmp_path: Path) -> None:
+    spec = tmp_path / "one.toml"
+    spec.write_text(SPEC.format(name="one", seeds=1, budget=2).replace('[[benchmarks]]\nid = "acrobot"\n', ""))
+    store = str(tmp_path / "store")
+    missing = subprocess.run(
+        [sys.executable, "-c", _NO_RAY, *_experiment(spec, store, "--executor", "ray")[3:]],
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        "error: --executor ray needs Ray, which is not installed: install it with `uv sync --extra ray`"
+    ]
+    assert not (tmp_path / "store").exists()  # refused before anything was recorded
+    local = subprocess.run(
+        [sys.executable, "-c", _NO_RAY, *_experiment(spec, store)[3:]], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert json.loads(local.stdout)["done"] == 1
+    usage = subprocess.run([*CLI, "experiment", "run", str(spec), "--ray-address", "127.0.0.1:1"], capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.strip().splitlines() == ["error: --ray-address is for --executor ray"]
+
+
+def test_a_node_killed_mid_experiment_its_runs_finish_on_another(
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg.require_postgres()
+    # The driver's own machine: a cache apart from the nodes'.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "driver-cache"))
+    url = pg.url_of(pg.database_for(tmp_path))
+    secret = url.replace("postgres@", "postgres:hunter2@", 1)  # trust auth: any password will do
+    try:
+        spec = _spec(tmp_path, "faulty", seeds=2, budget=8)
+        process = subprocess.Popen(
+            _experiment(spec, secret, "--executor", "ray", "--ray-address", cluster.address),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # Killed once a Host on node-1 has its Agent at work (its workspace prepared).
+            wait_until(lambda: bool(cluster.runs_on("node-1")) or process.poll() is not None, TIMEOUT, "a Run on node-1")
+            assert process.poll() is None, "the experiment ended before a node could be killed"
+            cluster.kill("node-1")
+            victims = cluster.runs_on("node-1")  # its disk stays: what it held when it died
+            with open_store(url) as opened:
+                unfinished = {
+                    run_id
+                    for run_id in victims
+                    if not isinstance(list(opened.events.read_stream(f"run-{run_id}", 0))[-1].event(), RunFinished)
+                }
+            assert unfinished, "every Run on node-1 had finished before it was killed"
+            # Each lands on node-2, which never saw it: its workspace is rebuilt there.
+            seen_on_2: set[str] = set()
+
+            def ended() -> bool:
+                seen_on_2.update(cluster.runs_on("node-2"))
+                return process.poll() is not None
+
+            wait_until(ended, TIMEOUT, "the experiment's end", interval=0.05)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        assert process.returncode == 0, stderr[-3000:]
+        outcome = json.loads(stdout)
+        assert (outcome["complete"], outcome["done"], outcome["cells"]) == (True, 4, 4), stdout
+        check_consistent(url, "faulty")  # type: ignore[arg-type]  # (a URL opens as a directory does)
+        with open_store(url) as opened:
+            runs = experiment_runs(opened.events, "faulty")
+            assert all(r.attempt == 1 for r in runs), "a Run lost with its node was carried on, not replaced"
+            for run_id in unfinished:
+                events = [e.event() for e in opened.events.read_stream(f"run-{run_id}", 0)]
+                assert any(isinstance(e, RunResumed) for e in events), run_id  # carried on from its log
+            assert not any(host_alive(opened, r.run_id) for r in runs)
+        assert unfinished <= seen_on_2, f"not carried on node-2: {unfinished - seen_on_2}"
+        assert not _hosts_of({r.run_id for r in runs}), "a Host outlived the experiment"
+        assert "hunter2" not in stdout + stderr
+        logs = Path(cluster.session_dir) / "logs"
+        leaked = [p.name for p in logs.rglob("*") if p.is_file() and b"hunter2" in p.read_bytes()]
+        assert not leaked, f"the store URL's password is in Ray's logs: {leaked}"
+    finally:
+        pg.drop_made()
