@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from evopolicygym.benchmark.catalog import (
     CORE16,
     FAMILIES,
+    RANDOM_POLICY_DIR,
     SUITES,
     CatalogEntry,
     Family,
@@ -37,6 +38,8 @@ from evopolicygym.benchmark.catalog import (
     ReferenceScores,
     SuiteMember,
     catalog_entry,
+    family_installed,
+    install_hint,
     pick_profile,
 )
 from evopolicygym.benchmark.conformance import CheckResult, ConformanceReport, check_benchmark
@@ -90,6 +93,7 @@ __all__ = [
     "CORE16",
     "FAILURE_STATUSES",
     "FAMILIES",
+    "RANDOM_POLICY_DIR",
     "SUITES",
     "SUMMARY_TERMINATION",
     "Artifact",
@@ -124,6 +128,8 @@ __all__ = [
     "describe_space",
     "domain_summary",
     "encode_value",
+    "family_installed",
+    "install_hint",
     "make_gymnasium_benchmark",
     "pick_profile",
     "tensor_to_array",

@@ -10,6 +10,9 @@ distribution is not installed.
 
 from __future__ import annotations
 
+import re
+from importlib.metadata import PackageNotFoundError, distribution, metadata
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,6 +22,7 @@ from evopolicygym.benchmark.contract import BenchmarkError
 __all__ = [
     "CORE16",
     "FAMILIES",
+    "RANDOM_POLICY_DIR",
     "SUITES",
     "CatalogEntry",
     "Family",
@@ -26,8 +30,14 @@ __all__ = [
     "ReferenceScores",
     "SuiteMember",
     "catalog_entry",
+    "family_installed",
+    "install_hint",
     "pick_profile",
 ]
+
+
+# A uniform-random program for any action space: the floor ReferenceScores.random measures.
+RANDOM_POLICY_DIR = Path(__file__).resolve().parent / "baselines" / "random"
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,3 +172,45 @@ CORE16: tuple[SuiteMember, ...] = tuple(
 )
 
 SUITES: dict[str, tuple[SuiteMember, ...]] = {"core16": CORE16}
+
+
+def family_installed(family: str) -> bool:
+    """Whether the family's distribution is installed here."""
+    known = FAMILIES.get(family)
+    if known is None:
+        return False
+    try:
+        distribution(known.distribution)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _extras_installing(dist: str) -> list[str]:
+    """The root project's extras that install ``dist``, read from its own metadata (so the
+    hint is true of the installed project, not of a table that may have drifted)."""
+    try:
+        requires = metadata("evopolicygym").get_all("Requires-Dist") or []
+    except PackageNotFoundError:
+        return []
+    found = []
+    for line in requires:
+        name = re.match(r"[A-Za-z0-9_.-]+", line)
+        extra = re.search(r"""extra\s*==\s*['"]([^'"]+)['"]""", line)
+        if name and extra and name.group(0).replace("_", "-").lower() == dist:
+            found.append(extra.group(1))
+    return found
+
+
+def install_hint(family: str) -> str:
+    """How to get a family's Benchmarks: a command that works when pasted, or why there is
+    none yet."""
+    known = FAMILIES.get(family)
+    if known is None:
+        return f"no family {family!r} is known to this project"
+    if family_installed(family):
+        return f"{known.distribution} is installed but does not provide it yet"
+    extras = _extras_installing(known.distribution)
+    if extras:
+        return f"uv sync --extra {extras[0]}"
+    return f"the {family} family is not packaged yet ({known.distribution})"

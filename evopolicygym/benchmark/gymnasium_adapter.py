@@ -61,8 +61,9 @@ TRACE_BYTES = 256 * 1024
 TRACE_ARRAY_ITEMS = 1024
 OUTPUT_CHARS = 2000
 FAILURE_CHARS = 500
-# Larger Box bounds are written as one scalar when uniform, to keep the spec small.
-BOUNDS_ITEMS = 1024
+# Larger Box bounds are written as one scalar when uniform (an image's 0 and 255), to keep
+# the spec small.
+UNIFORM_BOUNDS_ITEMS = 16
 
 # Public descriptions of what observations and actions mean, keyed by environment name.
 KNOWN_ENVIRONMENTS: dict[str, dict[str, str]] = {
@@ -170,7 +171,7 @@ def _bounds(array: np.ndarray[Any, Any]) -> Any:
     def finite(x: Any) -> Any:
         return x if not isinstance(x, float) or math.isfinite(x) else None
 
-    if array.size > BOUNDS_ITEMS and bool(np.all(array == array.flat[0])):
+    if array.size > UNIFORM_BOUNDS_ITEMS and bool(np.all(array == array.flat[0])):
         return finite(array.flat[0].item())
 
     def walk(x: Any) -> Any:

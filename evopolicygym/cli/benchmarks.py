@@ -1,4 +1,5 @@
-"""``evopolicy benchmarks``: list, show and check the registered Benchmarks."""
+"""``evopolicy benchmarks``: list, show and check the registered Benchmarks, and the
+catalog's suites (``--suite core16``) and families, installed or not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evopolicygym.benchmark import Benchmark, check_benchmark
+from evopolicygym.benchmark import (
+    FAMILIES as CATALOG_FAMILIES,
+)
+from evopolicygym.benchmark import (
+    RANDOM_POLICY_DIR,
+    SUITES,
+    Benchmark,
+    SuiteMember,
+    catalog_entry,
+    check_benchmark,
+    install_hint,
+)
+from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.loading import FAMILIES, load
 from evopolicygym.cli.options import param_option
 from evopolicygym.cli.output import emit_json, human_block, one_line, print_table, printable
@@ -26,35 +39,130 @@ def benchmarks() -> None:
     """Inspect the registered Benchmarks."""
 
 
+suite_option = click.option(
+    "--suite",
+    metavar="SUITE",
+    default=None,
+    help=f"Only the Benchmarks of this suite, in its order, installed or not ({', '.join(SUITES)}).",
+)
+family_option = click.option(
+    "--family",
+    metavar="FAMILY",
+    default=None,
+    help=f"Only this family's Benchmarks, installed or not ({', '.join(CATALOG_FAMILIES)}).",
+)
+
+
+def _known_suite(suite: str | None) -> None:
+    if suite is not None and suite not in SUITES:
+        raise CliError(f"unknown suite {suite!r} (suites: {', '.join(SUITES)})")
+
+
+def _known_family(family: str | None) -> None:
+    if family is not None and family not in CATALOG_FAMILIES:
+        raise CliError(f"unknown family {family!r} (families: {', '.join(CATALOG_FAMILIES)})")
+
+
 @benchmarks.command("list")
+@suite_option
+@family_option
 @json_option
-def list_benchmarks(as_json: bool) -> None:
-    """List registered Benchmarks with a one-line description."""
-    rows = [_describe(name) for name in benchmark_names()]
+def list_benchmarks(suite: str | None, family: str | None, as_json: bool) -> None:
+    """List registered Benchmarks with their family and a one-line description.
+
+    With --suite or --family, list the catalog's Benchmarks of that suite or family,
+    saying which are installed and how to install the others.
+    """
+    _known_suite(suite)
+    _known_family(family)
+    rows = _catalog_rows(suite, family)
     if as_json:
         emit_json(rows)
         return
     # The name (what --benchmark takes) is never broken; the description wraps.
-    print_table(
-        Console(),
-        ["name", "description"],
-        [
-            [Text(printable(row[key], cell=True), style=style) for key in ("benchmark_id", "description")]
-            for row in rows
-            for style in ["" if row["available"] else "red"]
-        ],
-    )
+    headers = ["name", "family", "installed", "description"]
+    table_rows = []
+    for row in rows:
+        style = "" if row["available"] else "red"
+        installed = "yes" if row["installed"] else "no"
+        description = row["description"]
+        if row.get("alias_of"):
+            description = f"(= {row['alias_of']}) {description}"
+        cells = [row["benchmark_id"], row["family"] or "-", installed, description]
+        table_rows.append([Text(printable(str(cell), cell=True), style=style) for cell in cells])
+    print_table(Console(), headers, table_rows)
 
 
-def _describe(name: str) -> dict[str, Any]:
+def _catalog_rows(suite: str | None, family: str | None) -> list[dict[str, Any]]:
+    """Registered Benchmarks (all, or the suite's or family's) plus the catalog's ids that
+    are not installed, each saying how to install it."""
+    names = benchmark_names()
+    registered = set(names)
+    if suite is not None:
+        members = SUITES[suite]
+        rows = [
+            _describe(m.id, suite_member=(m.environment, m.family))
+            if m.id in registered
+            else _missing(m.id, m.environment, m.family, suite)
+            for m in members
+            if family is None or m.family == family
+        ]
+        return rows
+    rows = [_describe(name) for name in names]
+    if family is not None:
+        rows = [row for row in rows if row["family"] == family]
+    listed = {row["benchmark_id"] for row in rows}
+    for suite_name, members in SUITES.items():
+        for m in members:
+            if m.id not in registered and m.id not in listed and (family is None or m.family == family):
+                rows.append(_missing(m.id, m.environment, m.family, suite_name))
+                listed.add(m.id)
+    return rows
+
+
+def _missing(benchmark_id: str, environment: str, family: str, suite: str) -> dict[str, Any]:
+    hint = install_hint(family)
+    return {
+        "benchmark_id": benchmark_id,
+        "description": f"{environment}; not installed: {hint}",
+        "available": False,
+        "installed": False,
+        "install": hint,
+        "family": family,
+        "suites": [suite],
+        "environment": environment,
+        "alias_of": None,
+    }
+
+
+def _describe(name: str, suite_member: tuple[str, str] | None = None) -> dict[str, Any]:
+    environment, member_family = suite_member or (None, None)
+    row: dict[str, Any] = {
+        "benchmark_id": name,
+        "installed": True,
+        "install": None,
+        "family": member_family,
+        "suites": [],
+        "environment": environment,
+        "alias_of": None,
+    }
     if name in FAMILIES:
-        return {"benchmark_id": name, "description": FAMILIES[name], "available": True}
+        return {**row, "description": FAMILIES[name], "available": True, "family": "gymnasium"}
     try:
-        description = load(name, {}).spec.description
+        benchmark = load(name, {})
+        spec = benchmark.spec
     except Exception as exc:  # a broken third-party factory must not hide the others
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        return {"benchmark_id": name, "description": f"unavailable: {one_line(message)}", "available": False}
-    return {"benchmark_id": name, "description": one_line(description), "available": True}
+        return {**row, "description": f"unavailable: {one_line(message)}", "available": False}
+    entry = catalog_entry(benchmark)
+    if entry is not None:
+        row["family"] = entry.family
+        row["suites"] = list(entry.suites)
+    if spec.id != name:
+        row["alias_of"] = spec.id
+    if row["environment"] is None and isinstance(spec.metadata.get("env_id"), str):
+        row["environment"] = spec.metadata["env_id"]
+    return {**row, "description": one_line(spec.description), "available": True}
 
 
 def spec_view(benchmark: Benchmark) -> dict[str, Any]:
@@ -67,6 +175,19 @@ def spec_view(benchmark: Benchmark) -> dict[str, Any]:
     view["splits"] = list(benchmark.splits)
     baseline = baseline_dir(benchmark)
     view["baseline"] = str(baseline) if baseline else None
+    entry = catalog_entry(benchmark)
+    if entry is not None:
+        view["family"] = entry.family
+        view["suites"] = list(entry.suites)
+        view["aliases"] = list(entry.aliases)
+        view["profile"] = entry.profile
+        view["difficulty"] = entry.difficulty
+        # Easiest first; --param profile=NAME picks one.
+        view["profiles"] = [
+            {"name": p.name, "difficulty": p.difficulty, "description": p.description} for p in entry.profiles
+        ]
+        view["reference_scores"] = None if entry.reference is None else msgspec.to_builtins(entry.reference)
+        view["deterministic"] = entry.deterministic
     return view
 
 
@@ -87,6 +208,17 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
         shown = human_block(value)
         if key == "baseline" and value is None:
             shown = "none packaged"
+        if key == "profiles":
+            shown = "\n".join(
+                f"{p['difficulty']}  {p['name']}{'  (this one)' if p['name'] == view.get('profile') else ''}"
+                f"{'  ' + p['description'] if p['description'] else ''}"
+                for p in value
+            ) or "-"
+        if key == "reference_scores" and value is not None:
+            shown = (
+                f"baseline {value['baseline']:g}, uniform random {value['random']:g} "
+                f"({value['episodes']} {value['split']} Episodes, seed {value['seed']})"
+            )
         if key == "failure_score":
             shown = (
                 f"{value:g} (what a failed Episode scores; no completed one scores less)"
@@ -98,12 +230,49 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
 
 
 @benchmarks.command()
-@click.argument("benchmark_id", metavar="ID")
+@click.argument("benchmark_id", metavar="[ID]", required=False)
 @param_option
+@suite_option
+@click.option(
+    "--episodes",
+    type=click.IntRange(min=1, max=1000),
+    default=4,
+    show_default=True,
+    help="With --suite: assessment Episodes each baseline and the random policy play per Benchmark.",
+)
+@click.option(
+    "--require-installed",
+    is_flag=True,
+    help="With --suite: a Benchmark of the suite that is not installed fails the check.",
+)
 @json_option
 @click.pass_context
-def check(ctx: click.Context, benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
-    """Run the conformance checks on Benchmark ID; exit 1 if any fails."""
+def check(
+    ctx: click.Context,
+    benchmark_id: str | None,
+    params: dict[str, str],
+    suite: str | None,
+    episodes: int,
+    require_installed: bool,
+    as_json: bool,
+) -> None:
+    """Run the conformance checks on Benchmark ID; exit 1 if any fails.
+
+    With --suite (instead of ID), check every installed Benchmark of the suite: its
+    conformance (replaying Episodes to identical traces included), then its baseline
+    program and a uniform-random policy on the same assessment Episodes (seed 0), printing
+    both scores, the baseline's steps per second and the fixed cost of an Episode (one
+    played to its first step only). Exit 1 if a check fails or a baseline does not beat
+    random; Benchmarks not installed are listed, and fail only with --require-installed.
+    """
+    if suite is not None:
+        if benchmark_id is not None or params:
+            raise CliError("give either ID (with --param) or --suite, not both")
+        _known_suite(suite)
+        _check_suite(ctx, suite, episodes, require_installed, as_json)
+        return
+    if benchmark_id is None:
+        raise CliError("give a Benchmark ID or --suite SUITE")
     report = check_benchmark(load(benchmark_id, params))
     if as_json:
         emit_json({**msgspec.to_builtins(report), "ok": report.ok})
@@ -118,3 +287,119 @@ def check(ctx: click.Context, benchmark_id: str, params: dict[str, str], as_json
         if not as_json:
             click.echo(f"{failed} of {len(report.checks)} checks failed", err=True)
         ctx.exit(1)
+
+
+class _FirstStepOnly:
+    """A Benchmark whose Episodes end after their first step: what an Episode costs beyond
+    its steps (a policy process, the Environment made and reset, scoring)."""
+
+    def __init__(self, inner: Benchmark) -> None:
+        self._inner = inner
+        self.spec = msgspec.structs.replace(inner.spec, max_episode_steps=1)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _check_suite(ctx: click.Context, suite: str, episodes: int, require_installed: bool, as_json: bool) -> None:
+    registered = set(benchmark_names())
+    rows: list[dict[str, Any]] = []
+    for member in SUITES[suite]:
+        if member.id not in registered:
+            rows.append(
+                {
+                    "benchmark_id": member.id,
+                    "family": member.family,
+                    "installed": False,
+                    "install": install_hint(member.family),
+                    "ok": not require_installed,
+                }
+            )
+            continue
+        if not as_json:
+            click.echo(f"checking {member.id} ({episodes} Episodes each)...", err=True)
+        rows.append(_check_member(member, episodes))
+    ok = all(row["ok"] for row in rows)
+    if as_json:
+        emit_json({"suite": suite, "episodes": episodes, "ok": ok, "benchmarks": rows})
+    else:
+        headers = ["name", "family", "baseline", "random", "steps/s", "ms/Episode", "result"]
+        table_rows = []
+        for row in rows:
+            if not row["installed"]:
+                cells = [row["benchmark_id"], row["family"], "-", "-", "-", "-", "not installed"]
+            elif row.get("error"):
+                cells = [row["benchmark_id"], row["family"], "-", "-", "-", "-", f"FAIL: {row['error']}"]
+            else:
+                cells = [
+                    row["benchmark_id"],
+                    row["family"],
+                    f"{row['baseline']:.4g}",
+                    f"{row['random']:.4g}",
+                    f"{row['steps_per_s']:,.0f}",
+                    f"{row['fixed_cost_s'] * 1000:,.1f}",
+                    "ok" if row["ok"] else "FAIL: " + "; ".join(str(p) for p in row["problems"]),
+                ]
+            table_rows.append([Text(printable(str(c), cell=True)) for c in cells])
+        print_table(Console(), headers, table_rows)
+        hints: dict[str, list[str]] = {}
+        for row in rows:
+            if not row["installed"]:
+                hints.setdefault(row["install"], []).append(row["benchmark_id"])
+        for hint, names in hints.items():
+            click.echo(f"not installed: {', '.join(names)}: {hint}")
+    if not ok:
+        if not as_json:
+            failed = sum(1 for row in rows if not row["ok"])
+            click.echo(f"{failed} of {len(rows)} Benchmarks of {suite} failed the check", err=True)
+        ctx.exit(1)
+
+
+def _check_member(member: SuiteMember, episodes: int) -> dict[str, Any]:
+    from evopolicygym.evaluation import EvaluationConfig, Evaluator
+    from evopolicygym.program import Program
+
+    row: dict[str, Any] = {"benchmark_id": member.id, "family": member.family, "installed": True, "install": None}
+    try:
+        benchmark = load(member.id, {})
+        entry = catalog_entry(benchmark)
+        row["family"] = entry.family if entry is not None else member.family
+        report = check_benchmark(benchmark)
+        baseline = baseline_dir(benchmark)
+        if baseline is None:
+            raise CliError("no baseline program packaged")
+        config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1, trace_steps=0)
+        with Evaluator() as evaluator:
+            ours = evaluator.evaluate(Program.from_directory(baseline), benchmark, config)
+            random = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
+            first = evaluator.evaluate(
+                Program.from_directory(RANDOM_POLICY_DIR),
+                _FirstStepOnly(benchmark),
+                config,
+            )
+    except Exception as exc:
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        return {**row, "ok": False, "error": one_line(message)}
+    steps = sum(e.steps for e in ours.episodes)
+    played_s = sum(e.duration_s for e in ours.episodes)
+    problems = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    better = ours.feedback.score > random.feedback.score
+    if benchmark.spec.score_direction == "minimize":
+        better = ours.feedback.score < random.feedback.score
+    if not better:
+        problems.append("the baseline does not beat random")
+    if ours.failures:
+        problems.append(f"{ours.failures} baseline Episodes failed")
+    return {
+        **row,
+        "baseline": ours.feedback.score,
+        "random": random.feedback.score,
+        "baseline_failures": ours.failures,
+        "steps_per_s": steps / played_s if played_s > 0 else 0.0,
+        "fixed_cost_s": sum(e.duration_s for e in first.episodes) / max(1, len(first.episodes)),
+        "conformance": report.ok,
+        "problems": problems,
+        "ok": not problems,
+    }
