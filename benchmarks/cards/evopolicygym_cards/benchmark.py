@@ -106,7 +106,7 @@ class CardGameBenchmark:
                 baseline=recorded["baseline"],
                 random=recorded["random"],
                 split=recorded["split"],
-                seed=recorded["plan_seed"],
+                seed=recorded["seed"],
                 episodes=recorded["episodes"],
             ),
             deterministic=True,
@@ -352,11 +352,11 @@ def _profiles(game: str) -> tuple[Profile, ...]:
 # assessment split, measured by ``python -m evopolicygym_cards.measure`` (in-process, the
 # same Episodes and policy seeds for both); keyed by (game, opponent, hands).
 MEASURED: dict[tuple[str, str, int], dict[str, Any]] = {
-    ("leduc", "calling", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 21.4433, "baseline_std": 12.3405, "random": -0.2967, "random_std": 17.9202},
-    ("leduc", "random", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 16.0833, "baseline_std": 16.5147, "random": 0.93, "random_std": 20.6168},
-    ("leduc", "rule", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 1.03, "baseline_std": 11.0425, "random": -16.84, "random_std": 17.2374},
-    ("leduc", "equilibrium", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": -0.4, "baseline_std": 12.8294, "random": -12.7533, "random_std": 19.2603},
-    ("holdem_limit", "calling", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 128.75, "baseline_std": 126.2842, "random": -14.9167, "random_std": 162.5133},
-    ("holdem_limit", "random", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 79.0167, "baseline_std": 140.0903, "random": -2.6333, "random_std": 145.9106},
-    ("holdem_limit", "rule", 20): {"split": "assessment", "plan_seed": 0, "episodes": 300, "baseline": 21.0167, "baseline_std": 135.8757, "random": -12.9, "random_std": 105.3008},
+    ("leduc", "calling", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 21.4433, "baseline_std": 12.3405, "random": -0.2967, "random_std": 17.9202},
+    ("leduc", "random", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 16.0833, "baseline_std": 16.5147, "random": 0.93, "random_std": 20.6168},
+    ("leduc", "rule", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 1.03, "baseline_std": 11.0425, "random": -16.84, "random_std": 17.2374},
+    ("leduc", "equilibrium", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": -0.4, "baseline_std": 12.8294, "random": -12.7533, "random_std": 19.2603},
+    ("holdem_limit", "calling", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 128.75, "baseline_std": 126.2842, "random": -14.9167, "random_std": 162.5133},
+    ("holdem_limit", "random", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 79.0167, "baseline_std": 140.0903, "random": -2.6333, "random_std": 145.9106},
+    ("holdem_limit", "rule", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 21.0167, "baseline_std": 135.8757, "random": -12.9, "random_std": 105.3008},
 }

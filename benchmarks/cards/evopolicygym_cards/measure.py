@@ -82,7 +82,7 @@ def measure(
 ) -> dict[str, Any]:
     """Mean chips per Episode of the baseline and of the random program, on the same Episodes."""
     planned = benchmark.plan(split, MEASURE_SEED, episodes)
-    figures: dict[str, Any] = {"split": split, "plan_seed": MEASURE_SEED, "episodes": episodes}
+    figures: dict[str, Any] = {"split": split, "seed": MEASURE_SEED, "episodes": episodes}
     for name, directory in (("baseline", benchmark.baseline_dir()), ("random", RANDOM_DIR)):
         make_policy = load_policy(directory)
         returns = [play(benchmark, make_policy, e, policy_seed(benchmark, e)) for e in planned]
