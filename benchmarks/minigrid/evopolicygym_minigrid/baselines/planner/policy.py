@@ -31,7 +31,7 @@ class Planner:
     def act(self, observation):
         grid = observation["image"]
         width, height = len(grid), len(grid[0])
-        cells = [[tuple(int(v) for v in grid[x][y]) for y in range(height)] for x in range(width)]
+        cells = grid.tolist()  # cells[x][y] = [type, color, state]
         agent = next((x, y) for x in range(width) for y in range(height) if cells[x][y][0] == AGENT)
         # The agent hides the cell it stands on: in a doorway, that is an (open) door.
         for x in range(width):
