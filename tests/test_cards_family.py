@@ -132,6 +132,29 @@ def test_an_episode_replays_identically_and_episodes_differ(name: str) -> None:
     assert sum(f[1] for f in first[1:-1]) == summary["chips"] == sum(h["result"] for h in summary["hands"])
 
 
+@pytest.mark.parametrize("name", GAMES)
+def test_a_one_hand_match_always_asks_the_policy(name: str) -> None:
+    """The policy acts first in hand 0, so even a match of one hand (where the opponent could
+    otherwise fold before the policy's turn) has a decision, and its reward is the hand's."""
+    benchmark = CardGameBenchmark(name, profile="rule", hands=1)
+    random_policy = load_policy(RANDOM_DIR)
+    for episode in benchmark.plan("train", 0, 40):
+        env = benchmark.make_environment(episode)
+        policy = random_policy(type("Context", (), {"policy_seed": episode.index})())
+        observation, rewards = env.reset(), []
+        assert observation["hand"] == 0 and observation["legal_actions"]
+        while True:
+            result = env.step(policy.act(observation))
+            observation = result.observation
+            rewards.append(result.reward)
+            if result.terminated:
+                break
+        summary = env.summary()
+        env.close()
+        assert observation["done"] is True and sum(rewards) == summary["chips"] == observation["chips"]
+        assert summary["hands_played"] == 1
+
+
 def test_the_same_episode_evaluated_twice_gives_identical_traces(evaluator: Evaluator) -> None:
     first, second = (evaluate(evaluator, "holdem_limit", baseline("holdem_limit"), 2).records for _ in range(2))
     for a, b in zip(first, second, strict=True):

@@ -9,8 +9,8 @@ policy's first decision is paid with that decision's reward).
 Determinism: hand ``h`` of an Episode is dealt from a deck shuffled with a seed derived from
 the Episode's seed and ``h``, and the opponent draws from its own generator seeded the same
 way, so the same Episode and the same policy actions give the same match, and two policies
-get the same cards in every hand they reach alike. Seats alternate: the policy is OpenSpiel
-player ``h % 2`` in hand ``h``.
+get the same cards in every hand they reach alike. Seats alternate, the policy acting first in
+even hands (so it has a decision in the first hand, which a match needs before it can end).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ class CardEnvironment:
         self._done = False
         self._next_hand()
         self._play_on()
+        if self._done:  # the policy acts first in hand 0, so this is a bug, not a policy's doing
+            raise BenchmarkError(f"{self.game.name}: the match ended before the policy's first decision")
         return self._observation()
 
     def step(self, action: Any) -> StepResult:
@@ -108,7 +110,7 @@ class CardEnvironment:
 
     def _next_hand(self) -> None:
         self._hand += 1
-        self._seat = self._hand % 2
+        self._seat = (self._hand + self.game.first_to_act) % 2
         self._state = self._spiel.new_initial_state()
         deal = random.Random(derive_seed("cards-deal", self.game.name, self.seed, self._hand))
         self._deck = [action for action, _ in self._state.chance_outcomes()]

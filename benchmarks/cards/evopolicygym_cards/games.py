@@ -54,6 +54,7 @@ class CardGame:
     rules: str
     default_hands: int
     big_blind: int  # the unit results are also reported in (Leduc: the ante)
+    first_to_act: int  # the OpenSpiel player who acts first in a hand
 
     def load(self) -> Any:
         return _load(self.game_string)
@@ -122,6 +123,7 @@ GAMES: dict[str, CardGame] = {
         ),
         default_hands=20,
         big_blind=1,
+        first_to_act=0,
     ),
     "holdem_limit": CardGame(
         name="holdem_limit",
@@ -138,6 +140,7 @@ GAMES: dict[str, CardGame] = {
         ),
         default_hands=20,
         big_blind=10,
+        first_to_act=1,
     ),
 }
 
