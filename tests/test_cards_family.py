@@ -37,6 +37,7 @@ if importlib.util.find_spec("evopolicygym_cards") is None:
     pytest.skip("the cards family is not installed (uv sync --extra cards)", allow_module_level=True)
 
 from evopolicygym_cards import PROFILES, CardGameBenchmark
+from evopolicygym_cards.games import CATEGORIES
 from evopolicygym_cards.measure import RANDOM_DIR, load_policy, measure, play, policy_seed
 
 GAMES = ("leduc", "holdem_limit")
@@ -190,6 +191,8 @@ def test_the_opponents_cards_reach_the_policy_only_at_a_showdown(name: str) -> N
                 if hand["showdown"]:
                     showdowns += 1
                     assert hand["opponent_cards"] and all(c not in hand["my_cards"] for c in hand["opponent_cards"])
+                    if hand["hand"] in revealed:  # the cards shown are the ones the opponent held
+                        assert hand["opponent_cards"] == revealed[hand["hand"]]
                 else:
                     folds += 1
                     assert hand["opponent_cards"] is None and "fold" in json.dumps(hand["actions"])
@@ -267,6 +270,10 @@ def test_feedback_has_round_summaries_and_a_bounded_replay(evaluator: Evaluator)
     shown = [h for s in content["round_summaries"] for h in s["hands"] if "opponent_cards" in h]
     assert shown and all(h["my_hand"] and h["opponent_hand"] for h in shown)
     assert all(len(h["board"]) == 5 for h in shown)  # the calling station never folds: every showdown is on the river
+    for h in shown:  # the better hand took the pot
+        mine, theirs = CATEGORIES.index(h["my_hand"]), CATEGORIES.index(h["opponent_hand"])
+        if mine != theirs:
+            assert (h["result"] > 0) == (mine > theirs), h
     (replay,) = result.feedback.artifacts
     lines = [json.loads(line) for line in replay.data.splitlines()]
     assert replay.name == "replay.jsonl" and len(lines) == 80 and len(replay.data) <= 128 * 1024

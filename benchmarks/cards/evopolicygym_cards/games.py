@@ -17,7 +17,7 @@ from typing import Any
 
 import pyspiel
 
-__all__ = ["ACTION_NAMES", "GAMES", "CardGame", "SeatView", "hand_category", "rank_five"]
+__all__ = ["ACTION_NAMES", "CATEGORIES", "GAMES", "CardGame", "SeatView", "hand_category", "rank_five"]
 
 FOLD, CALL, RAISE = 0, 1, 2
 ACTION_NAMES = {FOLD: "fold", CALL: "call", RAISE: "raise"}
