@@ -259,7 +259,7 @@ def test_feedback_has_round_summaries_and_a_bounded_replay(evaluator: Evaluator)
     assert content["profile"] == "calling" and content["hands_per_episode"] == 20
     assert len(content["episodes"]) == 4 and len(content["round_summaries"]) == 3
     for episode, record in zip(content["episodes"], result.records, strict=True):
-        assert episode["chips"] == record.total_reward
+        assert episode["return"] == record.total_reward and episode["length"] == record.steps
         assert episode["termination"] == {1: "won", -1: "lost", 0: "even"}[(record.total_reward > 0) - (record.total_reward < 0)]
         assert episode["hands_played"] == 20 and episode["hands_won"] + episode["hands_lost"] <= 20
         assert episode["opponent_folds"] == 0  # a calling station never folds

@@ -6,9 +6,10 @@ policy's seat won over the match, negative when it lost. The score is the mean r
 failure score: every hand lost at the game's largest possible loss, which no completed match
 can fall below.
 
-Feedback: per Episode the chips, hands won and lost, showdowns and the policy's folds; the
-round summaries of the first Episodes' hands (betting, pot, result, cards shown at a
-showdown); and ``replay.jsonl``, a compact replay of the traced Episodes, one line per hand.
+Feedback: per Episode the return (chips), why it ended (won, lost, even, or the policy's
+failure), hands won and lost, showdowns and both seats' folds; the round summaries of the
+first Episodes' hands (betting, pot, result, cards shown at a showdown); and ``replay.jsonl``,
+a compact replay of the Episodes, one line per hand.
 Both are read from the Environment's summary of each Episode (its finished hands, as the
 policy's seat saw them once each ended) or, where none was recorded, from the Episodes' traces
 (the observations the policy was given): only what was public to the policy's seat.
@@ -226,8 +227,10 @@ class CardGameBenchmark:
                     "index": record.spec.index,
                     "status": record.status,
                     "termination": termination,
-                    "chips": ret,
-                    "decisions": record.steps,
+                    # As in every family: the Episode's return (here its chips, the failure
+                    # score when it failed) and length (the policy's decisions).
+                    "return": ret,
+                    "length": record.steps,
                     **facts,
                     "failure": None if record.failure is None else record.failure[:FAILURE_CHARS],
                     "output_tail": record.stderr_tail[-OUTPUT_CHARS:],
