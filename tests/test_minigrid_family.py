@@ -111,6 +111,19 @@ def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator) -> 
         assert (a.observation["image"] == b.observation["image"]).all()
 
 
+@pytest.mark.parametrize(
+    ("name", "profile"),
+    [("minigrid_keycorridor", "S3R1"), ("minigrid_doorkey", "5x5"), ("minigrid_obstructedmaze", "Full")],
+)
+def test_the_baseline_solves_the_smallest_and_the_largest_profiles(
+    evaluator: Evaluator, name: str, profile: str
+) -> None:
+    """One-cell rooms leave nowhere harmless to put a key down; the full maze has eight
+    blocked doors and keys in boxes."""
+    result = run(evaluator, name, baseline(name), 2, profile=profile)
+    assert result.feedback.content["terminations"] == {"reached_goal": 2}
+
+
 def test_profiles_order_difficulty_and_pick_environments() -> None:
     for name in TASKS:
         entry = catalog_entry(load_benchmark(name))

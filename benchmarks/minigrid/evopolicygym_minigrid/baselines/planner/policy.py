@@ -124,28 +124,31 @@ class Planner:
         return found if found != "here" else PICKUP
 
     def drop(self, cells, start, keep=None):
-        """Go and put down what is carried, where it blocks no door and, with ``keep``, where
-        the object wanted next can still be reached once it lies there."""
-
+        """Go and put down what is carried: where it blocks no door and walls nothing in
+        and, with ``keep``, where the object wanted next stays in reach once it lies there;
+        in rooms too small for that, anywhere that keeps the wanted object in reach."""
         room = reachable(cells, start[:2])
 
-        def spot(x, y, d):
-            fx, fy = ahead(x, y, d)
-            if not droppable(cells, fx, fy):
-                return False
-            before, cells[fx][fy] = cells[fx][fy], (WALL, 0, 0)
-            try:
-                # Nothing may be walled in by it, and what is wanted next stays in reach.
-                if reachable(cells, (x, y)) != room - 1:
+        def spot(strict):
+            def test(x, y, d):
+                fx, fy = ahead(x, y, d)
+                if cells[fx][fy][0] != EMPTY or (strict and next_to_door(cells, fx, fy)):
                     return False
-                return keep is None or search(cells, (x, y, d), keep) is not None
-            finally:
-                cells[fx][fy] = before
+                before, cells[fx][fy] = cells[fx][fy], [WALL, 0, 0]
+                try:
+                    if strict and reachable(cells, (x, y)) != room - 1:
+                        return False
+                    return keep is None or search(cells, (x, y, d), keep) is not None
+                finally:
+                    cells[fx][fy] = before
 
-        step = search(cells, start, spot)
-        if step is None:
-            return self.rng.choice((LEFT, RIGHT))
-        return DROP if step == "here" else step
+            return test
+
+        for strict in (True, False):
+            step = search(cells, start, spot(strict))
+            if step is not None:
+                return DROP if step == "here" else step
+        return self.rng.choice((LEFT, RIGHT))
 
 
 def facing(cells, start, wanted, action):
@@ -179,10 +182,6 @@ def next_to_door(cells, x, y):
         if 0 <= nx < len(cells) and 0 <= ny < len(cells[0]) and cells[nx][ny][0] == DOOR:
             return True
     return False
-
-
-def droppable(cells, x, y):
-    return cells[x][y][0] == EMPTY and not next_to_door(cells, x, y)
 
 
 def reachable(cells, start):
