@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,9 @@ def test_the_failure_score_is_every_hand_lost_at_the_largest_loss() -> None:
     assert leduc.spec.score_direction == "maximize" and leduc.spec.failure_score == -13.0 * 20
     assert holdem.spec.failure_score == -240.0 * 10
     assert holdem.spec.environment_parameters == {"game": "holdem_limit", "profile": "rule", "hands": 10}
+    # Picklable for parallel evaluation, the same Benchmark on the other side.
+    copy = pickle.loads(pickle.dumps(holdem))
+    assert copy.spec == holdem.spec and catalog_entry(copy) == catalog_entry(holdem)
 
 
 # --- determinism ---------------------------------------------------------------------------------
