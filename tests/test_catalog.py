@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import random as stdlib_random
 from typing import Any
 
+import gymnasium
 import pytest
 from click.testing import CliRunner, Result
 
@@ -19,8 +21,10 @@ from evopolicygym.benchmark import (
     BenchmarkError,
     CatalogEntry,
     EpisodeRecord,
+    GymnasiumBenchmark,
     Profile,
     catalog_entry,
+    check_benchmark,
     domain_summary,
     install_hint,
     termination_of,
@@ -157,6 +161,40 @@ def test_profiles_are_in_the_parameters_digest_and_shown() -> None:
     assert human.exit_code == 0 and "16x16  (this one)" in human.stdout
     line = one_line_error(invoke("benchmarks", "show", "minigrid_doorkey", "--param", "profile=99x99"))
     assert "unknown profile '99x99'" in line and "5x5, 6x6, 8x8, 16x16" in line
+
+
+class _Gusty(gymnasium.ObservationWrapper):  # type: ignore[type-arg]
+    """Observations with noise no seed controls: an Environment that cannot replay."""
+
+    noise = stdlib_random.SystemRandom()
+
+    def observation(self, observation: Any) -> Any:
+        return observation + self.noise.uniform(-1e-3, 1e-3)
+
+
+def _gusty(env: gymnasium.Env[Any, Any]) -> gymnasium.Env[Any, Any]:
+    return _Gusty(env)
+
+
+def test_a_benchmark_declared_not_deterministic_passes_replay_and_says_so() -> None:
+    def build(deterministic: bool) -> GymnasiumBenchmark:
+        return GymnasiumBenchmark(
+            "Pendulum-v1", benchmark_id="gusty", wrap=_gusty,
+            catalog=CatalogEntry(family="classic", deterministic=deterministic),
+        )  # fmt: skip
+
+    checks = {c.name: c for c in check_benchmark(build(True)).checks}
+    assert not checks["replay determinism and close"].ok
+    assert "differs when replayed" in checks["replay determinism and close"].detail
+    declared = build(False)
+    checks = {c.name: c for c in check_benchmark(declared).checks}
+    assert checks["replay determinism and close"].ok
+    assert checks["replay determinism and close"].detail == "declared not deterministic: 2 of 2 Episodes differed when replayed"
+    assert declared.spec.metadata["deterministic"] is False
+    spec = declared.plan("train", 0, 1)[0]
+    record = EpisodeRecord(spec=spec, policy_seed=1, status="ok", total_reward=-5.0, steps=3)
+    assert declared.score([record]).content["deterministic"] is False
+    assert "deterministic" not in build(True).score([record]).content
 
 
 # --------------------------------------------------------------------------- domain Feedback
