@@ -23,6 +23,7 @@ from evopolicygym.benchmark import (
     EpisodeRecord,
     GymnasiumBenchmark,
     Profile,
+    canonical_digest,
     catalog_entry,
     check_benchmark,
     domain_summary,
@@ -195,6 +196,31 @@ def test_a_benchmark_declared_not_deterministic_passes_replay_and_says_so() -> N
     record = EpisodeRecord(spec=spec, policy_seed=1, status="ok", total_reward=-5.0, steps=3)
     assert declared.score([record]).content["deterministic"] is False
     assert "deterministic" not in build(True).score([record]).content
+
+
+def test_frozen_lake_profiles_name_its_maps_and_keep_its_digest() -> None:
+    """The classic family's curriculum: a profile names a map and an ice, which the make
+    keywords already put in the digest, so the digest is what it was without profiles."""
+    default = load_benchmark("frozen-lake")
+    entry = catalog_entry(default)
+    assert entry is not None and entry.profile == "4x4" and entry.difficulty == 2
+    assert [p.name for p in entry.profiles] == ["4x4-calm", "8x8-calm", "4x4", "8x8"]
+    assert default.spec.environment_digest == canonical_digest(
+        {
+            "id": "frozen-lake",
+            "environment_parameters": {"map_name": "4x4", "is_slippery": True, "max_episode_steps": 100},
+            "failure_score": 0.0,
+        }
+    )
+    calm = load_benchmark("frozen-lake", {"profile": "8x8-calm"})
+    same = load_benchmark("frozen-lake", {"map": "8x8", "slippery": "false"})
+    assert calm.spec.environment_digest == same.spec.environment_digest != default.spec.environment_digest
+    assert same.spec.metadata["profile"] == "8x8-calm" and same.spec.metadata["difficulty"] == 1
+    line = one_line_error(invoke("benchmarks", "show", "frozen-lake", "--param", "profile=8x8", "--param", "map=4x4"))
+    assert "not both" in line
+    assert "4x4-calm, 8x8-calm, 4x4, 8x8" in one_line_error(
+        invoke("benchmarks", "show", "frozen-lake", "--param", "profile=icy")
+    )
 
 
 # --------------------------------------------------------------------------- domain Feedback

@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 SPLITS = ("train", "validation", "assessment")
+_ABSENT = object()
 DEFAULT_MAX_EPISODE_STEPS = 1000
 
 TRACE_EPISODES = 3
@@ -726,8 +727,11 @@ class GymnasiumBenchmark:
             if catalog is not None:
                 metadata["family"] = catalog.family
                 if catalog.profile is not None:
-                    # In the parameters, so the digest tells one profile's scores from another's.
-                    parameters["profile"] = catalog.profile
+                    # In the parameters, so the digest tells one profile's scores from another's,
+                    # unless the make keywords already do (the profile is just their name).
+                    chosen = next(p for p in catalog.profiles if p.name == catalog.profile)
+                    if any(self.make_kwargs.get(k, _ABSENT) != v for k, v in chosen.parameters.items()):
+                        parameters["profile"] = catalog.profile
                     metadata["profile"] = catalog.profile
                     metadata["difficulty"] = catalog.difficulty
                 if catalog.reference is not None:

@@ -1,10 +1,13 @@
 """The classic family: Gymnasium's classic control and toy-text tasks as curated Benchmarks
 (``cartpole``, ``frozen-lake``, ``acrobot``, ``mountain-car-continuous``), each with a
-baseline program. Installed with ``evopolicygym`` itself: it needs only Gymnasium.
+baseline program; frozen-lake offers difficulty profiles (``--param profile=4x4-calm``,
+``8x8-calm``, ``4x4``, ``8x8``). Installed with ``evopolicygym`` itself: it needs only
+Gymnasium.
 """
 
 from evopolicygym_classic.curated import (
     BASELINES_DIR,
+    FROZEN_LAKE_PROFILES,
     FrozenLakeConfig,
     acrobot,
     cartpole,
@@ -14,6 +17,7 @@ from evopolicygym_classic.curated import (
 
 __all__ = [
     "BASELINES_DIR",
+    "FROZEN_LAKE_PROFILES",
     "FrozenLakeConfig",
     "acrobot",
     "cartpole",

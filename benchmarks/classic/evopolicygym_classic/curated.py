@@ -14,10 +14,19 @@ from typing import Literal
 
 import msgspec
 
-from evopolicygym.benchmark import CatalogEntry, EpisodeEnd, GymnasiumBenchmark, ReferenceScores
+from evopolicygym.benchmark import (
+    BenchmarkError,
+    CatalogEntry,
+    EpisodeEnd,
+    GymnasiumBenchmark,
+    Profile,
+    ReferenceScores,
+    pick_profile,
+)
 
 __all__ = [
     "BASELINES_DIR",
+    "FROZEN_LAKE_PROFILES",
     "FrozenLakeConfig",
     "acrobot",
     "cartpole",
@@ -87,14 +96,46 @@ class FrozenLakeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     slippery: bool = True
 
 
-def frozen_lake(map: str = "4x4", slippery: bool | str = True) -> GymnasiumBenchmark:
-    """FrozenLake-v1; ``slippery`` also accepts the strings ``"true"``/``"false"`` from the CLI."""
+def _lake(name: str, difficulty: int, map: str, slippery: bool, text: str) -> Profile:
+    return Profile(
+        name=name, difficulty=difficulty, parameters={"map_name": map, "is_slippery": slippery}, description=text
+    )
+
+
+# Calm ice is a shortest-path puzzle at either size; slippery ice makes every plan a gamble.
+FROZEN_LAKE_PROFILES = (
+    _lake("4x4-calm", 0, "4x4", False, "the 4x4 lake, moves go where they are meant to"),
+    _lake("8x8-calm", 1, "8x8", False, "the 8x8 lake, moves go where they are meant to"),
+    _lake("4x4", 2, "4x4", True, "the 4x4 lake on slippery ice"),
+    _lake("8x8", 3, "8x8", True, "the 8x8 lake on slippery ice"),
+)
+
+
+def frozen_lake(
+    map: str | None = None, slippery: bool | str | None = None, profile: str | None = None
+) -> GymnasiumBenchmark:
+    """FrozenLake-v1, by ``map`` and ``slippery`` or by ``profile`` (which names both);
+    ``slippery`` also accepts the strings ``"true"``/``"false"`` from the CLI."""
+    if profile is not None:
+        if map is not None or slippery is not None:
+            raise ValueError("frozen-lake: give a profile or map/slippery, not both")
+        try:
+            chosen = pick_profile("frozen-lake", FROZEN_LAKE_PROFILES, profile)
+        except BenchmarkError as exc:
+            raise ValueError(str(exc)) from exc
+        map, slippery = chosen.parameters["map_name"], chosen.parameters["is_slippery"]
+    given = {k: v for k, v in (("map", map), ("slippery", slippery)) if v is not None}
     try:
-        config = msgspec.convert({"map": map, "slippery": slippery}, FrozenLakeConfig, strict=False)
+        config = msgspec.convert(given, FrozenLakeConfig, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(
             f"frozen-lake: invalid config ({exc}); map is '4x4' or '8x8', slippery is true or false"
         ) from exc
+    named = next(
+        p.name
+        for p in FROZEN_LAKE_PROFILES
+        if p.parameters == {"map_name": config.map, "is_slippery": config.slippery}
+    )
     return GymnasiumBenchmark(
         "FrozenLake-v1",
         benchmark_id="frozen-lake",
@@ -109,7 +150,7 @@ def frozen_lake(map: str = "4x4", slippery: bool | str = True) -> GymnasiumBench
         success_threshold=1.0,
         metadata={"map": FROZEN_LAKE_MAPS[config.map]},
         baseline=_baseline("frozen-lake"),
-        catalog=CatalogEntry(family="classic"),
+        catalog=CatalogEntry(family="classic", profiles=FROZEN_LAKE_PROFILES, profile=named),
         termination=_goal_or_hole,
     )
 
