@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.benchmark.contract import BenchmarkError
+from evopolicygym.benchmark.contract import Benchmark, BenchmarkError
 
 __all__ = [
     "CORE16",
@@ -26,6 +26,7 @@ __all__ = [
     "SUITES",
     "CatalogEntry",
     "Family",
+    "FirstStepOnly",
     "Profile",
     "ReferenceScores",
     "SuiteMember",
@@ -214,3 +215,18 @@ def install_hint(family: str) -> str:
     if extras:
         return f"uv sync --extra {extras[0]}"
     return f"the {family} family is not packaged yet ({known.distribution})"
+
+
+class FirstStepOnly:
+    """A Benchmark whose Episodes end after their first step: evaluated, it measures what an
+    Episode costs beyond its steps (a policy process, the Environment made and reset, scoring).
+    Everything but the spec's step limit is the wrapped Benchmark's."""
+
+    def __init__(self, inner: Benchmark) -> None:
+        self._inner = inner
+        self.spec = msgspec.structs.replace(inner.spec, max_episode_steps=1)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)

@@ -18,6 +18,7 @@ from evopolicygym.benchmark import (
     RANDOM_POLICY_DIR,
     SUITES,
     Benchmark,
+    FirstStepOnly,
     SuiteMember,
     catalog_entry,
     check_benchmark,
@@ -289,20 +290,6 @@ def check(
         ctx.exit(1)
 
 
-class _FirstStepOnly:
-    """A Benchmark whose Episodes end after their first step: what an Episode costs beyond
-    its steps (a policy process, the Environment made and reset, scoring)."""
-
-    def __init__(self, inner: Benchmark) -> None:
-        self._inner = inner
-        self.spec = msgspec.structs.replace(inner.spec, max_episode_steps=1)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
 def _check_suite(ctx: click.Context, suite: str, episodes: int, require_installed: bool, as_json: bool) -> None:
     registered = set(benchmark_names())
     rows: list[dict[str, Any]] = []
@@ -376,7 +363,7 @@ def _check_member(member: SuiteMember, episodes: int) -> dict[str, Any]:
             random = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
             first = evaluator.evaluate(
                 Program.from_directory(RANDOM_POLICY_DIR),
-                _FirstStepOnly(benchmark),
+                FirstStepOnly(benchmark),
                 config,
             )
     except Exception as exc:

@@ -19,26 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from evopolicygym.benchmark import RANDOM_POLICY_DIR, SUITES, Benchmark, check_benchmark
+from evopolicygym.benchmark import (
+    RANDOM_POLICY_DIR,
+    SUITES,
+    Benchmark,
+    FirstStepOnly,
+    check_benchmark,
+)
 from evopolicygym.evaluation import EvaluationConfig, Evaluator, plan_episodes
 from evopolicygym.policy import PolicyContext
 from evopolicygym.program import Program
 from evopolicygym.registry import baseline_dir, benchmark_names, load_benchmark
-
-
-class FirstStepOnly:
-    """The Benchmark with Episodes cut after their first step."""
-
-    def __init__(self, inner: Benchmark) -> None:
-        self._inner = inner
-        self.spec = msgspec.structs.replace(inner.spec, max_episode_steps=1)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_inner":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
 
 def load_policy_module(program_dir: Path) -> Any:
