@@ -1,0 +1,596 @@
+"""The Ray executor: an Evaluator whose Episodes are played by Ray actors, on any node.
+
+Each actor (one per worker slot, one CPU) holds a local Evaluator, so its Episodes run in
+the same contained engine as the local executor's (its own fork server and sandbox, on
+the node it lands on): the actor plays whole Episodes and hands back their EpisodeRecords.
+The driver deals the Episodes out dynamically, a shrinking chunk at a time to whichever
+actor is free, gathers the records by Episode index and scores them here, so the result
+is the local executor's for the same Episodes whatever the placement.
+
+The Program and the Benchmark travel once per evaluation through Ray's object store
+(content-addressed: the Program checked against its digest where it lands, the pickled
+Benchmark kept per actor by its digest). An actor whose policies would be contained less
+than this machine contains them refuses its Episodes: fail closed. An actor that dies
+mid-Episode (its process or node lost) is the Host's fault, never the policy's: its
+Episodes go to another actor once, and a second loss aborts the evaluation.
+
+Nothing here imports Ray at module level: ``ray`` is imported when a RayEvaluator is made.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import math
+import os
+import pickle
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from evopolicygym.benchmark import Benchmark, EpisodeRecord
+from evopolicygym.evaluation.config import (
+    EpisodeSummary,
+    EvaluationConfig,
+    EvaluationError,
+    EvaluationResult,
+    PlannedEpisode,
+    plan_episodes,
+    require_failure_score,
+)
+from evopolicygym.evaluation.engine import Evaluator, Progress, _enforced, _pinned, _read_only
+from evopolicygym.evaluation.episode import EpisodeRunner
+from evopolicygym.evaluation.forkserver import ForkServer, ForkServerClient
+from evopolicygym.hostdirs import remove_tree
+from evopolicygym.program import Program, ProgramError
+
+__all__ = ["RAY_MISSING", "EpisodeWorker", "RayEvaluator", "import_ray"]
+
+RAY_MISSING = "the Ray executor needs the ray extra, which is not installed: uv sync --extra ray"
+_CONTAINMENT_RANK = {"process-group": 0, "namespaces": 1}
+_DERIVED = {"pinned-core"}  # added per evaluation from the pinning, not a property of a server
+_POLL_S = 0.1  # how often the driver looks at stop() while waiting for actors
+# While no worker can be placed (every CPU of the cluster taken) an evaluation waits this
+# long for one, then fails as a Host fault rather than hang its Run.
+_START_TIMEOUT_S = 600.0
+# Workers idle this long give their CPUs back to the cluster (a Run whose Agent is thinking
+# holds none); the next evaluation starts new ones, a second or two each.
+IDLE_S = 60.0
+_CACHED_BENCHMARKS = 4  # unpickled Benchmarks an actor keeps, by the digest of their pickle
+
+
+_UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or EvaluationError saying how to install it."""
+    # Ray otherwise sees a driver started by `uv run` and has every worker start through
+    # `uv run` too, from a copy of the current directory uploaded to the cluster: slow, and
+    # wrong for a Host whose directory is a store or an experiment. Workers use the
+    # interpreter and packages installed on their node, as the Host does.
+    os.environ.setdefault(_UV_HOOK, "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise EvaluationError(RAY_MISSING) from exc
+    return ray
+
+
+# --------------------------------------------------------------------------- the actor side
+
+
+class EpisodeWorker:
+    """What one Ray actor does: plays the Episodes it is handed, in a local contained engine.
+
+    Trusted Host code in a Ray worker process; policies never see it. One evaluation at a
+    time: ``setup`` (the Program written read-only, an EpisodeRunner on this actor's fork
+    server), ``run`` for each chunk of Episodes, ``release``.
+    """
+
+    def __init__(self) -> None:
+        self._evaluator = Evaluator()
+        self._benchmarks: collections.OrderedDict[str, Benchmark] = collections.OrderedDict()
+        self._runner: EpisodeRunner | None = None
+        self._client: ForkServerClient | None = None
+        self._workdir: str | None = None
+        self._cpu: int | None = None
+
+    def hello(self) -> dict[str, Any]:
+        """Where this actor runs and how it contains policies (its fork server started now)."""
+        import socket
+
+        import ray
+
+        server = self._evaluator.fork_server
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "cpus": sorted(os.sched_getaffinity(0)),
+            "containment": server.containment,
+            "enforced": list(server.enforced),
+        }
+
+    def setup(
+        self,
+        benchmark_key: str,
+        benchmark_ref: list[Any],
+        files: tuple[tuple[str, bytes], ...],
+        digest: str,
+        config: EvaluationConfig,
+        cpu: int | None,
+        path: list[str],
+        required: tuple[str, tuple[str, ...]],
+    ) -> tuple[str, tuple[str, ...]]:
+        """Prepare one evaluation; its containment and enforced limits. Refuses (fail closed)
+        where policies would be contained less than ``required`` (the driver's own)."""
+        self.release()
+        server = self._evaluator.fork_server
+        _check_containment(server.containment, server.enforced, required, _where())
+        benchmark = self._benchmarks.get(benchmark_key)
+        if benchmark is None:
+            import ray
+
+            # The driver's import path, so a Benchmark defined in its modules unpickles here.
+            sys.path[:] = [p for p in path if p] + [p for p in sys.path if p not in path]
+            (blob,) = ray.get(benchmark_ref)
+            benchmark = pickle.loads(blob)
+            self._benchmarks[benchmark_key] = benchmark
+            while len(self._benchmarks) > _CACHED_BENCHMARKS:
+                self._benchmarks.popitem(last=False)
+        else:
+            self._benchmarks.move_to_end(benchmark_key)
+        program = Program.from_files(dict(files))
+        if program.digest != digest:
+            raise EvaluationError(f"the Program arrived at {_where()} as {program.digest}, not {digest}")
+        workdir = tempfile.mkdtemp(prefix="eval-", dir=server.work_dir)
+        self._workdir = workdir
+        program_dir = str(program.write_to(os.path.join(workdir, "program")))
+        _read_only(program_dir)
+        scratch_root = os.path.join(workdir, "scratch")
+        os.mkdir(scratch_root)
+        self._client = server.connect()
+        self._cpu = cpu
+        self._runner = EpisodeRunner(benchmark, self._client, program_dir, scratch_root, config, cpu)
+        return server.containment, server.enforced
+
+    def run(self, episodes: list[PlannedEpisode], more: bool) -> list[EpisodeRecord]:
+        """Play ``episodes`` in order; with ``more``, start the next policy process ahead."""
+        runner = self._runner
+        if runner is None:
+            raise EvaluationError("internal: Episodes handed to a Ray worker before its setup")
+        records = []
+        with _pinned(self._cpu):
+            for i, planned in enumerate(episodes):
+                runner.prespawn = more or i + 1 < len(episodes)
+                records.append(runner.run(planned))
+        return records
+
+    def release(self) -> None:
+        """End the evaluation: its spare policy process stopped, its directory removed."""
+        runner, self._runner = self._runner, None
+        client, self._client = self._client, None
+        workdir, self._workdir = self._workdir, None
+        try:
+            if runner is not None:
+                runner.close()
+        finally:
+            if client is not None:
+                client.close()
+            if workdir is not None:
+                remove_tree(workdir)
+
+    def shutdown(self) -> None:
+        try:
+            self.release()
+        finally:
+            self._evaluator.close()
+
+
+def _where() -> str:
+    import socket
+
+    return f"the Ray worker on {socket.gethostname()} (pid {os.getpid()})"
+
+
+def _check_containment(
+    containment: str, enforced: Sequence[str], required: tuple[str, tuple[str, ...]], where: str
+) -> None:
+    need_level, need_limits = required
+    if _CONTAINMENT_RANK.get(containment, -1) < _CONTAINMENT_RANK.get(need_level, 0):
+        raise EvaluationError(
+            f"{where} contains policies by {containment} only, where this Host contains them by "
+            f"{need_level}: refusing to play Episodes there"
+        )
+    missing = [limit for limit in need_limits if limit not in enforced and limit not in _DERIVED]
+    if missing:
+        raise EvaluationError(
+            f"{where} cannot enforce {', '.join(missing)}, which this Host enforces on policies: "
+            "refusing to play Episodes there"
+        )
+
+
+# --------------------------------------------------------------------------- the driver side
+
+
+class _Slot:
+    """One actor of the pool, as the driver knows it."""
+
+    __slots__ = ("actor", "cpu", "hello", "node", "started")
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.hello: Any = None  # the ObjectRef of its first call, until it answered
+        self.node: str | None = None
+        self.cpu: int | None = None
+        self.started = False  # answered its hello: placed and running
+
+
+class RayEvaluator(Evaluator):
+    """An Evaluator whose Episodes run on Ray actors: ``evaluate``, ``stop`` and ``close`` as
+    the local one's, and the same results for the same Episodes.
+
+    ``address`` is a Ray cluster's (``ray.init(address=...)``); None starts a local Ray
+    unless this process is already connected to one (then it is used as it is). The actors
+    are kept across evaluations; ``config.jobs`` is how many play at once (default: one per
+    CPU of the cluster).
+    """
+
+    def __init__(self, address: str | None = None) -> None:
+        super().__init__()
+        ray = import_ray()
+        self._ray = ray
+        self._owns_ray = False
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+            if address is None and "RAY_ADDRESS" not in os.environ:
+                options["include_dashboard"] = False  # a local instance: nobody to show it to
+            try:
+                ray.init(address=address, **options)
+            except Exception as exc:
+                where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+                raise EvaluationError(f"cannot connect to {where}: {' '.join(str(exc).split())}") from exc
+            self._owns_ray = True
+        self._slots: list[_Slot] = []
+        self._pool_lock = threading.Lock()  # the pool: one evaluation, or the idle release
+        self._idle: threading.Timer | None = None
+        self._worker_class: Any = None
+        self._local: tuple[str, tuple[str, ...]] | None = None
+        self._benchmark_refs: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        """Make the evaluation under way end soon (its actors are killed by the thread that
+        waits on them) and any later one at once. Safe in a signal handler: no Ray call."""
+        self._stopped = True
+
+    def close(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        with self._pool_lock:
+            self._shrink()
+        self._benchmark_refs.clear()
+        super().close()
+        if self._owns_ray:
+            self._owns_ray = False
+            with contextlib.suppress(Exception):
+                self._ray.shutdown()
+
+    def _shrink(self) -> None:
+        """Stop every worker (each removes its directories and its fork server first)."""
+        slots, self._slots = self._slots, []
+        ray = self._ray
+        ends = []
+        for slot in slots:
+            if slot.started:  # one never placed has nothing to clean up, and would not answer
+                with contextlib.suppress(Exception):
+                    ends.append(slot.actor.shutdown.remote())
+        with contextlib.suppress(Exception):
+            ray.wait(ends, num_returns=len(ends), timeout=10)
+        for slot in slots:
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor)
+
+    def _release_when_idle(self) -> None:
+        def release() -> None:
+            if self._pool_lock.acquire(blocking=False):  # an evaluation under way keeps them
+                try:
+                    self._shrink()
+                finally:
+                    self._pool_lock.release()
+
+        self._idle = threading.Timer(IDLE_S, release)
+        self._idle.daemon = True
+        self._idle.start()
+
+    # ------------------------------------------------------------------ evaluate
+
+    def evaluate(
+        self,
+        program: Program,
+        benchmark: Benchmark,
+        config: EvaluationConfig | None = None,
+        *,
+        episodes: Sequence[PlannedEpisode] | None = None,
+        progress: Progress | None = None,
+    ) -> EvaluationResult:
+        """Run ``program`` on ``episodes`` (default: planned from ``config``) on Ray workers
+        and score it here. Policy failures are scored outcomes; a fault of the Environment,
+        the Benchmark or the Host (a worker lost twice, a worker that cannot contain the
+        policy) raises EvaluationError."""
+        self._check_stopped()
+        config = config or EvaluationConfig()
+        require_failure_score(benchmark)
+        if "policy.py" not in program.paths():
+            raise ProgramError("program has no policy.py at its top level")
+        if episodes is None:
+            episodes = plan_episodes(benchmark, config.split, config.seed, config.episodes)
+        episodes = list(episodes)
+        started = time.monotonic()
+        required = self._required()
+        if episodes:
+            if self._idle is not None:
+                self._idle.cancel()
+            with self._pool_lock:
+                try:
+                    records, containment, enforced, jobs = self._play(
+                        program, benchmark, config, episodes, required, progress
+                    )
+                finally:
+                    self._release_when_idle()
+        else:
+            records, (containment, enforced), jobs = [], required, 1
+        try:
+            feedback = benchmark.score(records)
+        except Exception as exc:
+            raise EvaluationError(f"{benchmark.spec.id}: score() failed: {exc!r}") from exc
+        return EvaluationResult(
+            benchmark_id=benchmark.spec.id,
+            environment_digest=benchmark.spec.environment_digest,
+            program_digest=program.digest,
+            split=episodes[0].spec.split if episodes else config.split,
+            feedback=feedback,
+            episodes=tuple(
+                EpisodeSummary(
+                    index=r.spec.index,
+                    status=r.status,
+                    total_reward=r.total_reward,
+                    steps=r.steps,
+                    failure=r.failure,
+                    duration_s=r.duration_s,
+                )
+                for r in records
+            ),
+            records=tuple(records),
+            containment=containment,
+            enforced=_enforced(enforced, config.pin_cpus),
+            jobs=jobs,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _required(self) -> tuple[str, tuple[str, ...]]:
+        """How this machine contains policies: what every worker must match or better. Probed
+        once with a fork server of its own, stopped at once."""
+        if self._local is None:
+            with ForkServer() as server:
+                self._local = (server.containment, tuple(server.enforced))
+        return self._local
+
+    def _workers(self) -> Any:
+        if self._worker_class is None:
+            options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
+            forced = {name: os.environ[name] for name in ("EVOPOLICY_CONTAINMENT",) if name in os.environ}
+            if forced:  # the containment this Host was told to use, on every worker too
+                options["runtime_env"] = {"env_vars": forced}
+            self._worker_class = self._ray.remote(**options)(EpisodeWorker)
+        return self._worker_class
+
+    def _cluster_cpus(self) -> int:
+        with contextlib.suppress(Exception):
+            return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        return 1
+
+    def _grow(self, count: int) -> None:
+        """Start actors until the pool holds ``count``; each says hello when placed."""
+        worker = self._workers()
+        while len(self._slots) < count:
+            slot = _Slot(worker.remote())
+            slot.hello = slot.actor.hello.remote()
+            self._slots.append(slot)
+
+    def _place(self, slot: _Slot, hello: dict[str, Any], pin: bool) -> None:
+        """Record where ``slot`` runs and give it a core of its node no other slot there has."""
+        slot.node = hello["node"]
+        slot.started = True
+        slot.hello = None
+        cpus: list[int] = hello["cpus"] or [0]
+        taken = {s.cpu for s in self._slots if s is not slot and s.node == slot.node and s.cpu is not None}
+        free = [c for c in cpus if c not in taken]
+        slot.cpu = (free[0] if free else cpus[len(taken) % len(cpus)]) if pin else None
+
+    def _drop(self, slot: _Slot) -> None:
+        if slot in self._slots:
+            self._slots.remove(slot)
+        with contextlib.suppress(Exception):
+            self._ray.kill(slot.actor)
+
+    def _play(
+        self,
+        program: Program,
+        benchmark: Benchmark,
+        config: EvaluationConfig,
+        episodes: list[PlannedEpisode],
+        required: tuple[str, tuple[str, ...]],
+        progress: Progress | None,
+    ) -> tuple[list[EpisodeRecord], str, tuple[str, ...], int]:
+        ray = self._ray
+        from ray.exceptions import GetTimeoutError, RayTaskError
+
+        try:
+            blob = pickle.dumps(benchmark)
+        except Exception as exc:
+            raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run on Ray ({exc})") from exc
+        benchmark_key = hashlib.sha256(blob).hexdigest()
+        if benchmark_key not in self._benchmark_refs:
+            self._benchmark_refs = {benchmark_key: ray.put(blob)}  # the last one: a Run has one Benchmark
+        benchmark_ref = [self._benchmark_refs[benchmark_key]]  # nested: fetched only where not cached
+        files_ref = ray.put(program.files)
+        jobs = max(1, min(config.jobs or self._cluster_cpus(), len(episodes)))
+        self._grow(jobs)
+        slots = self._slots[:jobs]
+        path = list(sys.path)
+
+        total = len(episodes)
+        queue: collections.deque[int] = collections.deque(range(total))
+        results: list[EpisodeRecord | None] = [None] * total
+        lost: set[int] = set()  # Episodes whose worker died under them once
+        done = 0
+        # In flight: ObjectRef -> (kind, slot, Episode indices)
+        pending: dict[Any, tuple[str, _Slot, list[int]]] = {}
+        setups: dict[int, Any] = {}  # id(slot) -> its setup's ObjectRef, for this evaluation
+        reports: list[tuple[str, tuple[str, ...]]] = []
+        idle: list[_Slot] = []
+        waiting_since = time.monotonic()
+
+        def setup(slot: _Slot) -> None:
+            ref = slot.actor.setup.remote(
+                benchmark_key, benchmark_ref, files_ref, program.digest, config, slot.cpu, path, required
+            )
+            setups[id(slot)] = ref
+            pending[ref] = ("setup", slot, [])
+
+        def deal(slot: _Slot) -> None:
+            """Hand ``slot`` the next chunk: a share of what is left that shrinks as it runs
+            out (guided scheduling), so calls are few and the last ones short."""
+            if not queue:
+                idle.append(slot)
+                return
+            size = max(1, math.ceil(len(queue) / (2 * max(1, len(active())))))
+            chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
+            ref = slot.actor.run.remote([episodes[i] for i in chunk], bool(queue))
+            pending[ref] = ("run", slot, chunk)
+
+        def active() -> list[_Slot]:
+            return [s for s in slots if id(s) in setups]
+
+        def begin(slot: _Slot) -> None:
+            setup(slot)
+            deal(slot)
+
+        def replace(dead: _Slot) -> None:
+            """A lost actor: out of the pool, and a new one asked for in its place."""
+            nonlocal waiting_since
+            self._drop(dead)
+            if dead in slots:
+                slots.remove(dead)
+            setups.pop(id(dead), None)
+            for ref, (_, owner, _) in list(pending.items()):
+                if owner is dead:
+                    del pending[ref]
+            self._grow(len(self._slots) + 1)
+            fresh = self._slots[-1]
+            slots.append(fresh)
+            pending[fresh.hello] = ("hello", fresh, [])
+            waiting_since = time.monotonic()
+
+        def lose(chunk: list[int], why: BaseException) -> None:
+            for i in chunk:
+                if i in lost:
+                    raise EvaluationError(
+                        f"Episode {episodes[i].spec.index} was lost twice with the Ray workers playing it "
+                        f"({' '.join(str(why).split())[:300]})"
+                    ) from why
+                lost.add(i)
+            queue.extendleft(reversed(chunk))
+
+        for slot in slots:
+            if slot.started:
+                begin(slot)
+            else:
+                pending[slot.hello] = ("hello", slot, [])
+        try:
+            while done < total:
+                if self._stopped:
+                    raise EvaluationError("the evaluation was stopped: the Host is stopping")
+                if not pending:
+                    raise EvaluationError("internal: no Ray worker has Episodes to play")
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_S)
+                if not ready:
+                    if not any(kind != "hello" for kind, _, _ in pending.values()) and (
+                        time.monotonic() - waiting_since > _START_TIMEOUT_S
+                    ):
+                        raise EvaluationError(
+                            f"no Ray worker could be placed within {_START_TIMEOUT_S:g}s (the cluster has "
+                            f"{self._cluster_cpus()} CPUs): is every node busy or gone?"
+                        )
+                    continue
+                ref = ready[0]
+                kind, slot, chunk = pending.pop(ref)
+                try:
+                    value = ray.get(ref)
+                except RayTaskError as exc:
+                    cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                    if isinstance(cause, EvaluationError):
+                        raise EvaluationError(str(cause)) from None
+                    raise EvaluationError(f"a Ray worker failed: {cause!r}") from None
+                except GetTimeoutError:  # not ready after all: wait again
+                    pending[ref] = (kind, slot, chunk)
+                    continue
+                except Exception as exc:
+                    if not _lost(exc):
+                        raise EvaluationError(f"Ray failed: {' '.join(str(exc).split())[:500]}") from exc
+                    if kind == "hello":  # never started, so it played nothing: no retry
+                        raise EvaluationError(
+                            f"a Ray worker could not start: {' '.join(str(exc).split())[:500]}"
+                        ) from exc
+                    # The actor, its process or its node is gone mid-evaluation: the Host's
+                    # fault, so its Episodes go to another actor (once).
+                    replace(slot)
+                    lose(chunk, exc)
+                    while idle and queue:
+                        deal(idle.pop())
+                    continue
+                if kind == "hello":
+                    self._place(slot, value, config.pin_cpus)
+                    begin(slot)
+                elif kind == "setup":
+                    reports.append(value)
+                else:
+                    for i, record in zip(chunk, value, strict=True):
+                        results[i] = record
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+                    deal(slot)
+        except BaseException:
+            # Whatever is still playing is abandoned: those actors go, the next evaluation
+            # starts new ones.
+            for _, slot, _ in list(pending.values()):
+                self._drop(slot)
+            raise
+        # Setups whose answer came after their Episodes' (all are in by now).
+        for kind, slot, _ in list(pending.values()):
+            if kind == "setup":
+                reports.append(ray.get(setups[id(slot)]))
+        for slot in active():
+            slot.actor.release.remote()  # ordered before its next setup; nobody waits
+        self._check_stopped()
+        containment = min((c for c, _ in reports), key=lambda c: _CONTAINMENT_RANK.get(c, -1))
+        common = [limit for limit in reports[0][1] if all(limit in e for _, e in reports)]
+        return [r for r in results if r is not None], containment, tuple(common), len(active())
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says an actor (its process, its node) is gone, rather than an error."""
+    from ray import exceptions
+
+    kinds = tuple(
+        getattr(exceptions, name)
+        for name in ("RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError")
+        if hasattr(exceptions, name)
+    )
+    return isinstance(exc, kinds)
