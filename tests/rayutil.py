@@ -44,12 +44,16 @@ def require_ray() -> None:
 def local_ray(num_cpus: int = 2, **options: Any) -> Iterator[Any]:
     """A local Ray instance of ``num_cpus`` CPUs for the duration (no dashboard; its workers'
     output kept off the test's), shut down afterwards; yields the ``ray`` module."""
+    # As the Ray executor does (evaluation.ray_executor.import_ray): workers run this
+    # interpreter, not `uv run` over an upload of the current directory.
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     require_ray()
     import ray
 
     if ray.is_initialized():  # another module's left over: start from a known cluster
         ray.shutdown()
     ray.init(
+        address="local",  # a new instance, never one another process started on this machine
         num_cpus=num_cpus,
         include_dashboard=False,
         log_to_driver=False,

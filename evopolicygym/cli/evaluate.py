@@ -15,12 +15,12 @@ from rich.table import Table
 
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.executors import check_executor, executor_options, open_evaluator
 from evopolicygym.cli.loading import load, plan
 from evopolicygym.cli.options import finite, not_empty, param_option
 from evopolicygym.cli.output import clip, emit_json, human, one_line, print_table
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, ResourceLimits
-from evopolicygym.evaluation import evaluate as run_evaluation
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.registry import baseline_dir
 
@@ -45,7 +45,7 @@ EPISODE_ROWS = 20  # the rest are counted in one line; --json has every one
 )
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Evaluation seed: which Episodes of the split are planned.")
 @click.option(
-    "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs]."
+    "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's]."
 )
 @click.option(
     "--episode-timeout",
@@ -65,6 +65,7 @@ EPISODE_ROWS = 20  # the rest are counted in one line; --json has every one
     "modules it starts with; an allocation past it fails the Episode as "
     "resource_limit. It bounds new allocations only: a small policy runs even at 1.",
 )
+@executor_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 def evaluate(
     program: str,
@@ -76,6 +77,8 @@ def evaluate(
     jobs: int | None,
     episode_timeout: float,
     memory_mb: int,
+    executor: str,
+    ray_address: str | None,
     as_json: bool,
 ) -> None:
     """Evaluate PROGRAM, a directory with a policy.py, on a Benchmark.
@@ -89,6 +92,7 @@ def evaluate(
     content.episodes[].return is the return as scored (a failed Episode at the failure
     score, none below it) and length its steps.
     """
+    check_executor(executor, ray_address)
     try:
         # From the start: loading a Benchmark imports for a while, and Ctrl-C then is the same stop.
         with interruptible():
@@ -103,8 +107,11 @@ def evaluate(
                 limits=ResourceLimits(memory_mb=memory_mb),
             )
             planned = plan(benchmark, split, seed, episodes)
-            with _progress(enabled=not as_json, total=len(planned)) as progress:
-                result = run_evaluation(captured, benchmark, config, episodes=planned, progress=progress)
+            with (
+                open_evaluator(executor, ray_address) as evaluator,
+                _progress(enabled=not as_json, total=len(planned)) as progress,
+            ):
+                result = evaluator.evaluate(captured, benchmark, config, episodes=planned, progress=progress)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)

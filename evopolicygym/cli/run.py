@@ -7,7 +7,7 @@ import inspect
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -18,6 +18,7 @@ from rich.text import Text
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
 from evopolicygym.cli.errors import CliError, name_options
+from evopolicygym.cli.executors import check_executor, executor_options, open_evaluator
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import finite, not_empty, param_option, store_option
@@ -67,6 +68,9 @@ from evopolicygym.run.gateway import program_problem
 from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
 from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
 from evopolicygym.transcript import fault_line
+
+if TYPE_CHECKING:
+    from evopolicygym.evaluation import Evaluator
 
 __all__ = ["carry", "resume", "run"]
 
@@ -200,7 +204,7 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
 @click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), callback=finite, default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
 @click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), callback=finite, default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs].")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's].")
 @click.option("--max-agent-attempts", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Agent starts, counting restarts on resume.")
 @click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.")
 @click.option("--train-split", default="train", show_default=True, help="Split of the Episode pool; the three splits must differ.")
@@ -250,6 +254,7 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
     is_flag=True,
     help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
 )
+@executor_options
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
 def run(
@@ -295,6 +300,8 @@ def run(
     no_feedback_content: bool,
     workspace_dir: str | None,
     allow_uncontained: bool,
+    executor: str,
+    ray_address: str | None,
     store_dir: str | None,
     as_json: bool,
 ) -> None:
@@ -310,7 +317,9 @@ def run(
       evopolicy run --benchmark cartpole --agent codex --model gpt-5-codex --effort high
       evopolicy run --benchmark cartpole --agent chat --base-url http://127.0.0.1:8000/v1 --model my-model
       evopolicy run --benchmark cartpole --agent claude-code --skill ./skills/control
+      evopolicy run --benchmark cartpole --agent reference --executor ray --ray-address head:6379
     """
+    check_executor(executor, ray_address)
     try:
         config = RunConfig(
             benchmark_params=dict(params),
@@ -374,18 +383,20 @@ def run(
             _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
         raise CliError(name_options(one_line(str(exc)), _OPTION_NAMES) if isinstance(exc, RunConfigError) else one_line(str(exc))) from exc
-    try:
-        with open_store(store_dir, create=True) as store:
-            try:
-                run_id = create_run(
-                    store, benchmark_ref, config, identity, program=program, skills=skills,
-                    agent_containment=containment,
-                )
-            except (RunError, ValueError) as exc:
-                raise CliError(one_line(str(exc))) from exc
-    except StoreError as exc:
-        raise CliError(one_line(str(exc))) from exc
-    carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=launcher)
+    # Before the Run is recorded: a Ray that is missing or out of reach is refused first.
+    with open_evaluator(executor, ray_address) as evaluator:
+        try:
+            with open_store(store_dir, create=True) as store:
+                try:
+                    run_id = create_run(
+                        store, benchmark_ref, config, identity, program=program, skills=skills,
+                        agent_containment=containment,
+                    )
+                except (RunError, ValueError) as exc:
+                    raise CliError(one_line(str(exc))) from exc
+        except StoreError as exc:
+            raise CliError(one_line(str(exc))) from exc
+        carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=launcher, evaluator=evaluator)
 
 
 run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
@@ -400,24 +411,46 @@ run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
     is_flag=True,
     help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
 )
+@executor_options
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
-def resume(run_id: str, workspace_dir: str | None, allow_uncontained: bool, store_dir: str | None, as_json: bool) -> None:
+def resume(
+    run_id: str,
+    workspace_dir: str | None,
+    allow_uncontained: bool,
+    executor: str,
+    ray_address: str | None,
+    store_dir: str | None,
+    as_json: bool,
+) -> None:
     """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
     run again on the same Episodes, the Agent is restarted on a workspace rebuilt from the
-    log, and Validation and Assessment pick up where they stopped."""
+    log, and Validation and Assessment pick up where they stopped. The executor may differ
+    from the one the Run started on: it places Episodes, it does not change them."""
     run_id = run_id_of(run_id) or run_id  # given as <id> or run-<id>
-    carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=ProviderLauncher(allow_uncontained=allow_uncontained))
+    check_executor(executor, ray_address)
+    with open_evaluator(executor, ray_address) as evaluator:
+        carry(
+            store_dir, run_id, workspace_dir, as_json=as_json,
+            launcher=ProviderLauncher(allow_uncontained=allow_uncontained), evaluator=evaluator,
+        )
 
 
 resume.help = f"{inspect.cleandoc(resume.help or '')}\n\n{_EXIT_HELP}"
 
 
 def carry(
-    store_dir: str | None, run_id: str, workspace_dir: str | None, *, as_json: bool, launcher: ProviderLauncher
+    store_dir: str | None,
+    run_id: str,
+    workspace_dir: str | None,
+    *,
+    as_json: bool,
+    launcher: ProviderLauncher,
+    evaluator: Evaluator | None = None,
 ) -> RunState:
     """Drive the Run to its end with a live view; print the outcome; exit with the status its
-    terminal reason documents (``exit_status``) unless it finished."""
+    terminal reason documents (``exit_status``) unless it finished. ``evaluator`` plays its
+    Episodes (default: a local one)."""
     console = Console(stderr=True)
     interrupted: dict[str, Any] | None = None
     try:
@@ -443,6 +476,7 @@ def carry(
                 launcher=launcher,
                 workspace=Path(workspace_dir) if workspace_dir else None,
                 on_change=view.update,
+                evaluator=evaluator,
             )
             try:
                 with interruptible(host.stop):

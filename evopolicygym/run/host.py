@@ -49,8 +49,12 @@ class RunHost:
         launcher: Launcher,
         workspace: Path | None = None,
         on_change: OnChange | None = None,
+        evaluator: Evaluator | None = None,
     ) -> None:
+        """``evaluator`` plays the Run's Episodes (its maker closes it; a Ray one places them
+        on a cluster); default: a local one, made and closed by ``drive``."""
         self.store = store
+        self._evaluator = evaluator
         self.run_id = run_id
         self._ledger = Ledger(store, run_id, on_change=on_change)
         self._publisher = Publisher(self._ledger, workspace)
@@ -90,7 +94,7 @@ class RunHost:
                 ledger.must(Resume())
                 # The attempt the Host died under: its CLI's record is still on disk.
                 self._supervisor.recover_session(self._publisher.known_path())
-            evaluator = Evaluator()
+            evaluator = self._evaluator or Evaluator()
             phases = Phases(ledger, benchmark, evaluator, self._publisher, pool)
             gateway = SessionGateway(ledger, self._supervisor, phases.evaluate_submission)
             try:
@@ -105,7 +109,8 @@ class RunHost:
                     ledger.apply(Interrupt(reason=fault.what, last_position=self.store.events.head()))
                 raise
             finally:
-                evaluator.close()
+                if evaluator is not self._evaluator:
+                    evaluator.close()
                 self._publisher.cleanup()
             return ledger.state
 

@@ -8,6 +8,7 @@ no Host-private value: recorded free text is scrubbed of the Run's seeds.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -206,10 +207,16 @@ def _same(a: float, b: float) -> bool:
 
 
 def reevaluate(
-    store: Store, run_id: str, *, jobs: int | None = None, progress: Progress | None = None
+    store: Store,
+    run_id: str,
+    *,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    evaluator: Evaluator | None = None,
 ) -> list[Mismatch]:
     """Re-run every recorded score of the Run and return where the results differ
-    (empty when everything reproduces). ``progress(done, total)`` counts Episodes."""
+    (empty when everything reproduces). ``progress(done, total)`` counts Episodes;
+    ``evaluator`` plays them (its maker closes it; default: a local one)."""
     stream_id = stream_of(run_id)
     created, work = _jobs(store, stream_id)
     private = PrivateValues.of(created, store.blobs)
@@ -242,7 +249,7 @@ def reevaluate(
         pool = RecordedPool.of(created, store.blobs)  # as recorded, never planned again
     except PoolError as exc:
         raise ReplayError(str(exc)) from exc
-    with Evaluator() as evaluator:
+    with contextlib.nullcontext(evaluator) if evaluator is not None else Evaluator() as engine:
         for job in work:
             offset = done
 
@@ -251,7 +258,7 @@ def reevaluate(
                     progress(offset + finished, total)
 
             mismatches.extend(
-                _rerun(store, evaluator, benchmark, config, pool, job, step, private, jobs)
+                _rerun(store, engine, benchmark, config, pool, job, step, private, jobs)
             )
             done += job.count
             if progress is not None:
