@@ -28,6 +28,7 @@ from typing import Any
 import pg
 import pytest
 from raycluster import LocalCluster, local_cluster, wait_until
+from rayutil import require_ray
 from test_experiment_faults import check_consistent
 
 from evopolicygym.records.events import RunFinished, RunResumed
@@ -152,6 +153,26 @@ def test_without_ray_the_ray_executor_is_one_line_and_local_needs_none(tmp_path:
     assert json.loads(local.stdout)["done"] == 1
     usage = subprocess.run([*CLI, "experiment", "run", str(spec), "--ray-address", "127.0.0.1:1"], capture_output=True, text=True)
     assert usage.returncode == 2 and usage.stderr.strip().splitlines() == ["error: --ray-address is for --executor ray"]
+
+
+@pytest.mark.parametrize(
+    ("address", "error"),
+    [
+        ("127.0.0.1:1", "error: cannot join the Ray cluster at 127.0.0.1:1: connection refused"),
+        ("head-node", "error: the Ray address 'head-node' is not HOST:PORT (as `ray start --head` prints it)"),
+    ],
+)
+def test_a_ray_address_nothing_answers_at_is_one_line_at_once(tmp_path: Path, address: str, error: str) -> None:
+    """Ray itself would try to reach it for ever; nothing is recorded."""
+    require_ray()
+    spec = tmp_path / "one.toml"
+    spec.write_text(SPEC.format(name="one", seeds=1, budget=2))
+    done = subprocess.run(
+        _experiment(spec, str(tmp_path / "store"), "--executor", "ray", "--ray-address", address),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [error]
+    assert not (tmp_path / "store").exists()
 
 
 def test_a_node_killed_mid_experiment_its_runs_finish_on_another(

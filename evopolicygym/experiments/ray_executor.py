@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,21 @@ _SHIM = (
 
 def _first_line(exc: BaseException) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def _check_reachable(address: str | None, timeout: float = 10.0) -> None:
+    """``RayUnavailable`` when nothing listens at a HOST:PORT address: Ray itself would try
+    to reach it for ever, printing a warning every few seconds."""
+    if not address or "://" in address or address in ("auto", "local"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise RayUnavailable(f"the Ray address {address!r} is not HOST:PORT (as `ray start --head` prints it)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise RayUnavailable(f"cannot join the Ray cluster at {address}: {reason.lower()}") from None
 
 
 def _cluster_errors_to_stderr() -> None:
@@ -168,6 +184,7 @@ class RayExecutor:
         self._ray = ray
         self._owns_connection = not ray.is_initialized()
         if self._owns_connection:
+            _check_reachable(address or os.environ.get("RAY_ADDRESS"))
             try:
                 ray.init(
                     address=address,
