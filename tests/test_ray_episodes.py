@@ -83,7 +83,9 @@ def both(engines: tuple[Evaluator, RayEvaluator], prog: Program, benchmark: Any,
 
 def test_cartpole_episodes_are_the_same_on_ray_workers(engines: tuple[Evaluator, RayEvaluator]) -> None:
     benchmark = load_benchmark("cartpole")
-    baseline = Program.from_directory(baseline_dir(benchmark))
+    found = baseline_dir(benchmark)
+    assert found is not None
+    baseline = Program.from_directory(found)
     config = EvaluationConfig(episodes=12, seed=5, jobs=2)
     here, there = both(engines, baseline, benchmark, config)
     assert untimed(there) == untimed(here)
@@ -106,7 +108,7 @@ def test_a_negative_reward_task_scores_the_same(engines: tuple[Evaluator, RayEva
     )
     here, there = both(engines, prog, benchmark, EvaluationConfig(episodes=4, seed=2, jobs=2))
     assert untimed(there) == untimed(here)
-    assert there.failures == 0 and benchmark.spec.failure_score < there.feedback.score < 0
+    assert there.failures == 0 and (benchmark.spec.failure_score or 0) < there.feedback.score < 0
 
 
 HOSTILE = """
@@ -181,6 +183,25 @@ def test_a_worker_lost_mid_episode_is_retried_on_another(engines: tuple[Evaluato
     assert untimed(again)[0] == untimed(local.evaluate(prog, benchmark, EvaluationConfig(episodes=2, seed=1, jobs=2)))[0]
 
 
+def test_stop_ends_an_evaluation_on_ray_workers(cluster: str) -> None:
+    """The Host's stop (a signal's stop_all) reaches Ray workers mid-Episode: the evaluation
+    ends with EvaluationError, and later ones are refused at once."""
+    from evopolicygym.evaluation import EvaluationError
+    from evopolicygym.evaluation.engine import _live
+
+    benchmark = load_benchmark("cartpole")
+    with RayEvaluator() as remote:
+        # stop_all reaches it (not called here: it would stop the module's evaluators too).
+        assert any(ref() is remote for ref in _live)
+        with pytest.raises(EvaluationError, match="stopped"):
+            remote.evaluate(
+                program(SLOW), benchmark, EvaluationConfig(episodes=4, jobs=2), progress=lambda done, total: remote.stop()
+            )
+        with pytest.raises(EvaluationError, match="stopped"):
+            remote.evaluate(program(SLOW), benchmark, EvaluationConfig(episodes=1, jobs=1))
+        assert remote._slots == []  # its workers went with the stop
+
+
 def _events(store: Path, run_id: str) -> list[tuple[str, Any]]:
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
@@ -209,14 +230,23 @@ RUN = ["run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "6"
        "--allow-uncontained-agent", "--json"]
 
 
+def _workers_made() -> int:
+    """Episode workers this cluster has started so far, alive or not (Ray's actor table)."""
+    import ray
+
+    return sum(a["ActorClassName"] == "EpisodeWorker" for a in ray._private.state.actors().values())
+
+
 def test_a_reference_run_records_the_same_events_on_ray(engines: Any, tmp_path: Path) -> None:
     runner = CliRunner()
     outcomes = {}
     for executor in ("local", "ray"):
         store = tmp_path / executor
+        before = _workers_made()
         done = runner.invoke(main, [*RUN, "--executor", executor, "--store", str(store)])
         assert done.exit_code == 0, done.output
         outcomes[executor] = json.loads(done.stdout)
+        assert (_workers_made() > before) == (executor == "ray")  # played where it was told
     assert outcomes["ray"]["status"] == "finished"
     local = _events(tmp_path / "local", outcomes["local"]["run_id"])
     ray = _events(tmp_path / "ray", outcomes["ray"]["run_id"])

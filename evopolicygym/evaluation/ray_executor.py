@@ -263,6 +263,9 @@ class RayEvaluator(Evaluator):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def __enter__(self) -> RayEvaluator:
+        return self
+
     def stop(self) -> None:
         """Make the evaluation under way end soon (its actors are killed by the thread that
         waits on them) and any later one at once. Safe in a signal handler: no Ray call."""
