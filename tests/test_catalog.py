@@ -152,7 +152,7 @@ def test_profiles_are_in_the_parameters_digest_and_shown() -> None:
     assert small["profile"] == "5x5" and small["difficulty"] == 0
     assert [p["name"] for p in default["profiles"]] == ["5x5", "6x6", "8x8", "16x16"]
     assert [p["difficulty"] for p in default["profiles"]] == [0, 1, 2, 3]
-    assert small["environment_parameters"] == {"max_episode_steps": 250, "profile": "5x5"}
+    assert small["environment_parameters"] == {"view": "full", "max_episode_steps": 250, "profile": "5x5"}
     assert default["environment_digest"] != small["environment_digest"]
     # Only Core16's environment is the suite's member and carries the measured references.
     assert default["suites"] == ["core16"] and small["suites"] == []

@@ -124,6 +124,20 @@ def test_the_baseline_solves_the_smallest_and_the_largest_profiles(
     assert result.feedback.content["terminations"] == {"reached_goal": 2}
 
 
+@pytest.mark.parametrize("name", ["minigrid_doorkey", "minigrid_obstructedmaze"])
+def test_the_baseline_plays_the_partial_view_too(evaluator: Evaluator, name: str) -> None:
+    """With view=partial the policy sees MiniGrid's own 7x7 view; the baseline maps what it
+    sees and explores, and still completes the mission."""
+    partial = load_benchmark(name, {"view": "partial"})
+    assert partial.spec.observation_space["spaces"]["image"]["shape"] == [7, 7, 3]
+    assert partial.spec.environment_parameters["view"] == "partial"
+    assert partial.spec.environment_digest != load_benchmark(name).spec.environment_digest
+    result = run(evaluator, name, baseline(name), 2, view="partial")
+    assert result.feedback.content["terminations"] == {"reached_goal": 2}
+    reference = catalog_entry(partial).reference  # type: ignore[union-attr]
+    assert reference is not None and reference.baseline > reference.random
+
+
 def test_profiles_order_difficulty_and_pick_environments() -> None:
     for name in TASKS:
         entry = catalog_entry(load_benchmark(name))

@@ -618,6 +618,7 @@ class GymnasiumBenchmark:
         tracker: Callable[[], EpisodeTracker] | None = None,
         termination: Callable[[EpisodeEnd], str] | None = None,
         wrap: Callable[[gymnasium.Env[Any, Any]], gymnasium.Env[Any, Any]] | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
         registered = _lookup_spec(env_id)
         if tracker is not None and termination is not None:
@@ -627,6 +628,9 @@ class GymnasiumBenchmark:
         self.tracker = tracker
         self.termination = termination
         self.wrap = wrap
+        # The Benchmark's own public parameters (what ``wrap`` does, say): in the spec's
+        # environment parameters and so its digest, never passed to gymnasium.make.
+        self.parameters = dict(parameters or {})
         self.env_id = env_id
         self.benchmark_id = benchmark_id or f"gymnasium:{env_id}"
         self.description = description or f"Gymnasium environment {env_id}"
@@ -647,7 +651,11 @@ class GymnasiumBenchmark:
         self.extra_metadata = dict(metadata or {})
         self.reward_threshold = registered.reward_threshold
         self.baseline = baseline
-        for name, value in (("make_kwargs", self.make_kwargs), ("metadata", self.extra_metadata)):
+        for name, value in (
+            ("make_kwargs", self.make_kwargs),
+            ("metadata", self.extra_metadata),
+            ("parameters", self.parameters),
+        ):
             try:
                 encode_value(value)
             except PolicyValueError as exc:
@@ -722,7 +730,11 @@ class GymnasiumBenchmark:
             metadata["episode_return"] = "undiscounted sum of rewards"
             if self.success_threshold is not None:
                 metadata["success_threshold"] = self.success_threshold
-            parameters: dict[str, Any] = {**self.make_kwargs, "max_episode_steps": self.max_episode_steps}
+            parameters: dict[str, Any] = {
+                **self.make_kwargs,
+                **self.parameters,
+                "max_episode_steps": self.max_episode_steps,
+            }
             catalog = self.catalog
             if catalog is not None:
                 metadata["family"] = catalog.family

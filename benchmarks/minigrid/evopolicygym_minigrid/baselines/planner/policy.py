@@ -1,7 +1,9 @@
-"""MiniGrid baseline: replan every step on the full grid with breadth-first search.
+"""MiniGrid baseline: replan every step on the grid with breadth-first search.
 
 The observation is the whole grid (one (type, color, state) triple per cell) plus the
-agent's direction and the mission. Each step the policy picks one subgoal, in this order:
+agent's direction and the mission; with the partial view (the agent's own 7x7 cells) it
+builds the map as it goes, counting its own steps, and where nothing it knows applies it
+walks to look at the nearest cell it has not seen. Each step the policy picks one subgoal, in this order:
 the goal square or the mission's object when it can be reached; a locked door it holds
 the key to; a ball blocking a door (carried away and dropped where it blocks nothing); a
 closed door; the key of a locked door; a box (opened: it may hold a key). It then takes
@@ -22,39 +24,76 @@ TYPES = {"key": KEY, "ball": BALL, "box": BOX}
 
 
 class Planner:
-    def __init__(self, seed):
+    def __init__(self, seed, partial=False):
         self.rng = random.Random(seed)
+        self.partial = partial  # the agent's own 7x7 view: a map is built as it goes
         self.carrying = None  # (type, color) of what the agent holds, tracked from its actions
-        self.last = None  # (action, front cell, what was there)
-        self.doors = set()  # every door cell seen
+        self.last = None  # (action, front cell, what was there), in world coordinates
+        self.doors = set()  # every door cell seen, in world coordinates
+        self.known = {}  # partial view: world cell -> [type, color, state]
+        self.position = (0, 0)  # partial view: where the agent is, counted from its start
 
     def act(self, observation):
-        grid = observation["image"]
-        width, height = len(grid), len(grid[0])
-        cells = grid.tolist()  # cells[x][y] = [type, color, state]
-        agent = next((x, y) for x in range(width) for y in range(height) if cells[x][y][0] == AGENT)
+        direction = int(observation["direction"])
+        if self.partial:
+            cells, agent, origin = self.mapped(observation["image"], direction)
+        else:
+            cells = observation["image"].tolist()  # cells[x][y] = [type, color, state]
+            width, height = len(cells), len(cells[0])
+            agent = next((x, y) for x in range(width) for y in range(height) if cells[x][y][0] == AGENT)
+            origin = (0, 0)
+        width, height = len(cells), len(cells[0])
         # The agent hides the cell it stands on: in a doorway, that is an (open) door.
         for x in range(width):
             for y in range(height):
                 if cells[x][y][0] == DOOR:
-                    self.doors.add((x, y))
-        if agent in self.doors:
-            cells[agent[0]][agent[1]] = (DOOR, 0, OPEN)
-        direction = int(observation["direction"])
-        self.track(cells)
+                    self.doors.add((x + origin[0], y + origin[1]))
+        if (agent[0] + origin[0], agent[1] + origin[1]) in self.doors:
+            cells[agent[0]][agent[1]] = [DOOR, 0, OPEN]
+        self.track(cells, origin)
         target = mission_target(str(observation["mission"]))
         action = self.choose(cells, agent, direction, target)
         dx, dy = VECTORS[direction]
         front = (agent[0] + dx, agent[1] + dy)
-        self.last = (action, front, cells[front[0]][front[1]])
+        self.last = (action, (front[0] + origin[0], front[1] + origin[1]), cells[front[0]][front[1]])
         return action
 
-    def track(self, cells):
+    def mapped(self, view, direction):
+        """The map so far as a grid (unseen cells are walls to the planner), the agent's place
+        in it and the grid's origin in world coordinates. The agent sees 7x7 cells ahead of
+        it, itself at the bottom middle; a forward step moved it if the cell ahead was open."""
+        if self.last is not None and self.last[0] == FORWARD and passable(self.last[2]):
+            self.position = self.last[1]
+        px, py = self.position
+        fx, fy = VECTORS[direction]
+        rx, ry = VECTORS[(direction + 1) % 4]
+        size = len(view)
+        middle = size // 2
+        for i in range(size):
+            for j in range(size):
+                cell = view[i][j].tolist()
+                if cell[0] == 0 or (i == middle and j == size - 1):
+                    continue  # unseen, or the agent's own cell (it shows what is carried)
+                ahead_by, right_by = size - 1 - j, i - middle
+                self.known[(px + ahead_by * fx + right_by * rx, py + ahead_by * fy + right_by * ry)] = cell
+        xs = [x for x, _ in self.known] + [px]
+        ys = [y for _, y in self.known] + [py]
+        # One unseen ring around the map, so no walk ever leaves it.
+        left, top = min(xs) - 1, min(ys) - 1
+        width, height = max(xs) - left + 2, max(ys) - top + 2
+        cells = [[[0, 0, 0] for _ in range(height)] for _ in range(width)]
+        for (x, y), cell in self.known.items():
+            cells[x - left][y - top] = cell
+        agent = (px - left, py - top)
+        cells[agent[0]][agent[1]] = [AGENT, 0, direction]
+        return cells, agent, (left, top)
+
+    def track(self, cells, origin):
         """What the agent carries, from what its last pickup or drop did to the cell ahead."""
         if self.last is None:
             return
         action, (x, y), before = self.last
-        now = cells[x][y]
+        now = cells[x - origin[0]][y - origin[1]]
         if action == PICKUP and before[0] in (KEY, BALL, BOX) and now[0] == EMPTY:
             self.carrying = before[:2]
         elif action == DROP and now[0] != EMPTY and self.carrying is not None:
@@ -100,6 +139,10 @@ class Planner:
                     return step
         step = facing(cells, start, at(BOX), TOGGLE)
         if step is not None:
+            return step
+        # Nothing known applies: look at the nearest cell not seen yet.
+        step = search(cells, start, lambda x, y, d: cells[ahead(x, y, d)[0]][ahead(x, y, d)[1]][0] == 0)
+        if step is not None and step != "here":
             return step
         return self.rng.choice((LEFT, RIGHT, FORWARD, FORWARD))
 
@@ -225,4 +268,5 @@ def search(cells, start, done, stand=False):
 
 
 def make_policy(context):
-    return Planner(context.policy_seed)
+    partial = context.environment_parameters.get("view") == "partial"
+    return Planner(context.policy_seed, partial)
