@@ -81,7 +81,7 @@ def test_install_hints_say_what_the_installed_project_offers() -> None:
     assert install_hint("mujoco") == "the mujoco family is not packaged yet (evopolicygym-mujoco)"
     assert install_hint("nope") == "no family 'nope' is known to this project"
     if MINIGRID:
-        assert install_hint("minigrid") == "evopolicygym-minigrid is installed but does not provide it yet"
+        assert install_hint("minigrid") == "not provided by the installed evopolicygym-minigrid yet"
 
 
 def test_list_suite_core16_names_all_sixteen_and_how_to_install_the_rest() -> None:

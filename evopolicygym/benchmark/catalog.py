@@ -210,7 +210,7 @@ def install_hint(family: str) -> str:
     if known is None:
         return f"no family {family!r} is known to this project"
     if family_installed(family):
-        return f"{known.distribution} is installed but does not provide it yet"
+        return f"not provided by the installed {known.distribution} yet"
     extras = _extras_installing(known.distribution)
     if extras:
         return f"uv sync --extra {extras[0]}"
