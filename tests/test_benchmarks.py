@@ -601,3 +601,24 @@ def test_an_id_registered_on_import_is_named_with_its_module() -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert named.returncode == 0, named.stderr
+
+
+def test_lunar_lander_says_whether_each_episode_landed_or_crashed() -> None:
+    """The box2d family classifies LunarLander's ends: +100 at rest is landed, -100 crashed."""
+    from evopolicygym.evaluation import EvaluationConfig, evaluate
+    from evopolicygym.program import Program
+
+    benchmark = _lunar_lander()
+    baseline = benchmark.baseline_dir()
+    assert baseline is not None
+    result = evaluate(Program.from_directory(baseline), benchmark,
+                      EvaluationConfig(split="validation", seed=3, episodes=3, jobs=1))
+    content = result.feedback.content
+    assert isinstance(content, dict)
+    ends = [e["termination"] for e in content["episodes"]]
+    assert set(ends) <= {"landed", "crashed", "timed_out"}, ends
+    assert sum(content["terminations"].values()) == 3
+    # The baseline lands: a crash scores far below the success threshold it reaches.
+    for episode, end in zip(result.episodes, ends, strict=True):
+        if end == "landed":
+            assert episode.total_reward > 0

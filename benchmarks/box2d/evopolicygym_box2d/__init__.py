@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evopolicygym.benchmark import BenchmarkError, GymnasiumBenchmark
+from evopolicygym.benchmark import BenchmarkError, CatalogEntry, EpisodeEnd, GymnasiumBenchmark
 
 __all__ = ["BASELINES_DIR", "lunar_lander"]
 
 BASELINES_DIR = Path(__file__).resolve().parent / "baselines"
+
+
+def _landed_or_crashed(end: EpisodeEnd) -> str:
+    """LunarLander ends an Episode with +100 when the lander comes to rest and -100 when it
+    crashes or flies off the screen; the last step's shaping is small beside either."""
+    if end.terminated:
+        return "landed" if end.reward > 0 else "crashed"
+    return "timed_out" if end.truncated else "stopped"
 
 
 def lunar_lander() -> GymnasiumBenchmark:
@@ -29,4 +37,6 @@ def lunar_lander() -> GymnasiumBenchmark:
         failure_return=-500.0,
         success_threshold=200.0,
         baseline=str(BASELINES_DIR / "lunar-lander"),
+        catalog=CatalogEntry(family="box2d"),
+        termination=_landed_or_crashed,
     )
