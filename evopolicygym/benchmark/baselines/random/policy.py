@@ -1,5 +1,6 @@
-"""A uniform-random policy for any action space the Benchmark describes: the floor a
-baseline program has to beat. Seeded with the Episode's policy seed, so it is reproducible."""
+"""A uniform-random policy for any action space the Benchmark describes (uniform over the
+legal actions where a discrete action space's observation lists them): the floor a baseline
+program has to beat. Seeded with the Episode's policy seed, so it is reproducible."""
 
 import random
 
@@ -79,6 +80,11 @@ class UniformRandom:
         self.rng = random.Random(seed)
 
     def act(self, observation):
+        # Where the observation lists the legal actions (card and board games: any other
+        # action fails the Episode), uniform over those: the floor a baseline has to beat.
+        legal = observation.get("legal_actions") if isinstance(observation, dict) else None
+        if self.space.get("type") == "discrete" and isinstance(legal, list) and legal:
+            return self.rng.choice(legal)
         return sample(self.space, self.rng)
 
 
