@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -334,6 +335,26 @@ def test_without_the_ray_extra_the_error_says_how_to_install_it(tmp_path: Path) 
     assert len(lines) == 1 and lines[0].startswith("error: --executor ray:"), done.stderr
     assert "uv sync --extra ray" in lines[0]
     assert not store.exists()  # refused before anything was recorded
+
+
+def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
+    """Ray itself would retry for ever: the command says so in one line instead."""
+    store = tmp_path / "store"
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole", "--agent", "reference",
+         "--budget", "2", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--store", str(store),
+         "--allow-uncontained-agent"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == (
+        f"error: --executor ray: cannot reach the Ray cluster at 127.0.0.1:{port} (Connection refused): "
+        "is `ray start` running there?"
+    )
+    assert not store.exists()
 
 
 @pytest.mark.parametrize("command", [["evaluate", "baseline", "--benchmark", "cartpole"], ["resume", "abc"]])

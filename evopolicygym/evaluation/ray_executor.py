@@ -53,6 +53,7 @@ __all__ = ["RAY_MISSING", "EpisodeWorker", "RayEvaluator", "import_ray"]
 RAY_MISSING = "the Ray executor needs the ray extra, which is not installed: uv sync --extra ray"
 _CONTAINMENT_RANK = {"process-group": 0, "namespaces": 1}
 _DERIVED = {"pinned-core"}  # added per evaluation from the pinning, not a property of a server
+_CONNECT_S = 10.0  # for a cluster's head to accept a connection
 _POLL_S = 0.1  # how often the driver looks at stop() while waiting for actors
 # While no worker can be placed (every CPU of the cluster taken) an evaluation waits this
 # long for one, then fails as a Host fault rather than hang its Run.
@@ -248,10 +249,11 @@ class RayEvaluator(Evaluator):
             options: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
             if address is None and "RAY_ADDRESS" not in os.environ:
                 options["include_dashboard"] = False  # a local instance: nobody to show it to
+            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+            _check_reachable(address, where)
             try:
                 ray.init(address=address, **options)
             except Exception as exc:
-                where = f"the Ray cluster at {address}" if address else "a local Ray instance"
                 raise EvaluationError(f"cannot connect to {where}: {' '.join(str(exc).split())}") from exc
             self._owns_ray = True
         self._slots: list[_Slot] = []
@@ -585,6 +587,31 @@ class RayEvaluator(Evaluator):
         containment = min((c for c, _ in reports), key=lambda c: _CONTAINMENT_RANK.get(c, -1))
         common = [limit for limit in reports[0][1] if all(limit in e for _, e in reports)]
         return [r for r in results if r is not None], containment, tuple(common), len(active())
+
+
+def _check_reachable(address: str | None, where: str) -> None:
+    """Refuse a cluster whose head does not answer, at once: ray.init would retry forever.
+    ``address`` as ray.init resolves it (None: $RAY_ADDRESS, else the cluster `ray start`
+    runs on this machine, else none, and a local one is started)."""
+    import socket
+
+    resolved: str | None = address
+    with contextlib.suppress(Exception):  # Ray's own resolution, where this Ray has it
+        from ray._private.services import canonicalize_bootstrap_address
+
+        resolved = canonicalize_bootstrap_address(address)  # type: ignore[arg-type]  # None is documented
+    if not resolved or resolved in ("auto", "local"):
+        return
+    host, _, port = resolved.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise EvaluationError(f"{where}: the address must be host:port")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_S).close()
+    except OSError as exc:
+        raise EvaluationError(
+            f"cannot reach {where if address else f'the Ray cluster at {resolved}'} ({exc.strerror or exc}): "
+            "is `ray start` running there?"
+        ) from exc
 
 
 def _lost(exc: BaseException) -> bool:
