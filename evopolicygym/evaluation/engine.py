@@ -156,32 +156,16 @@ class Evaluator:
                 records = self._run_parallel(benchmark, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
         finally:
             remove_tree(workdir)
-        try:
-            feedback = benchmark.score(records)
-        except Exception as exc:
-            raise EvaluationError(f"{benchmark.spec.id}: score() failed: {exc!r}") from exc
-        return EvaluationResult(
-            benchmark_id=benchmark.spec.id,
-            environment_digest=benchmark.spec.environment_digest,
-            program_digest=program.digest,
-            split=episodes[0].spec.split if episodes else config.split,
-            feedback=feedback,
-            episodes=tuple(
-                EpisodeSummary(
-                    index=r.spec.index,
-                    status=r.status,
-                    total_reward=r.total_reward,
-                    steps=r.steps,
-                    failure=r.failure,
-                    duration_s=r.duration_s,
-                )
-                for r in records
-            ),
-            records=tuple(records),
+        return scored(
+            program,
+            benchmark,
+            config,
+            episodes,
+            records,
             containment=fork_server.containment,
-            enforced=_enforced(fork_server.enforced, config.pin_cpus),
+            enforced=fork_server.enforced,
             jobs=jobs,
-            duration_s=time.monotonic() - started,
+            started=started,
         )
 
     def _run_inline(
@@ -272,6 +256,49 @@ class Evaluator:
                 raise first
             raise EvaluationError(f"an Episode runner failed: {first!r}") from first
         return [r for r in results if r is not None]
+
+
+def scored(
+    program: Program,
+    benchmark: Benchmark,
+    config: EvaluationConfig,
+    episodes: Sequence[PlannedEpisode],
+    records: list[EpisodeRecord],
+    *,
+    containment: str,
+    enforced: tuple[str, ...],
+    jobs: int,
+    started: float,
+) -> EvaluationResult:
+    """Score ``records`` (in Episode order) and build the result: one place for every
+    executor, so where Episodes ran never changes what is returned."""
+    try:
+        feedback = benchmark.score(records)
+    except Exception as exc:
+        raise EvaluationError(f"{benchmark.spec.id}: score() failed: {exc!r}") from exc
+    return EvaluationResult(
+        benchmark_id=benchmark.spec.id,
+        environment_digest=benchmark.spec.environment_digest,
+        program_digest=program.digest,
+        split=episodes[0].spec.split if episodes else config.split,
+        feedback=feedback,
+        episodes=tuple(
+            EpisodeSummary(
+                index=r.spec.index,
+                status=r.status,
+                total_reward=r.total_reward,
+                steps=r.steps,
+                failure=r.failure,
+                duration_s=r.duration_s,
+            )
+            for r in records
+        ),
+        records=tuple(records),
+        containment=containment,
+        enforced=_enforced(enforced, config.pin_cpus),
+        jobs=jobs,
+        duration_s=time.monotonic() - started,
+    )
 
 
 def _enforced(server: tuple[str, ...], pinned: bool) -> tuple[str, ...]:

@@ -34,7 +34,6 @@ from typing import Any
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation.config import (
-    EpisodeSummary,
     EvaluationConfig,
     EvaluationError,
     EvaluationResult,
@@ -42,7 +41,7 @@ from evopolicygym.evaluation.config import (
     plan_episodes,
     require_failure_score,
 )
-from evopolicygym.evaluation.engine import Evaluator, Progress, _enforced, _pinned, _read_only
+from evopolicygym.evaluation.engine import Evaluator, Progress, _pinned, _read_only, scored
 from evopolicygym.evaluation.episode import EpisodeRunner
 from evopolicygym.evaluation.forkserver import ForkServer, ForkServerClient
 from evopolicygym.hostdirs import remove_tree
@@ -349,32 +348,16 @@ class RayEvaluator(Evaluator):
                     self._release_when_idle()
         else:
             records, (containment, enforced), jobs = [], required, 1
-        try:
-            feedback = benchmark.score(records)
-        except Exception as exc:
-            raise EvaluationError(f"{benchmark.spec.id}: score() failed: {exc!r}") from exc
-        return EvaluationResult(
-            benchmark_id=benchmark.spec.id,
-            environment_digest=benchmark.spec.environment_digest,
-            program_digest=program.digest,
-            split=episodes[0].spec.split if episodes else config.split,
-            feedback=feedback,
-            episodes=tuple(
-                EpisodeSummary(
-                    index=r.spec.index,
-                    status=r.status,
-                    total_reward=r.total_reward,
-                    steps=r.steps,
-                    failure=r.failure,
-                    duration_s=r.duration_s,
-                )
-                for r in records
-            ),
-            records=tuple(records),
+        return scored(
+            program,
+            benchmark,
+            config,
+            episodes,
+            records,
             containment=containment,
-            enforced=_enforced(enforced, config.pin_cpus),
+            enforced=enforced,
             jobs=jobs,
-            duration_s=time.monotonic() - started,
+            started=started,
         )
 
     def _required(self) -> tuple[str, tuple[str, ...]]:
