@@ -264,6 +264,13 @@ def test_a_reference_run_records_the_same_events_on_ray(engines: Any, tmp_path: 
     assert {k: v for k, v in outcomes["ray"].items() if k != "run_id"} == {
         k: v for k, v in outcomes["local"].items() if k != "run_id"
     }
+    # The Run played locally re-evaluates on Ray workers to the same scores, exactly.
+    before = _workers_made()
+    replayed = runner.invoke(main, ["record", "replay", outcomes["local"]["run_id"], "--reevaluate",
+                                    "--executor", "ray", "--store", str(tmp_path / "local"), "--json"])
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.stdout)["mismatches"] == []
+    assert _workers_made() > before
 
 
 def test_evaluate_from_another_process_on_the_cluster(cluster: str) -> None:
@@ -357,7 +364,10 @@ def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
     assert not store.exists()
 
 
-@pytest.mark.parametrize("command", [["evaluate", "baseline", "--benchmark", "cartpole"], ["resume", "abc"]])
+@pytest.mark.parametrize(
+    "command",
+    [["evaluate", "baseline", "--benchmark", "cartpole"], ["resume", "abc"], ["record", "replay", "abc", "--reevaluate"]],
+)
 def test_a_ray_address_needs_the_ray_executor(command: list[str]) -> None:
     done = CliRunner().invoke(main, [*command, "--ray-address", "127.0.0.1:6379"])
     assert done.exit_code == 2

@@ -9,7 +9,8 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evopolicygym.cli.errors import CliError
+from evopolicygym.cli.errors import CliError, CliUsageError
+from evopolicygym.cli.executors import check_executor, executor_options, open_evaluator
 from evopolicygym.cli.options import RECORD_STORE_NOTE, store_option
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, run_status, store_root
@@ -214,6 +215,7 @@ class _Bar:
     metavar="N",
     help="Evaluation processes for --reevaluate [default: the Run's setting].",
 )
+@executor_options
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -222,6 +224,8 @@ def replay(
     as_json: bool,
     reevaluating: bool,
     jobs: int | None,
+    executor: str,
+    ray_address: str | None,
 ) -> None:
     """Replay RUN (its id, or run-<id>) from the log: fold every event with the Run's rules,
     check its hash chain links and every blob and Program it names, and print its timeline.
@@ -231,6 +235,9 @@ def replay(
     not verify or a score does not reproduce. Host-private seeds are never printed.
     """
     mismatches: list[Mismatch] | None = None
+    check_executor(executor, ray_address)
+    if executor != "local" and not reevaluating:
+        raise CliUsageError("--executor is only for --reevaluate (nothing else is played)")
     with open_existing(store_root(ctx, store_dir)) as store:
         stream_id = resolve(store, run)
         result = replay_run(store, stream_id)
@@ -241,8 +248,8 @@ def replay(
             from evopolicygym.run.reevaluate import reevaluate
 
             try:
-                with _Bar() as bar:
-                    mismatches = reevaluate(store, stream_id, jobs=jobs, progress=bar)
+                with open_evaluator(executor, ray_address) as evaluator, _Bar() as bar:
+                    mismatches = reevaluate(store, stream_id, jobs=jobs, progress=bar, evaluator=evaluator)
             except ReplayError as exc:
                 raise CliError(f"cannot re-evaluate run {result.run_id}: {exc}") from exc
     reasons = _reasons(result, mismatches)
