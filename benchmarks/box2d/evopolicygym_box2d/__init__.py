@@ -1,4 +1,6 @@
-"""The Box2D family: LunarLander, curated with a scoring floor, a success threshold and a
+"""The Box2D family: LunarLander, and Core16's ``bipedal`` (BipedalWalker) and ``racing``
+(CarRacing from pixels), each curated with a failure score, domain Feedback (why an Episode
+ended and the family's fields), difficulty profiles where the environment has them, and a
 baseline program.
 
 Its factories are ``evopolicygym.benchmarks`` entry points (this distribution's
@@ -11,8 +13,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from evopolicygym.benchmark import BenchmarkError, CatalogEntry, EpisodeEnd, GymnasiumBenchmark
+from evopolicygym_box2d.frames import png_strip
+from evopolicygym_box2d.tasks import (
+    BIPEDAL_PROFILES,
+    FRAMES_ARTIFACT,
+    RACING_PROFILES,
+    RacingBenchmark,
+    RacingTracker,
+    WalkerTracker,
+    bipedal,
+    racing,
+)
 
-__all__ = ["BASELINES_DIR", "lunar_lander"]
+__all__ = [
+    "BASELINES_DIR",
+    "BIPEDAL_PROFILES",
+    "FRAMES_ARTIFACT",
+    "RACING_PROFILES",
+    "RacingBenchmark",
+    "RacingTracker",
+    "WalkerTracker",
+    "bipedal",
+    "lunar_lander",
+    "png_strip",
+    "racing",
+]
 
 BASELINES_DIR = Path(__file__).resolve().parent / "baselines"
 
