@@ -1,0 +1,106 @@
+"""The driving family with the real highway-env environments: catalog entries, the
+baselines beating a uniform-random policy, replayed Episodes identical (every random draw
+of highway-env comes from the Episode's seed), the domain Feedback and conformance."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
+from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.program import Program
+from evopolicygym.registry import baseline_dir, load_benchmark
+
+if importlib.util.find_spec("evopolicygym_driving") is None:
+    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+        pytest.fail("the driving family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
+    pytest.skip("the driving family is not installed (uv sync --extra driving)", allow_module_level=True)
+
+TASKS = ("parking", "roundabout")
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Any:
+    with Evaluator() as shared:
+        yield shared
+
+
+def run(
+    evaluator: Evaluator, name: str, program_dir: Path, episodes: int, split: str = "assessment", **params: str
+) -> EvaluationResult:
+    benchmark = load_benchmark(name, params)
+    config = EvaluationConfig(split=split, episodes=episodes, seed=0, jobs=1, trace_steps=10_000)
+    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
+
+
+def baseline(name: str) -> Path:
+    found = baseline_dir(load_benchmark(name))
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_conformance(name: str) -> None:
+    report = check_benchmark(load_benchmark(name, {"profile": "hurried"} if name == "parking" else {}))
+    assert report.ok, [c for c in report.checks if not c.ok]
+
+
+def test_catalog_entries_and_profiles() -> None:
+    for name in TASKS:
+        entry = catalog_entry(load_benchmark(name))
+        assert entry is not None and entry.family == "driving" and entry.suites == ("core16",)
+        assert [p.difficulty for p in entry.profiles] == list(range(len(entry.profiles)))
+        reference = entry.reference
+        assert reference is not None and reference.split == "assessment" and reference.baseline > reference.random
+    hurried = load_benchmark("parking", {"profile": "hurried"})
+    assert hurried.spec.max_episode_steps == 100  # 20 s at 5 decisions a second
+    assert catalog_entry(hurried).suites == ()  # type: ignore[union-attr]
+    assert hurried.spec.environment_digest != load_benchmark("parking").spec.environment_digest
+    assert load_benchmark("roundabout", {"profile": "long"}).spec.max_episode_steps == 30
+    space = load_benchmark("parking").spec.observation_space
+    assert space["type"] == "dict" and set(space["spaces"]) == {"observation", "achieved_goal", "desired_goal"}
+
+
+def test_the_parking_baseline_parks_and_random_does_not(evaluator: Evaluator) -> None:
+    ours = run(evaluator, "parking", baseline("parking"), 2)
+    assert ours.feedback.content["terminations"] == {"parked": 2}
+    for episode in ours.feedback.content["episodes"]:
+        summary = episode["summary"]
+        assert summary["parked"] is True and summary["collided"] is False
+        assert summary["distance_to_goal"] < 5.0 and summary["mean_speed"] != 0
+    assert ours.feedback.content["domain"]["parked_rate"] == 1.0
+    random = run(evaluator, "parking", RANDOM_POLICY_DIR, 2, profile="hurried")
+    assert random.feedback.content["domain"]["parked_rate"] == 0.0
+    assert ours.feedback.score > random.feedback.score
+    for episode in random.feedback.content["episodes"]:
+        assert episode["termination"] in {"collided", "timed_out"}
+        assert episode["summary"]["distance_to_goal"] > 5.0
+
+
+def test_the_roundabout_baseline_collides_less_than_random(evaluator: Evaluator) -> None:
+    ours = run(evaluator, "roundabout", baseline("roundabout"), 3)
+    random = run(evaluator, "roundabout", RANDOM_POLICY_DIR, 3)
+    assert ours.feedback.content["terminations"] == {"timed_out": 3}
+    assert ours.feedback.content["domain"]["collided_rate"] == 0.0
+    assert ours.feedback.score > random.feedback.score
+    for episode in ours.feedback.content["episodes"]:
+        assert episode["length"] == 11 and set(episode["summary"]) == {"collided", "mean_speed", "on_road"}
+        assert 0 < episode["summary"]["mean_speed"] <= 16.5
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator, name: str) -> None:
+    program = RANDOM_POLICY_DIR if name == "parking" else baseline(name)
+    params = {"profile": "hurried"} if name == "parking" else {}
+    first, second = (run(evaluator, name, program, 1, "validation", **params).records[0] for _ in range(2))
+    assert first.trace and first.steps > 5
+    assert first.steps == second.steps and first.total_reward == second.total_reward
+    assert first.summary == second.summary
+    for a, b in zip(first.trace, second.trace, strict=True):
+        assert (a.action, a.reward, a.terminated, a.truncated) == (b.action, b.reward, b.terminated, b.truncated)
+        assert repr(a.observation) == repr(b.observation)
