@@ -216,9 +216,10 @@ WORST_STEP = {
     "ant5": -(30.0 + 0.5 * 8 + 0.0005 * 78),
     "pusher5": -(2.0 + 0.5 * 2.0 + 0.1 * 7 * 4),  # the table's span for either distance
 }
-# Measured on the default profile with evaluate(): the assessment split, seed 0, the
-# baseline against the kernel's uniform-random program (`evopolicy benchmarks check --suite
-# core16` measures both again on fewer Episodes).
+# Measured on the default profile with evaluate(): the assessment split, seed 0, 32 Episodes,
+# the baseline against the kernel's uniform-random program (python -m
+# evopolicygym_mujoco.measure; `evopolicy benchmarks check --suite core16` measures both
+# again on fewer Episodes).
 REFERENCES: dict[str, ReferenceScores] = {
     name: ReferenceScores(baseline=ours, random=random, split="assessment", seed=0, episodes=32)
     for name, ours, random in (
@@ -281,3 +282,6 @@ def ant(profile: str | None = None) -> GymnasiumBenchmark:
 
 def pusher(profile: str | None = None) -> GymnasiumBenchmark:
     return _task("pusher5", profile)
+
+
+FACTORIES = {"reacher5": reacher, "halfcheetah5": halfcheetah, "ant5": ant, "pusher5": pusher}

@@ -2,9 +2,14 @@
 
 The arm's kinematics are not in the observation, so the policy learns how its tip moves
 with its joints as it goes (a Broyden estimate of the 3 x 7 Jacobian, updated from each
-step's change of joint angles and tip position). It drives the tip to a point just behind
-the object (on the side away from the goal), then through the object toward the goal, with
-torques J^T (wanted - tip) and damping on the joint velocities.
+step's change of joint angles and tip position). It drives the tip toward a point just
+behind the object (on the side away from the goal), then through the object toward the
+goal, with torques J^T (wanted - tip) and damping on the joint velocities.
+
+What it achieves: the tip ends about 0.3 m from the object (random's flailing ends 0.54 m
+away) at little torque cost, but the object seldom moves. The point behind the object lies
+toward the arm's base, where the shoulder and elbow reach their joint limits before the tip
+gets down to the table; pushing it to the goal is left to the policies evolved from here.
 """
 
 import numpy as np
