@@ -114,9 +114,9 @@ DESCRIPTIONS = {
     "parking": "Park the car in the goal spot of a parking lot, steering and accelerating continuously.",
     "roundabout": "Drive through a busy roundabout without colliding, as fast as is safe, with discrete meta-actions.",
 }
-# Measured on the default profile with evaluate(): the assessment split, seed 0, 16
-# Episodes (highway-env runs 10 to 30 decisions a second here), the baseline program
-# against the kernel's uniform-random program. Parking: the baseline parked in all 16
+# Measured on the default profile with ``python -m evopolicygym_driving.measure``
+# (evaluate(): the assessment split, seed 0, 16 Episodes; highway-env runs 10 to 30
+# decisions a second here), the baseline program against the kernel's uniform-random one. Parking: the baseline parked in all 16
 # (173 decisions each on average), random collided with a wall in all 16. Roundabout: the
 # baseline collided in none, random in 4.
 REFERENCES = {
