@@ -7,7 +7,8 @@ spot, in reverse when it points out. The policy follows the spot's axis: it aims
 point on that axis a few metres ahead of the car's projection on it, but never nearer the
 spot than 1.5 times its lateral offset (so it comes in at a shallow angle), steering in
 proportion to the bearing of that point (the rear's bearing when reversing), with a
-wanted speed that falls with the distance to the goal. It plans no manoeuvre: facing
+wanted speed that falls with the distance to the goal (at most 8 m/s: every step costs
+the distance left). It plans no manoeuvre: facing
 away from the point, it turns on full lock, which parked cars or a wall may stop.
 """
 
@@ -42,7 +43,7 @@ class ParkingController:
         bearing = wrap(math.atan2(ty - y, tx - x) - heading)
         steer = clip(gear * 2.0 * bearing / MAX_STEER)
         distance = math.hypot(gx - x, gy - y)
-        target = gear * min(3.0, 0.5 * distance + 0.5)
+        target = gear * min(8.0, 0.6 * distance + 0.5)
         speed = (vx * cos_h + vy * sin_h) * SPEED_SCALE  # signed: negative when reversing
         return [clip(0.6 * (target - speed)), steer]
 
