@@ -16,7 +16,7 @@ from evopolicygym_box2d.tasks import BIPEDAL_PROFILES, RACING_PROFILES, bipedal,
 
 __all__ = ["main"]
 
-DEFAULT_EPISODES = {"bipedal": 32, "racing": 4}
+DEFAULT_EPISODES = {"bipedal": 32, "racing": 8}
 
 
 def main(argv: list[str] | None = None) -> None:

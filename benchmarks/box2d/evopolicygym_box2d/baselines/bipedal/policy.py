@@ -14,6 +14,8 @@ LEG = (4, 9)
 LIFT, PLANT, PUSH = "lift", "plant", "push"
 CRUISE = 0.2  # forward speed (observation units) above which the stance knee yields faster
 STANCE_KNEE = 0.0  # the stance knee straight: a slower, steadier stride
+LEVEL_TILT, LEVEL_SPIN = 0.9, 3.0  # hip torque against the hull's tilt and its rate
+DAMP_VY = 15.0  # knee torque against vertical speed
 
 
 def clip(x, low=-1.0, high=1.0):
@@ -50,12 +52,12 @@ class Gait:
                 self.phase = LIFT
                 self.swing = 1 - self.swing
         action = []
-        level = 0.9 * s[HULL_ANGLE] + 1.5 * s[HULL_SPIN]
+        level = LEVEL_TILT * s[HULL_ANGLE] + LEVEL_SPIN * s[HULL_SPIN]
         for base in LEG:
             torque_hip = 0.0 if hip[base] is None else 0.9 * (hip[base] - s[base]) - 0.25 * s[base + 1]
             torque_knee = 0.0 if knee[base] is None else 4.0 * (knee[base] - s[base + 2]) - 0.25 * s[base + 3]
             torque_hip += level
-            torque_knee -= 15.0 * s[VY]
+            torque_knee -= DAMP_VY * s[VY]
             action += [clip(0.5 * torque_hip), clip(0.5 * torque_knee)]
         return action
 

@@ -7,6 +7,10 @@ other, neither black nor white); grass is green. In two bands of rows ahead of t
 nearest the car's column, and steers toward a blend of the two centres. Gas is kept low
 (more where the far band is centred, so straights go faster), with a light brake into
 sharp bends. Off the road it steers toward the nearest road column it can see.
+
+With randomized colours (profile randomized) no road is grey: the car waits on the
+start line until the opening zoom ends (50 frames), takes the colour just ahead of it as
+the road's, and from then on counts pixels near that colour as road.
 """
 
 import numpy as np
@@ -15,10 +19,18 @@ CAR_COLUMN = 48.0
 NEAR, FAR = (52, 64), (30, 40)
 
 
+ZOOMED = 50  # frames until the view has zoomed in on the car
+
+
 def road_mask(frame):
     rgb = frame[:84].astype(np.int16)
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     return (np.abs(g - r) < 20) & (np.abs(g - b) < 20) & (r > 60) & (r < 200)
+
+
+def colour_mask(frame, colour):
+    rgb = frame[:84].astype(np.int16)
+    return np.abs(rgb - colour).max(axis=2) < 14
 
 
 def centre(mask, rows):
@@ -40,10 +52,19 @@ class Driver:
     def __init__(self):
         self.steps = 0
         self.steer = 0.0
+        self.road = None  # None: grey road; else the road's colour, learnt at ZOOMED
 
     def act(self, observation):
         self.steps += 1
-        mask = road_mask(observation)
+        if self.road is None:
+            mask = road_mask(observation)
+            if self.steps == ZOOMED and not mask.any():
+                patch = observation[58:64, 45:52].reshape(-1, 3).astype(np.int16)
+                self.road = np.median(patch, axis=0)
+            elif self.steps < ZOOMED and not mask.any():
+                return [0.0, 0.0, 0.0]  # no grey anywhere: wait on the start line for the zoom
+        if self.road is not None:
+            mask = colour_mask(observation, self.road)
         near, far = centre(mask, NEAR), centre(mask, FAR)
         if near is None and far is None:
             return [self.steer, 0.05, 0.0]  # keep turning the way it was, slowly
