@@ -38,6 +38,8 @@ from evopolicygym.registry import baseline_dir, load_benchmark
 
 MINIGRID = importlib.util.find_spec("evopolicygym_minigrid") is not None
 needs_minigrid = pytest.mark.skipif(not MINIGRID, reason="the minigrid family is not installed")
+MUJOCO = importlib.util.find_spec("evopolicygym_mujoco") is not None
+ROBOTICS = importlib.util.find_spec("evopolicygym_robotics") is not None
 
 
 def invoke(*args: str) -> Result:
@@ -77,8 +79,9 @@ def test_core16_is_sixteen_ids_in_eight_capability_families() -> None:
 def test_install_hints_say_what_the_installed_project_offers() -> None:
     # The minigrid extra installs the family distribution: read from evopolicygym's metadata.
     assert _extras_installing("evopolicygym-minigrid") == ["minigrid"]
-    assert _extras_installing("evopolicygym-mujoco") == []  # the mujoco extra brings mujoco only
-    assert install_hint("mujoco") == "the mujoco family is not packaged yet (evopolicygym-mujoco)"
+    assert _extras_installing("evopolicygym-mujoco") == ["mujoco"]
+    if not MUJOCO:
+        assert install_hint("mujoco") == "uv sync --extra mujoco"
     assert install_hint("nope") == "no family 'nope' is known to this project"
     if MINIGRID:
         assert install_hint("minigrid") == "not provided by the installed evopolicygym-minigrid yet"
@@ -93,9 +96,10 @@ def test_list_suite_core16_names_all_sixteen_and_how_to_install_the_rest() -> No
         assert by_id[name]["suites"] == ["core16"]
     assert by_id["continuouscar"]["alias_of"] == "mountain-car-continuous"
     reacher = by_id["reacher5"]
-    assert reacher["installed"] is False and reacher["family"] == "mujoco"
-    assert reacher["install"] == install_hint("mujoco")
-    assert reacher["description"].startswith("Reacher-v5; not installed: ")
+    assert reacher["installed"] is MUJOCO and reacher["family"] == "mujoco"
+    if not MUJOCO:
+        assert reacher["install"] == install_hint("mujoco") == "uv sync --extra mujoco"
+        assert reacher["description"].startswith("Reacher-v5; not installed: ")
     if MINIGRID:
         assert by_id["minigrid_fourrooms"]["installed"] is True
         assert by_id["minigrid_fourrooms"]["environment"] == "MiniGrid-FourRooms-v0"
@@ -109,11 +113,11 @@ def test_list_family_and_bad_filters() -> None:
     assert {"cartpole", "frozen-lake", "acrobot", "mountain-car-continuous", "continuouscar"} <= names
     assert all(r["family"] == "classic" for r in rows)
     robotics = ok_json(invoke("benchmarks", "list", "--family", "robotics", "--json"))
-    assert [r["benchmark_id"] for r in robotics] == ["fetch_push", "fetch_pickandplace"]
-    assert not any(r["installed"] for r in robotics)
+    assert sorted(r["benchmark_id"] for r in robotics) == ["fetch_pickandplace", "fetch_push"]
+    assert all(r["installed"] is ROBOTICS and r["family"] == "robotics" for r in robotics)
     # The unfiltered list names the suite's missing ids too.
     everything = {r["benchmark_id"]: r for r in ok_json(invoke("benchmarks", "list", "--json"))}
-    assert everything["ant5"]["installed"] is False and everything["cartpole"]["installed"] is True
+    assert everything["ant5"]["installed"] is MUJOCO and everything["cartpole"]["installed"] is True
     assert "core16" in one_line_error(invoke("benchmarks", "list", "--suite", "core17"))
     assert "minigrid" in one_line_error(invoke("benchmarks", "list", "--family", "toys"))
 
@@ -276,10 +280,13 @@ def test_check_suite_core16_measures_baselines_against_random() -> None:
         assert row["ok"] is True and row["conformance"] is True, row
         assert row["baseline"] > row["random"]
         assert row["steps_per_s"] > 0 and row["fixed_cost_s"] > 0
-    assert rows["ant5"] == {
-        "benchmark_id": "ant5", "family": "mujoco", "installed": False,
-        "install": install_hint("mujoco"), "ok": True,
-    }  # fmt: skip
+    if MUJOCO:
+        assert {"reacher5", "halfcheetah5", "ant5", "pusher5"} <= {r["benchmark_id"] for r in installed}
+    else:
+        assert rows["ant5"] == {
+            "benchmark_id": "ant5", "family": "mujoco", "installed": False,
+            "install": install_hint("mujoco"), "ok": True,
+        }  # fmt: skip
 
 
 def test_check_needs_an_id_or_a_suite() -> None:
