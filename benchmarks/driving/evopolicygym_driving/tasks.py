@@ -160,8 +160,9 @@ class DrivingTracker(EpisodeTracker):
         return "terminated" if end.terminated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
-        base = env.unwrapped
-        vehicle = base.vehicle  # type: ignore[attr-defined]
+        vehicle = getattr(env.unwrapped, "vehicle", None)
+        if vehicle is None:  # never reset
+            return {}
         fields: dict[str, Any] = {
             "collided": bool(vehicle.crashed),
             "mean_speed": sum(self.speeds) / len(self.speeds) if self.speeds else None,
