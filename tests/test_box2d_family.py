@@ -192,3 +192,14 @@ def test_racing_frames_reach_the_policy_as_uint8_arrays(evaluator: Evaluator, tm
     )
     result = run(evaluator, "racing", tmp_path, 1, max_episode_steps="10")
     assert result.failures == 0, result.feedback.content["episodes"][0]["failure"]
+
+
+def test_racing_baseline_finds_the_road_in_randomized_colours(evaluator: Evaluator) -> None:
+    """No road is grey there: the driver waits for the opening zoom, learns the road's colour
+    from the start line and then follows it."""
+    ours = run(evaluator, "racing", baseline("racing"), 1, profile="randomized", max_episode_steps="200")
+    random = run(evaluator, "racing", RANDOM_POLICY_DIR, 1, profile="randomized", max_episode_steps="200")
+    (mine,), (theirs,) = ours.feedback.content["episodes"], random.feedback.content["episodes"]
+    assert mine["termination"] == "timed_out"
+    assert mine["summary"]["tiles_visited"] > theirs["summary"]["tiles_visited"]
+    assert mine["summary"]["off_track_share"] < 0.5

@@ -8,9 +8,10 @@ nearest the car's column, and steers toward a blend of the two centres. Gas is k
 (more where the far band is centred, so straights go faster), with a light brake into
 sharp bends. Off the road it steers toward the nearest road column it can see.
 
-With randomized colours (profile randomized) no road is grey: the car waits on the
-start line until the opening zoom ends (50 frames), takes the colour just ahead of it as
-the road's, and from then on counts pixels near that colour as road.
+With randomized colours (the environment parameter domain_randomize, profile
+randomized) no road is grey: the car waits on the start line until the opening zoom ends
+(50 frames), takes the colour just ahead of it as the road's, and from then on counts
+pixels near that colour as road.
 """
 
 import numpy as np
@@ -49,21 +50,22 @@ def centre(mask, rows):
 
 
 class Driver:
-    def __init__(self):
+    def __init__(self, randomized=False):
         self.steps = 0
         self.steer = 0.0
-        self.road = None  # None: grey road; else the road's colour, learnt at ZOOMED
+        self.randomized = randomized
+        self.road = None  # with randomized colours, the road's, learnt at ZOOMED
 
     def act(self, observation):
         self.steps += 1
-        if self.road is None:
+        if not self.randomized:
             mask = road_mask(observation)
-            if self.steps == ZOOMED and not mask.any():
+        elif self.steps < ZOOMED:
+            return [0.0, 0.0, 0.0]  # wait on the start line for the zoom
+        else:
+            if self.road is None:
                 patch = observation[58:64, 45:52].reshape(-1, 3).astype(np.int16)
                 self.road = np.median(patch, axis=0)
-            elif self.steps < ZOOMED and not mask.any():
-                return [0.0, 0.0, 0.0]  # no grey anywhere: wait on the start line for the zoom
-        if self.road is not None:
             mask = colour_mask(observation, self.road)
         near, far = centre(mask, NEAR), centre(mask, FAR)
         if near is None and far is None:
@@ -82,4 +84,5 @@ class Driver:
 
 
 def make_policy(context):
-    return Driver()
+    parameters = getattr(context, "environment_parameters", None) or {}
+    return Driver(randomized=bool(parameters.get("domain_randomize")))
