@@ -71,8 +71,9 @@ def test_catalog_lists_both_in_core16_with_profiles_and_references() -> None:
     assert walker.suites == ("core16",) and car.suites == ("core16",)
     assert [p.name for p in walker.profiles] == ["normal", "hardcore"]
     assert [p.name for p in car.profiles] == ["standard", "randomized"]
-    for entry in (walker, car):
-        assert entry.reference is not None and entry.reference.split == "assessment"
+    others = [catalog_entry(load_benchmark(n, {"profile": p})) for n, p in (("bipedal", "hardcore"), ("racing", "randomized"))]
+    for entry in (walker, car, *others):
+        assert entry is not None and entry.reference is not None and entry.reference.split == "assessment"
         assert entry.reference.baseline > entry.reference.random
     # Another profile, or racing's shortened Episodes, is not Core16's member and carries no
     # reference measured on something else.
