@@ -19,6 +19,7 @@ Skipped where Ray is missing, failed instead under EVOPOLICY_REQUIRE_RAY=1 (``ra
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -173,6 +174,62 @@ def test_a_ray_address_nothing_answers_at_is_one_line_at_once(tmp_path: Path, ad
     )  # fmt: skip
     assert done.returncode == 1 and done.stderr.strip().splitlines() == [error]
     assert not (tmp_path / "store").exists()
+
+
+_CARRY = """
+import json, os, sys, time
+with open(sys.argv[1] + ".tmp", "w") as f:
+    json.dump({"pid": os.getpid(), "secret": os.environ.get("EVOPOLICY_TEST_SECRET"), "tmp": os.environ.get("TMPDIR")}, f)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+try:
+    time.sleep(120)
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(7)
+"""
+
+
+def test_a_carry_gets_its_environment_its_signals_and_dies_with_its_actor(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """RayExecutor alone, with a stand-in for `evopolicy resume`: it runs on a worker node
+    (that node's TMPDIR), with the variables given to the executor; Ctrl-C forwarded reaches
+    it as KeyboardInterrupt (a Ray worker ignores SIGINT, which its children would inherit);
+    and a carry whose actor is killed dies too."""
+    from evopolicygym.experiments.ray_executor import RayExecutor
+
+    executor = RayExecutor(address=cluster.address, env={"EVOPOLICY_TEST_SECRET": "s3cret"})
+    try:
+        assert executor.max_runs == 2  # two worker nodes of one CPU each; the head has none
+        report = tmp_path / "first.json"
+        executor.start("first", [sys.executable, "-c", _CARRY, str(report)])
+        wait_until(report.exists, 120, "the carry's start")
+        seen = json.loads(report.read_text())
+        assert seen["secret"] == "s3cret"
+        assert any(seen["tmp"] == str(cluster.machine(node) / "tmp") for node in ("node-1", "node-2")), seen
+        executor.signal(signal.SIGINT)
+        assert executor.wait() == [("first", 7, "interrupted\n")]
+    finally:
+        executor.close()
+    executor = RayExecutor(address=cluster.address)
+    try:
+        orphan = tmp_path / "orphan.json"
+        executor.start("orphan", [sys.executable, "-c", _CARRY, str(orphan)])
+        wait_until(orphan.exists, 120, "the second carry's start")
+        pid = json.loads(orphan.read_text())["pid"]
+        assert _alive(pid)
+    finally:
+        executor.close()  # kills the actors still carrying
+    wait_until(lambda: not _alive(pid), 60, "the carry's death with its actor")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != b"Z"
 
 
 def test_a_node_killed_mid_experiment_its_runs_finish_on_another(

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,12 +47,17 @@ REPLACEMENTS = 3  # placements a carry gets after the first, each after its acto
 # Run as `python -S -c SHIM PARENT ARGV...`: the carry is SIGKILLed when the actor's thread
 # that started it dies (PR_SET_PDEATHSIG survives exec), and exits at once if it already
 # has. A shim rather than a preexec function: a Ray worker is multi-threaded, where code
-# run between fork and exec may deadlock.
+# run between fork and exec may deadlock. A Ray worker also ignores SIGINT, and an ignored
+# signal stays ignored across exec (a Python started so never raises KeyboardInterrupt):
+# the carry gets the default dispositions and an empty signal mask, as from a shell.
 _SHIM = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    os._exit(1)\n"
+    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_SETMASK, [])\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
 
@@ -99,6 +105,10 @@ class RayUnavailable(RuntimeError):
 
 def import_ray() -> Any:
     """The ``ray`` module; ``RayUnavailable`` naming the extra to install when it is missing."""
+    # Each node carries Runs with the project installed there, as `ray start` found it: the
+    # driver's checkout is not packaged and re-installed per node (Ray does that for a driver
+    # run by `uv run`, which would sync a virtualenv on every node, downloading, at run time).
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     try:
         import ray
     except ModuleNotFoundError as exc:
@@ -154,6 +164,7 @@ class _Carry:
     argv: list[str]
     actor: Any
     placements: int = 1
+    stop_reply: Any = None
 
 
 class RayExecutor:
@@ -175,6 +186,7 @@ class RayExecutor:
         env: Mapping[str, str] | None = None,
         replacements: int = REPLACEMENTS,
         poll_interval: float = 0.5,
+        stop_grace: float = 20.0,
     ) -> None:
         if max_runs is not None and max_runs < 1:
             raise ValueError("max_runs must be at least 1")
@@ -194,7 +206,14 @@ class RayExecutor:
                 )
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"at {address}" if address else "on this machine"
-                raise RayUnavailable(f"cannot join the Ray cluster {where}: {_first_line(exc)}") from None
+                chain = f"{exc} {exc.__cause__} {exc.__context__}"
+                why = (
+                    "it requires its authentication token (set RAY_AUTH_MODE=token, with the head's "
+                    "token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                    if "InvalidAuthToken" in chain or "AuthenticationError" in chain
+                    else _first_line(exc)
+                )
+                raise RayUnavailable(f"cannot join the Ray cluster {where}: {why}") from None
             _cluster_errors_to_stderr()
         self.cpus_per_run = cpus_per_run
         if max_runs is None:
@@ -202,9 +221,11 @@ class RayExecutor:
         self.max_runs = max_runs
         self.replacements = replacements
         self.poll_interval = poll_interval
+        self.stop_grace = stop_grace
         self.replaced = 0  # placements made again after a lost actor, over this executor's life
         self._env = dict(env or {})
         self._stopping = False
+        self._signalled: dict[Any, float] = {}  # a signal's reply -> when it was sent
         self._actor_class = ray.remote(Carrier).options(
             num_cpus=cpus_per_run,
             max_concurrency=2,  # ``signal`` while ``carry`` runs
@@ -237,6 +258,7 @@ class RayExecutor:
             # A timeout, so the runner's signal handlers get to run while nothing ends.
             ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=self.poll_interval)
             if not ready:
+                self._kill_unresponsive()
                 continue
             ready, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=0)
             results = []
@@ -262,11 +284,33 @@ class RayExecutor:
         return []
 
     def signal(self, signum: int) -> None:
-        if signum in (signal.SIGINT, signal.SIGTERM):
+        stop = signum in (signal.SIGINT, signal.SIGTERM)
+        if stop:
             self._stopping = True  # no placement again for a carry stopped on purpose
+        now = time.monotonic()
         for carry in self._inflight.values():
             with contextlib.suppress(Exception):
-                carry.actor.signal.remote(signum)
+                reply = carry.actor.signal.remote(signum)
+                if stop:
+                    self._signalled[reply] = now
+                    carry.stop_reply = reply
+
+    def _kill_unresponsive(self) -> None:
+        """Stopping: an actor that has not taken its signal within ``stop_grace`` seconds (not
+        yet placed, or its node unreachable) is killed, so ``wait`` ends; its Run, if its
+        carry had begun, is left to be resumed, as after a SIGKILL."""
+        if not self._signalled:
+            return
+        taken, _ = self._ray.wait(list(self._signalled), num_returns=len(self._signalled), timeout=0)
+        for reply in taken:
+            del self._signalled[reply]
+        late = {reply for reply, sent in self._signalled.items() if time.monotonic() - sent > self.stop_grace}
+        for carry in self._inflight.values():
+            if carry.stop_reply in late:
+                with contextlib.suppress(Exception):
+                    self._ray.kill(carry.actor)
+        for reply in late:
+            del self._signalled[reply]
 
     def close(self) -> None:
         for carry in self._inflight.values():  # only where close comes before they ended (an error)
