@@ -293,3 +293,18 @@ def test_check_needs_an_id_or_a_suite() -> None:
     assert "--suite" in one_line_error(invoke("benchmarks", "check"))
     assert "not both" in one_line_error(invoke("benchmarks", "check", "acrobot", "--suite", "core16"))
     assert "core16" in one_line_error(invoke("benchmarks", "check", "--suite", "nope"))
+
+
+def test_check_one_benchmark_against_random_with_a_profile() -> None:
+    """`check ID --baseline`: what a family records as its reference scores, for one profile."""
+    report = ok_json(invoke("benchmarks", "check", "frozen-lake", "--param", "profile=4x4-calm",
+                            "--baseline", "--episodes", "2", "--json"))
+    assert report["ok"] is True and report["benchmark_id"] == "frozen-lake"
+    assert report["baseline"] == 1.0 and report["random"] < 1.0  # the calm 4x4 map is solved
+    assert report["baseline_terminations"] == {"reached_goal": 2}
+    assert report["baseline_failures"] == 0 and report["problems"] == []
+    assert report["steps_per_s"] > 0 and report["fixed_cost_s"] > 0
+    human = invoke("benchmarks", "check", "acrobot", "--baseline", "--episodes", "1")
+    assert human.exit_code == 0, human.output
+    assert "baseline: " in human.stdout and "random: -500 on 1 assessment Episode " in human.stdout
+    assert "not both" in one_line_error(invoke("benchmarks", "check", "--suite", "core16", "--baseline"))

@@ -239,7 +239,21 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
     type=click.IntRange(min=1, max=1000),
     default=4,
     show_default=True,
-    help="With --suite: assessment Episodes each baseline and the random policy play per Benchmark.",
+    help="With --suite or --baseline: assessment Episodes the baseline and the random policy each play.",
+)
+@click.option(
+    "--baseline",
+    "against_random",
+    is_flag=True,
+    help="With ID: also play its baseline program and a uniform-random policy on the same "
+    "assessment Episodes (seed 0), as --suite does: what a family records as its reference scores.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --baseline: parallel Episodes (the steps/s figure is per job).",
 )
 @click.option(
     "--require-installed",
@@ -254,6 +268,8 @@ def check(
     params: dict[str, str],
     suite: str | None,
     episodes: int,
+    against_random: bool,
+    jobs: int,
     require_installed: bool,
     as_json: bool,
 ) -> None:
@@ -265,32 +281,48 @@ def check(
     both scores, the baseline's steps per second and the fixed cost of an Episode (one
     played to its first step only). Exit 1 if a check fails or a baseline does not beat
     random; Benchmarks not installed are listed, and fail only with --require-installed.
+    With ID and --baseline, the same for one Benchmark, with the Episodes' terminations and
+    the family's domain figures for both programs.
     """
     if suite is not None:
-        if benchmark_id is not None or params:
-            raise CliError("give either ID (with --param) or --suite, not both")
+        if benchmark_id is not None or params or against_random:
+            raise CliError("give either ID (with --param, --baseline) or --suite, not both")
         _known_suite(suite)
-        _check_suite(ctx, suite, episodes, require_installed, as_json)
+        _check_suite(ctx, suite, episodes, jobs, require_installed, as_json)
         return
     if benchmark_id is None:
         raise CliError("give a Benchmark ID or --suite SUITE")
-    report = check_benchmark(load(benchmark_id, params))
+    benchmark = load(benchmark_id, params)
+    report = check_benchmark(benchmark)
+    measured = _against_random(benchmark, episodes, jobs) if against_random else None
+    problems = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    problems += measured["problems"] if measured is not None else []
     if as_json:
-        emit_json({**msgspec.to_builtins(report), "ok": report.ok})
+        emit_json({**msgspec.to_builtins(report), **(measured or {}), "ok": not problems})
     else:
         table = Table("check", "result", "detail", title=f"conformance: {report.benchmark_id}")
         for c in report.checks:
             result = "[green]ok[/]" if c.ok else "[bold red]FAIL[/]"
             table.add_row(c.name, result, c.detail)
         Console().print(table)
-    if not report.ok:
-        failed = sum(1 for c in report.checks if not c.ok)
+        if measured is not None:
+            for who in ("baseline", "random"):
+                click.echo(printable(
+                    f"{who}: {measured[who]:.6g} on {episodes} assessment Episode{'s' if episodes != 1 else ''} "
+                    f"(seed 0; failures {measured[who + '_failures']}, ends {human_block(measured[who + '_terminations'])}, "
+                    f"domain {human_block(measured[who + '_domain'])})"
+                ))
+            click.echo(f"baseline steps/s {measured['steps_per_s']:,.0f}, "
+                       f"fixed cost per Episode {measured['fixed_cost_s'] * 1000:,.1f} ms")
+    if problems:
         if not as_json:
-            click.echo(f"{failed} of {len(report.checks)} checks failed", err=True)
+            click.echo(f"check failed: {'; '.join(problems)}", err=True)
         ctx.exit(1)
 
 
-def _check_suite(ctx: click.Context, suite: str, episodes: int, require_installed: bool, as_json: bool) -> None:
+def _check_suite(
+    ctx: click.Context, suite: str, episodes: int, jobs: int, require_installed: bool, as_json: bool
+) -> None:
     registered = set(benchmark_names())
     rows: list[dict[str, Any]] = []
     for member in SUITES[suite]:
@@ -307,7 +339,7 @@ def _check_suite(ctx: click.Context, suite: str, episodes: int, require_installe
             continue
         if not as_json:
             click.echo(f"checking {member.id} ({episodes} Episode{'s' if episodes != 1 else ''} each)...", err=True)
-        rows.append(_check_member(member, episodes))
+        rows.append(_check_member(member, episodes, jobs))
     ok = all(row["ok"] for row in rows)
     if as_json:
         emit_json({"suite": suite, "episodes": episodes, "ok": ok, "benchmarks": rows})
@@ -344,34 +376,38 @@ def _check_suite(ctx: click.Context, suite: str, episodes: int, require_installe
         ctx.exit(1)
 
 
-def _check_member(member: SuiteMember, episodes: int) -> dict[str, Any]:
-    from evopolicygym.evaluation import EvaluationConfig, Evaluator
-    from evopolicygym.program import Program
-
+def _check_member(member: SuiteMember, episodes: int, jobs: int) -> dict[str, Any]:
     row: dict[str, Any] = {"benchmark_id": member.id, "family": member.family, "installed": True, "install": None}
     try:
         benchmark = load(member.id, {})
         entry = catalog_entry(benchmark)
         row["family"] = entry.family if entry is not None else member.family
         report = check_benchmark(benchmark)
-        baseline = baseline_dir(benchmark)
-        if baseline is None:
-            raise CliError("no baseline program packaged")
-        config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1, trace_steps=0)
-        with Evaluator() as evaluator:
-            ours = evaluator.evaluate(Program.from_directory(baseline), benchmark, config)
-            random = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
-            first = evaluator.evaluate(
-                Program.from_directory(RANDOM_POLICY_DIR),
-                FirstStepOnly(benchmark),
-                config,
-            )
+        measured = _against_random(benchmark, episodes, jobs)
     except Exception as exc:
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         return {**row, "ok": False, "error": one_line(message)}
+    problems = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok] + measured["problems"]
+    return {**row, **measured, "conformance": report.ok, "problems": problems, "ok": not problems}
+
+
+def _against_random(benchmark: Benchmark, episodes: int, jobs: int) -> dict[str, Any]:
+    """The baseline and a uniform-random policy on the same assessment Episodes (seed 0), and
+    the fixed cost of an Episode (one played to its first step only)."""
+    from evopolicygym.evaluation import EvaluationConfig, Evaluator
+    from evopolicygym.program import Program
+
+    baseline = baseline_dir(benchmark)
+    if baseline is None:
+        raise CliError(f"{benchmark.spec.id}: no baseline program packaged")
+    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=jobs, trace_steps=0)
+    with Evaluator() as evaluator:
+        ours = evaluator.evaluate(Program.from_directory(baseline), benchmark, config)
+        random = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
+        first = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), FirstStepOnly(benchmark), config)
     steps = sum(e.steps for e in ours.episodes)
     played_s = sum(e.duration_s for e in ours.episodes)
-    problems = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    problems = []
     better = ours.feedback.score > random.feedback.score
     if benchmark.spec.score_direction == "minimize":
         better = ours.feedback.score < random.feedback.score
@@ -379,14 +415,16 @@ def _check_member(member: SuiteMember, episodes: int) -> dict[str, Any]:
         problems.append("the baseline does not beat random")
     if ours.failures:
         problems.append(f"{ours.failures} baseline Episodes failed")
+    found: dict[str, Any] = {}
+    for who, result in (("baseline", ours), ("random", random)):
+        content = result.feedback.content if isinstance(result.feedback.content, dict) else {}
+        found[who] = result.feedback.score
+        found[f"{who}_failures"] = result.failures
+        found[f"{who}_terminations"] = content.get("terminations", {})
+        found[f"{who}_domain"] = content.get("domain", {})
     return {
-        **row,
-        "baseline": ours.feedback.score,
-        "random": random.feedback.score,
-        "baseline_failures": ours.failures,
+        **found,
         "steps_per_s": steps / played_s if played_s > 0 else 0.0,
         "fixed_cost_s": sum(e.duration_s for e in first.episodes) / max(1, len(first.episodes)),
-        "conformance": report.ok,
         "problems": problems,
-        "ok": not problems,
     }

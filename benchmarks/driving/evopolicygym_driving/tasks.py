@@ -114,7 +114,7 @@ DESCRIPTIONS = {
     "parking": "Park the car in the goal spot of a parking lot, steering and accelerating continuously.",
     "roundabout": "Drive through a busy roundabout without colliding, as fast as is safe, with discrete meta-actions.",
 }
-# Measured on the default profile with ``python -m evopolicygym_driving.measure``
+# Measured on the default profile with ``evopolicy benchmarks check ID --baseline --episodes 16``
 # (evaluate(): the assessment split, seed 0, 16 Episodes; highway-env runs 10 to 30
 # decisions a second here), the baseline program against the kernel's uniform-random one. Parking: the baseline parked in all 16
 # (within 1.8 m of the spot's centre on average), random collided with a wall in all 16;

@@ -217,8 +217,8 @@ WORST_STEP = {
     "pusher5": -(2.0 + 0.5 * 2.0 + 0.1 * 7 * 4),  # the table's span for either distance
 }
 # Measured on the default profile with evaluate(): the assessment split, seed 0, 32 Episodes,
-# the baseline against the kernel's uniform-random program (benchmarks/mujoco/measure.py;
-# `evopolicy benchmarks check --suite core16` measures both again on fewer Episodes).
+# the baseline against the kernel's uniform-random program (`evopolicy benchmarks check ID
+# --baseline --episodes 32`; `benchmarks check --suite core16` measures both on fewer).
 REFERENCES: dict[str, ReferenceScores] = {
     name: ReferenceScores(baseline=ours, random=random, split="assessment", seed=0, episodes=32)
     for name, ours, random in (

@@ -76,7 +76,7 @@ DESCRIPTIONS = {
     "fetch_push": "Push the block on the table to the goal position with the Fetch arm's closed gripper.",
     "fetch_pickandplace": "Pick the block up with the Fetch arm and place it at the goal, often in the air.",
 }
-# Measured on the standard profile with ``python -m evopolicygym_robotics.measure``
+# Measured on the standard profile with ``evopolicy benchmarks check ID --baseline --episodes 32``
 # (evaluate(): assessment split, seed 0, 32 Episodes), the baseline against the kernel's
 # uniform-random program. The baselines end all 32 Episodes at the goal (push within 2.2 cm
 # on average, pick-and-place 0.7 cm); random reaches it in none (push) and 1 of 32.
