@@ -241,7 +241,7 @@ def test_a_node_killed_mid_experiment_its_runs_finish_on_another(
     url = pg.url_of(pg.database_for(tmp_path))
     secret = url.replace("postgres@", "postgres:hunter2@", 1)  # trust auth: any password will do
     try:
-        spec = _spec(tmp_path, "faulty", seeds=2, budget=8)
+        spec = _spec(tmp_path, "faulty", seeds=2, budget=6)
         process = subprocess.Popen(
             _experiment(spec, secret, "--executor", "ray", "--ray-address", cluster.address),
             stdout=subprocess.PIPE,
