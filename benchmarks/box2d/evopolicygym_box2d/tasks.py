@@ -110,8 +110,8 @@ BIPEDAL_PROFILES: tuple[Profile, ...] = (
         description="stumps, pits and stairs on the way (BipedalWalkerHardcore)",
     ),
 )
-# Measured with evaluate() on the assessment split, seed 0 (python -m evopolicygym_box2d.measure
-# bipedal): normal, the gait 289.90 (no falls in 32 Episodes; it walks until the step limit)
+# Measured with evaluate() on the assessment split, seed 0 (evopolicy benchmarks check bipedal
+# --baseline --episodes 32 --param profile=P): normal, the gait 289.90 (no falls in 32 Episodes; it walks until the step limit)
 # against random's -94.39 (half fall, the rest stay up until the limit); on hardcore's stumps
 # and pits the gait falls in 31 of 32 Episodes, but further on than random.
 BIPEDAL_REFERENCES: dict[str, ReferenceScores] = {
