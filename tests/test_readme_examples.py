@@ -56,6 +56,7 @@ EXTRA_MODULES = {
     "minigrid": "minigrid",
     "ale": "ale_py",
     "mujoco": "mujoco",
+    "cards": "evopolicygym_cards",
 }
 
 # What the README says a command prints: (a regex on the command, regexes its stdout must match).
