@@ -1079,3 +1079,33 @@ def test_what_the_agent_was_shown_is_part_of_the_task() -> None:
     conditions = [{"traces": 2}, {"traces": 0}, {"episodes": False}, {"content": False}, {"traces": "all"}]
     ids = {task_id(run({"feedback": {**default, **c}})) for c in conditions}
     assert len(ids) == len(conditions) and task_id(run({})) not in ids
+
+
+def test_the_task_catalog_labels_a_profiled_run(tmp_path: Path) -> None:
+    """A curriculum's labels: the family, the profile the Run was given and its rank, and the
+    family's measured baseline and random scores, as the recorded spec states them."""
+    from click.testing import CliRunner
+
+    from evopolicygym.cli import main
+    from evopolicygym.registry import load_benchmark
+
+    store = tmp_path / "store"
+    done = CliRunner().invoke(main, [
+        "run", "--benchmark", "frozen-lake", "--param", "profile=8x8-calm", "--agent", "reference",
+        "--budget", "4", "--no-validation", "--no-assessment", "--allow-uncontained-agent",
+        "--store", str(store), "--json",
+    ])
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "out"
+    exported = CliRunner().invoke(main, ["export", "--format", "sft", "--format", "rl", "-o", str(out), "--store", str(store)])
+    assert exported.exit_code == 0, exported.output
+    metadata = load_benchmark("frozen-lake", {"profile": "8x8-calm"}).spec.metadata
+    expected = {
+        "family": "classic", "profile": "8x8-calm", "difficulty": 1,
+        "reference_baseline": (metadata.get("reference_scores") or {}).get("baseline"),
+        "reference_random": (metadata.get("reference_scores") or {}).get("random"),
+    }
+    assert metadata["difficulty"] == 1  # 4x4-calm is 0: the second easiest
+    for config in ("sft", "rl"):
+        (row,) = load(out, config)
+        assert row["task_catalog"] == expected, config

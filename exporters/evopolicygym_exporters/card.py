@@ -27,6 +27,12 @@ LABELS = """\
   as the candidates, measured as a reference that is never selectable, and so the
   task's difficulty (in `rl` the mean over the task's Runs that measured it, of which
   there are `reference_score_runs`).
+- `task_catalog` (`sft`, `rl`): the Benchmark's catalog entry as recorded: its `family`,
+  the difficulty `profile` the Run was given and its rank `difficulty` (0 = easiest), and
+  `reference_baseline` / `reference_random`, the family's baseline program and a
+  uniform-random policy measured on the assessment split (normalize a score as
+  `(score - reference_random) / (reference_baseline - reference_random)`); null fields
+  where the Benchmark declares none.
 - `improved`: whether the final program's Validation score beats `reference_score` in
   the Benchmark's direction on the same Episodes (null where that was not measured: no
   final program, no Validation, or a Run recorded before the initial program was

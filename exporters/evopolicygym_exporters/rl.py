@@ -31,7 +31,7 @@ from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import MESSAGES, plain
 from evopolicygym_exporters.history import RunHistory, read_history
 from evopolicygym_exporters.programs import PROGRAM_FILES, file_rows
-from evopolicygym_exporters.tasks import budget, task_id
+from evopolicygym_exporters.tasks import CATALOG, budget, catalog_of, task_id
 
 __all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
 
@@ -91,6 +91,7 @@ class RlExporter(Exporter):
                 "best_known_score": Value("float64"),
                 "reference_score": Value("float64"),
                 "reference_score_runs": Value("int32"),
+                "task_catalog": CATALOG,
                 "runs": Value("int32"),
                 "redacted": Value("bool"),
             }
@@ -160,6 +161,7 @@ class RlExporter(Exporter):
             "best_known_score": task.best,
             "reference_score": sum(task.reference) / len(task.reference) if task.reference else None,
             "reference_score_runs": len(task.reference),
+            "task_catalog": catalog_of(run),
             "runs": task.runs,
         }
 

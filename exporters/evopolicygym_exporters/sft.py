@@ -29,7 +29,7 @@ from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_offered
 from evopolicygym_exporters.history import RunHistory
 from evopolicygym_exporters.lineage import lineage_of
-from evopolicygym_exporters.tasks import task_id
+from evopolicygym_exporters.tasks import CATALOG, catalog_of, task_id
 
 __all__ = ["SUBMISSION_OUTCOME", "DistillExporter", "SftExporter"]
 
@@ -78,6 +78,7 @@ _OUTCOME = {
     "best_train_score": Value("float64"),
     "final_score": Value("float64"),
     "reference_score": Value("float64"),
+    "task_catalog": CATALOG,
     "handoff": Value("string"),
     "improved": Value("bool"),
     "success": Value("bool"),
@@ -154,6 +155,7 @@ class SftExporter(Exporter):
             "best_train_score": run.best_train_score,
             "final_score": run.final_score,
             "reference_score": run.reference_score,
+            "task_catalog": catalog_of(run),
             "handoff": run.handoff,
             "improved": run.improved,
             "success": run.success,

@@ -12,10 +12,11 @@ import hashlib
 from typing import Any
 
 import msgspec
+from datasets import Value
 
 from evopolicygym_exporters.history import RunHistory
 
-__all__ = ["BUDGET_KEYS", "budget", "task_id"]
+__all__ = ["BUDGET_KEYS", "CATALOG", "budget", "catalog_of", "task_id"]
 
 BUDGET_KEYS = (
     "episode_budget",
@@ -26,6 +27,37 @@ BUDGET_KEYS = (
     "episode_timeout",
     "agent_timeout",
 )
+
+
+# The Benchmark's catalog entry as its recorded spec states it (``evopolicygym.benchmark``'s
+# CatalogEntry): its family, the difficulty profile the Run was given and that profile's rank
+# (0 = easiest), and the baseline and uniform-random scores the family measured on the
+# assessment split. A curriculum orders tasks by these; nulls where a Benchmark declares none.
+CATALOG = {
+    "family": Value("string"),
+    "profile": Value("string"),
+    "difficulty": Value("int32"),
+    "reference_baseline": Value("float64"),
+    "reference_random": Value("float64"),
+}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def catalog_of(run: RunHistory) -> dict[str, Any]:
+    """The ``task_catalog`` value of a Run (see ``CATALOG``), from its recorded spec."""
+    metadata = (run.created.benchmark_spec or {}).get("metadata") or {}
+    references = metadata.get("reference_scores") or {}
+    difficulty = metadata.get("difficulty")
+    return {
+        "family": metadata.get("family") if isinstance(metadata.get("family"), str) else None,
+        "profile": metadata.get("profile") if isinstance(metadata.get("profile"), str) else None,
+        "difficulty": difficulty if isinstance(difficulty, int) and not isinstance(difficulty, bool) else None,
+        "reference_baseline": _number(references.get("baseline")),
+        "reference_random": _number(references.get("random")),
+    }
 
 
 _DEFAULT_FEEDBACK = {"traces": "benchmark", "trace_steps": None, "episodes": True, "content": True}
