@@ -7,7 +7,10 @@ The public API is re-exported here lazily: a submitted policy that imports
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Agent's CLI pays it)
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -1,13 +1,19 @@
-"""Programs: immutable, content-addressed snapshots of a policy source directory."""
+"""Programs: immutable, content-addressed snapshots of a policy source directory.
+
+Imports only what capturing a directory needs (no dataclasses, pathlib or typing): the
+Agent's ``evopolicy session submit`` loads this module for every Submission it makes.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
 
 __all__ = [
     "MAX_FILES",
@@ -57,10 +63,9 @@ def program_digest(files: Iterable[tuple[str, bytes]]) -> str:
 
 
 def _check_relpath(path: str) -> str:
-    pure = PurePosixPath(path)
     if (
         not path
-        or pure.is_absolute()
+        or path.startswith("/")
         or any(part in ("", ".", "..") for part in path.split("/"))
         or "\\" in path
         or "\x00" in path
@@ -81,12 +86,40 @@ def _check_relpath(path: str) -> str:
     return path
 
 
-@dataclass(frozen=True, slots=True)
 class Program:
-    """Sorted ``(path, bytes)`` pairs and their digest. Equal digests mean equal files."""
+    """Sorted ``(path, bytes)`` pairs and their digest. Equal digests mean equal files.
 
+    Immutable, compared and hashed by value (a frozen dataclass, written out so that
+    importing this module does not import ``dataclasses``)."""
+
+    __slots__ = ("digest", "files")
     files: tuple[tuple[str, bytes], ...]
     digest: str
+
+    def __init__(self, files: tuple[tuple[str, bytes], ...], digest: str) -> None:
+        object.__setattr__(self, "files", files)
+        object.__setattr__(self, "digest", digest)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Program is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a Program is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Program)
+        return (self.files, self.digest) == (other.files, other.digest)
+
+    def __hash__(self) -> int:
+        return hash((self.files, self.digest))
+
+    def __repr__(self) -> str:
+        return f"Program(files={self.files!r}, digest={self.digest!r})"
+
+    def __reduce__(self) -> tuple[type[Program], tuple[tuple[tuple[str, bytes], ...], str]]:
+        return (Program, (self.files, self.digest))
 
     @classmethod
     def from_files(cls, files: Mapping[str, bytes | str]) -> Program:
@@ -116,9 +149,9 @@ class Program:
     @classmethod
     def from_directory(cls, root: str | os.PathLike[str]) -> Program:
         """Capture a directory, refusing symlinks, special files, oversize trees and concurrent edits."""
-        root_path = Path(root)
+        root_path = os.fspath(root)
         try:
-            root_stat = root_path.stat()
+            root_stat = os.stat(root_path)
         except OSError as exc:
             raise ProgramError(f"{root_path}: cannot read program directory ({exc.strerror})") from exc
         if not stat.S_ISDIR(root_stat.st_mode):
@@ -127,7 +160,7 @@ class Program:
         files: dict[str, bytes] = {}
         total = 0
         for rel, before in listing.items():
-            full = root_path / rel
+            full = os.path.join(root_path, rel)
             try:
                 with open(full, "rb", opener=_nofollow_opener) as handle:
                     opened = os.fstat(handle.fileno())
@@ -161,6 +194,8 @@ class Program:
 
     def write_to(self, directory: str | os.PathLike[str]) -> Path:
         """Write the files into ``directory`` (created; must be empty) and return it."""
+        from pathlib import Path
+
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
         if any(target.iterdir()):
@@ -181,14 +216,14 @@ def _fingerprint(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _list_tree(root: Path) -> dict[str, tuple[int, int, int, int]]:
+def _list_tree(root: str) -> dict[str, tuple[int, int, int, int]]:
     """Relative path -> fingerprint of every regular file, refusing what a Program may not hold."""
     found: dict[str, tuple[int, int, int, int]] = {}
     stack = [""]
     while stack:
         rel_dir = stack.pop()
         try:
-            entries = sorted(os.scandir(root / rel_dir), key=lambda e: e.name)
+            entries = sorted(os.scandir(os.path.join(root, rel_dir)), key=lambda e: e.name)
         except OSError as exc:
             raise ProgramError(f"{rel_dir or '.'}: cannot list ({exc.strerror})") from exc
         for entry in entries:

@@ -6,28 +6,36 @@
   ``0:4`` (half-open range), ``0:2,4:8`` (comma-separated parts, strictly
   increasing and non-overlapping).
 - The wire: one frame each way per connection, a 4-byte big-endian length and a
-  msgpack body; the request shapes; the reply shape (``{"ok": true, "result": …}``
-  or ``{"ok": false, "error": {"code", "message"}}``); and the client, ``request``.
+  UTF-8 JSON body. The requests::
 
-A leaf: it imports nothing of the Host, so an Agent (or the ``session`` CLI) that
-speaks the protocol pays only for msgspec. The server lives in ``run.session``.
+      {"op": "submit", "request_id": str, "episodes": selector,
+       "files": {path: base64 of the bytes} | null, "problem": str | null,
+       "parent": int | null}
+      {"op": "finish", "request_id": str, "candidates": [int, ...]}
+
+  (``problem`` instead of ``files`` when the client could not capture the program);
+  the reply, ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code",
+  "message"}}``; and the client, ``request``. The Host checks each request against
+  these shapes (``run.session``) before anything reads it.
+
+A leaf that imports only the standard library, and little of it: an Agent calls
+``evopolicy session submit`` for every Submission and waits for its start-up each time.
+JSON because any language speaks it, and ``json`` ships with Python where msgpack does not.
 """
 
 from __future__ import annotations
 
-import contextlib
+import binascii
+import json
 import re
-import shlex
 import socket
 import struct
 import time
-from collections.abc import Sequence
-from typing import Annotated, Any
 
-import msgspec
-from msgspec import Meta, Struct
-
-from evopolicygym.program import MAX_FILES
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = [
     "CLI_ENV",
@@ -37,13 +45,10 @@ __all__ = [
     "READ_TIMEOUT_S",
     "SESSION_ENV",
     "WORKSPACE_ENV",
-    "FinishRequest",
     "FrameError",
     "SelectorError",
     "SessionUnavailable",
-    "SubmitRequest",
     "cli_shim",
-    "decode_request",
     "encode",
     "error_reply",
     "format_selector",
@@ -64,6 +69,8 @@ CLI_SHIM = "evopolicy"
 
 def cli_shim(cli: Sequence[str]) -> bytes:
     """The text of the workspace's ``./evopolicy``: ``cli`` with the arguments appended."""
+    import shlex  # the Host's side only
+
     return f'#!/bin/sh\n# The session commands of this Run (see TASK.md).\nexec {shlex.join(cli)} "$@"\n'.encode()
 
 # --------------------------------------------------------------------------- selectors
@@ -120,53 +127,23 @@ def format_selector(indices: Sequence[int]) -> str:
 
 # --------------------------------------------------------------------------- requests
 
-# A program may be 64 MiB; the rest is headroom for msgpack framing and the other fields.
-MAX_FRAME_BYTES = 80 * 1024 * 1024
+# A program may be 64 MiB, base64 in the request (86 MiB); the rest is headroom for the
+# other fields and the JSON around them.
+MAX_FRAME_BYTES = 96 * 1024 * 1024
 # A request can take minutes to handle, but only this long to arrive.
 READ_TIMEOUT_S = 30.0
 _HEADER = struct.Struct(">I")
 
-RequestId = Annotated[str, Meta(min_length=1, max_length=200)]
 
-
-class SubmitRequest(Struct, tag="submit", tag_field="op", forbid_unknown_fields=True):
-    """Evaluate a program on the Episodes ``episodes`` names; ``problem`` instead of
-    ``files`` when the client could not capture the program (the Host records that too)."""
-
-    request_id: RequestId
-    episodes: Annotated[str, Meta(max_length=MAX_SELECTOR_CHARS)]
-    files: Annotated[dict[str, bytes], Meta(max_length=MAX_FILES)] | None
-    problem: str | None
-    # The Submission the program was edited from (0: the initial program), when the Agent
-    # says: what its edit is measured against. None: not said.
-    parent: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
-
-    def __post_init__(self) -> None:
-        # msgspec turns this into a ValidationError, so it reads like the other shape errors.
-        if (self.files is None) == (self.problem is None):
-            raise ValueError("exactly one of `files` and `problem` must be given")
-
-
-class FinishRequest(Struct, tag="finish", tag_field="op", forbid_unknown_fields=True):
-    """End the Agent's work, naming Submission ids as candidates, best first."""
-
-    request_id: RequestId
-    candidates: Annotated[list[int], Meta(max_length=1000)]
-
-
-_REQUEST = msgspec.msgpack.Decoder(SubmitRequest | FinishRequest)
-_ENCODER = msgspec.msgpack.Encoder()
-
-
-def decode_request(body: bytes | bytearray) -> SubmitRequest | FinishRequest:
-    """A request body as its typed shape; ``msgspec.DecodeError`` (or ``ValidationError``)
-    says how it is malformed."""
-    return _REQUEST.decode(body)
+def _base64(value: object) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return binascii.b2a_base64(value, newline=False).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def encode(value: Any) -> bytes:
-    """A request or reply body."""
-    return _ENCODER.encode(value)
+    """A request or reply body: compact UTF-8 JSON, bytes as base64 strings."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_base64).encode()
 
 
 def error_reply(code: str, message: str) -> dict[str, Any]:
@@ -247,16 +224,17 @@ def request(path: str, body: dict[str, Any], timeout: float | None = None) -> di
             raise SessionUnavailable(
                 f"cannot connect to the session at {path}: {exc.strerror or exc}"
             ) from exc
-        # A failed send is not final: the Host may have refused early and left a reply.
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib is one more import for the Agent's every call)
             send_frame(sock, encoded)
+        except OSError:
+            pass  # not final: the Host may have refused early and left a reply
         try:
             raw = recv_frame(sock, deadline)
         except (FrameError, OSError) as exc:
             raise SessionUnavailable(f"the session connection dropped: {exc}") from exc
     try:
-        reply = msgspec.msgpack.decode(raw)
-    except msgspec.DecodeError as exc:
+        reply = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise SessionUnavailable(f"the session sent a malformed reply: {exc}") from exc
     if not well_formed(reply):
         raise SessionUnavailable("the session sent a malformed reply")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity, launch_for
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.records.events import Event, RunCreated
 from evopolicygym.records.location import open_store
 from evopolicygym.run import RunHost, create_run, load_run

@@ -28,7 +28,7 @@ from click.testing import CliRunner, Result
 
 from evopolicygym.analysis import diagnostics, runs_df, submissions_df
 from evopolicygym.analysis.diagnostics import spearman
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.records.events import (
     AgentMessages,
     AssessmentCompleted,

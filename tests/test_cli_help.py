@@ -12,7 +12,7 @@ import sys
 import click
 import pytest
 
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 
 
 def _commands() -> list[tuple[str, click.Command]]:

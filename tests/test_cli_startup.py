@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from evopolicygym.cli import main
-from evopolicygym.cli.main import _COMMANDS, _LazyCli, _summary
+from evopolicygym.cli.group import _COMMANDS, _LazyCli, _summary
 
 HEAVY = ("numpy", "pandas", "pyarrow", "datasets", "gymnasium", "torch", "duckdb", "sqlalchemy")
 

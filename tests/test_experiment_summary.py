@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from runlogs import write_run
 from test_analysis import _experiment, _synth
 
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.records.location import open_store
 
 

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.program import Program
 from evopolicygym.records.events import AgentMessages, EpisodeCompleted, Event
 from evopolicygym.records.location import Store, open_store

@@ -33,7 +33,7 @@ from test_workspace import (  # the workspace tests' recorded Run and its helper
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,

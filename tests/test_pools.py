@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from test_run import SMALL, agent_script, drive, new_run, of
 
 from evopolicygym.agents.launcher import ProviderLauncher
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.program import Program
 from evopolicygym.records import pools
 from evopolicygym.records.blobs import BlobStore

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import AgentError, agent_identity
-from evopolicygym.cli.main import main
+from evopolicygym.cli.group import main
 from evopolicygym.program import Program
 from evopolicygym.records.events import (
     AgentExited,
@@ -439,7 +439,7 @@ def test_the_session_client_stays_light() -> None:
     """Agents call `evopolicy session` once per request: it must not import the engine."""
     import subprocess
 
-    probe = "import sys, evopolicygym.cli.main, evopolicygym.cli.session; print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') if m in sys.modules))"
+    probe = "import sys, evopolicygym.cli.group, evopolicygym.cli.session; print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

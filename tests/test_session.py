@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from evopolicygym.protocol import (
@@ -89,12 +88,12 @@ def raw_exchange(path: str, data: bytes) -> dict[str, Any]:
             received += chunk
     (length,) = struct.unpack(">I", received[:4])
     assert len(received) == 4 + length
-    reply: dict[str, Any] = msgspec.msgpack.decode(received[4:])
+    reply: dict[str, Any] = json.loads(received[4:])
     return reply
 
 
 def frame(body: Any) -> bytes:
-    encoded = msgspec.msgpack.encode(body)
+    encoded = json.dumps(body).encode()
     return struct.pack(">I", len(encoded)) + encoded
 
 
@@ -273,9 +272,13 @@ MALFORMED = {
     "bool candidate": frame(finish_body([True])),
     "str candidate": frame(finish_body(["1"])),
     "too many candidates": frame(finish_body(list(range(1001)))),
-    "str file content": frame(
-        {"op": "submit", "request_id": "r", "episodes": "1", "files": {"a": "x"}, "problem": None}
+    "number as file content": frame(
+        {"op": "submit", "request_id": "r", "episodes": "1", "files": {"a": 1}, "problem": None}
     ),
+    "file content not base64": frame(
+        {"op": "submit", "request_id": "r", "episodes": "1", "files": {"a": "x!"}, "problem": None}
+    ),
+    "msgpack": struct.pack(">I", 11) + b"\x81\xa2op\xa6finish",
     "long selector": frame(
         {"op": "submit", "request_id": "r", "episodes": "1" * 1001, "files": {}, "problem": None}
     ),
@@ -387,7 +390,7 @@ def test_requests_are_handled_one_at_a_time(
             received = b""
             while chunk := sock.recv(65536):
                 received += chunk
-        assert msgspec.msgpack.decode(received[4:])["result"] == {"id": f"other-{i}"}
+        assert json.loads(received[4:])["result"] == {"id": f"other-{i}"}
     assert replies["first"]["result"] == {"id": "first"}
     assert peak == 1
     assert sorted(handled) == sorted(["first", *(f"other-{i}" for i in range(others))])

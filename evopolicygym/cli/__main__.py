@@ -1,4 +1,4 @@
-from evopolicygym.cli import main
+from evopolicygym.cli.entry import main
 
 if __name__ == "__main__":
-    main(prog_name="evopolicy")
+    main()

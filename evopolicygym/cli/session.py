@@ -1,5 +1,8 @@
 """``evopolicy session``: the Agent's side of the Session (``submit`` and ``finish``).
 
+The work is ``session_core``'s, which also reads the plain command lines without click;
+these commands give the help texts and the usage errors, and serve in-process callers.
+
 Exit status: 0 with the result as JSON on stdout; 1 when the Host rejects the request,
 with ``{"error": ...}`` as JSON on stderr; 2 for a client error (no session, a dropped
 connection, bad arguments), as one ``error: ...`` line.
@@ -9,19 +12,19 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
-import msgspec
 
+from evopolicygym.cli import session_core
 from evopolicygym.cli.errors import Cli, CliUsageError
 from evopolicygym.cli.options import not_empty
-from evopolicygym.program import Program, ProgramError
-from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
+from evopolicygym.protocol import SESSION_ENV
 
 __all__ = ["session"]
 
-_MAX_ID = 2**63 - 1  # msgpack's signed 64-bit range
+_MAX_ID = session_core.MAX_ID
 
 
 def _socket_option(fn: Any) -> Any:
@@ -72,30 +75,7 @@ def submit(program: str | None, episodes: str, parent: int | None, socket_path: 
     Each Episode evaluated costs budget. Reusing an index gives a matched
     comparison with earlier Submissions on it, and costs budget again.
     """
-    path = _socket(socket_path)
-    if program is None:
-        workspace = os.environ.get(WORKSPACE_ENV)
-        if not workspace:
-            raise CliUsageError(f"no PROGRAM given and ${WORKSPACE_ENV} is not set")
-        program = os.path.join(workspace, "program")
-    files: dict[str, bytes] | None
-    problem: str | None
-    try:
-        files, problem = dict(Program.from_directory(program).files), None
-    except ProgramError as exc:
-        # The Host records an invalid program too, so it still hears about it.
-        files, problem = None, str(exc)
-    _call(
-        path,
-        {
-            "op": "submit",
-            "request_id": _request_id(),
-            "episodes": episodes,
-            "files": files,
-            "problem": problem,
-            "parent": parent,
-        },
-    )
+    _done(lambda: session_core.submit(program, episodes, parent, socket_path))
 
 
 @session.command()
@@ -106,35 +86,18 @@ def finish(ids: tuple[int, ...], socket_path: str | None) -> None:
     for i in ids:
         if not 0 <= i <= _MAX_ID:
             raise CliUsageError(f"{i} is not a Submission id")
-    path = _socket(socket_path)
-    _call(path, {"op": "finish", "request_id": _request_id(), "candidates": list(ids)})
+    _done(lambda: session_core.finish(ids, socket_path))
 
 
-def _socket(option: str | None) -> str:
-    path = option or os.environ.get(SESSION_ENV)
-    if not path:
-        raise CliUsageError(f"no session: ${SESSION_ENV} is not set (or pass --socket)")
-    return path
-
-
-def _call(path: str, body: dict[str, Any]) -> None:
+def _done(call: Callable[[], tuple[int, str]]) -> None:
     try:
-        reply = request(path, body)
-    except SessionUnavailable as exc:
+        status, text = call()
+    except session_core.ClientError as exc:
         raise CliUsageError(str(exc)) from exc
-    if reply["ok"]:
-        click.echo(_json(reply["result"]))
-        _exit_now(0)
-        return
-    error = reply["error"]
-    click.echo(_json({"error": {"code": error["code"], "message": error["message"]}}), err=True)
-    _exit_now(1)
-    raise click.exceptions.Exit(1)
-
-
-def _request_id() -> str:
-    """A fresh request id: 32 random hex digits (``uuid`` would cost the Agent its import)."""
-    return os.urandom(16).hex()
+    click.echo(text, err=status != 0)
+    _exit_now(status)
+    if status:
+        raise click.exceptions.Exit(status)
 
 
 def _exit_now(status: int) -> None:
@@ -160,11 +123,3 @@ def _exit_now(status: int) -> None:
     except (OSError, ValueError):
         return  # the usual exit reports it
     os._exit(status)
-
-
-def _json(value: Any) -> str:
-    try:
-        encoded = msgspec.json.encode(value, order="sorted")
-    except (msgspec.EncodeError, TypeError, ValueError) as exc:
-        raise CliUsageError(f"the session sent a reply that is not JSON: {exc}") from exc
-    return msgspec.json.format(encoded, indent=2).decode()

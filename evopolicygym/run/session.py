@@ -1,8 +1,9 @@
 """The Session server: the Agent's requests reach the Host over a private Unix socket.
 
-The wire (frames, request and reply shapes) is ``evopolicygym.protocol``'s. The server validates the shape of each request and hands it to the Host's handler,
-one request at a time; what the request *means* (budget, selectors, candidates) is
-the handler's business, not this module's.
+The wire (frames, JSON bodies, request and reply shapes) is ``evopolicygym.protocol``'s.
+The server checks each request against the typed shapes below and hands it to the Host's
+handler, one request at a time; what the request *means* (budget, selectors, candidates)
+is the handler's business, not this module's.
 """
 
 from __future__ import annotations
@@ -18,24 +19,61 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta, Struct
 
 from evopolicygym.hostdirs import private_dir
+from evopolicygym.program import MAX_FILES
 from evopolicygym.protocol import (
+    MAX_SELECTOR_CHARS,
     READ_TIMEOUT_S,
     FrameError,
-    SubmitRequest,
-    decode_request,
-    encode,
     error_reply,
     recv_frame,
     send_frame,
     well_formed,
 )
 
-__all__ = ["Handler", "SessionServer"]
+__all__ = ["FinishRequest", "Handler", "SessionServer", "SubmitRequest", "decode_request"]
+
+RequestId = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class SubmitRequest(Struct, tag="submit", tag_field="op", forbid_unknown_fields=True):
+    """Evaluate a program on the Episodes ``episodes`` names; ``problem`` instead of
+    ``files`` when the client could not capture the program (the Host records that too)."""
+
+    request_id: RequestId
+    episodes: Annotated[str, Meta(max_length=MAX_SELECTOR_CHARS)]
+    files: Annotated[dict[str, bytes], Meta(max_length=MAX_FILES)] | None  # base64 on the wire
+    problem: str | None
+    # The Submission the program was edited from (0: the initial program), when the Agent
+    # says: what its edit is measured against. None: not said.
+    parent: Annotated[int, Meta(ge=0, le=2**63 - 1)] | None = None
+
+    def __post_init__(self) -> None:
+        # msgspec turns this into a ValidationError, so it reads like the other shape errors.
+        if (self.files is None) == (self.problem is None):
+            raise ValueError("exactly one of `files` and `problem` must be given")
+
+
+class FinishRequest(Struct, tag="finish", tag_field="op", forbid_unknown_fields=True):
+    """End the Agent's work, naming Submission ids as candidates, best first."""
+
+    request_id: RequestId
+    candidates: Annotated[list[int], Meta(max_length=1000)]
+
+
+_REQUEST = msgspec.json.Decoder(SubmitRequest | FinishRequest)
+_REPLY = msgspec.json.Encoder()
+
+
+def decode_request(body: bytes | bytearray) -> SubmitRequest | FinishRequest:
+    """A request body as its typed shape; ``msgspec.DecodeError`` (or ``ValidationError``)
+    says how it is malformed."""
+    return _REQUEST.decode(body)
 
 SOCKET_NAME = "session.sock"
 _UNIX_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
@@ -156,10 +194,10 @@ class SessionServer:
         else:
             reply = self._reply(body)
         try:
-            encoded = encode(reply)
+            encoded = _REPLY.encode(reply)
         except Exception as exc:
             log.error("session handler returned an unencodable reply: %s", exc)
-            encoded = encode(error_reply("internal_error", "unencodable reply"))
+            encoded = _REPLY.encode(error_reply("internal_error", "unencodable reply"))
         conn.settimeout(self._read_timeout)
         with contextlib.suppress(OSError):
             send_frame(conn, encoded)
