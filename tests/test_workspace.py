@@ -41,6 +41,7 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.run.workspace import (
     AGENT_FAULT_MESSAGE,
+    TraceCache,
     build_feedback,
     feedback_dir_name,
     rebuild_workspace,
@@ -426,6 +427,32 @@ def test_unsafe_and_duplicate_artifact_names_are_listed_not_written(
         ("a.txt", "submission-0001/artifacts/a.txt"),
         ("a.txt", None),
     ]
+
+
+def test_a_runs_cache_between_publications_changes_no_byte(run: RunLog, store: Store, tmp_path: Path) -> None:
+    """The Host keeps one cache per Run and builds after every Submission: at every point
+    of the log, and as retention prunes what an earlier build wrote, the cached build is the
+    fresh one, and syncing it leaves the same tree as syncing a fresh build into a new
+    workspace."""
+    events = run.read()
+    cache = TraceCache()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    built = 0
+    for end in range(len(events) + 1):
+        for retention in (10_000, 500, 0, 1300):
+            fresh = build_feedback(events[:end], store.blobs, retention)
+            cached = build_feedback(events[:end], store.blobs, retention, None, cache)
+            assert cached == fresh
+            assert list(cached) == list(fresh)
+            sync_feedback(workspace, cached)
+            other = tmp_path / f"fresh-{end}-{retention}"
+            other.mkdir()
+            sync_feedback(other, fresh)
+            assert tree(workspace / "feedback") == tree(other / "feedback")
+            assert modes(workspace / "feedback") == modes(other / "feedback")
+            built += bool(fresh)
+    assert built > 4  # the log concludes Submissions along the way
 
 
 def test_build_is_deterministic(run: RunLog, store: Store, tmp_path: Path) -> None:

@@ -169,7 +169,7 @@ class _Shown:
 
 
 def _benchmark_artifacts(
-    outcome: SubmissionPublished, shown: FeedbackConfig, blobs: BlobStore
+    outcome: SubmissionPublished, shown: FeedbackConfig, blobs: BlobStore, cache: TraceCache, written: set[str]
 ) -> list[_Shown]:
     """The Benchmark's artifacts the condition shows: all by default; without its bulk ones
     when the Host's traces stand in for them, without the whole-content one when the
@@ -177,7 +177,7 @@ def _benchmark_artifacts(
     truncated = outcome.content.get("content_truncated") if shown.content is False else None
     whole = truncated.get("artifact") if isinstance(truncated, dict) else None
     return [
-        _Shown(ref.name, ref.media_type, ref.retention, ref.size, functools.partial(blobs.get, ref.blob))
+        _Shown(ref.name, ref.media_type, ref.retention, ref.size, functools.partial(cache.blob, blobs, ref.blob, written))
         for ref in outcome.artifacts
         if not (shown.host_traces and ref.retention == "bulk")
         and not (whole is not None and ref.name == whole and ref.retention == "permanent")
@@ -190,11 +190,17 @@ _TraceKey = tuple[str, int, int | None]  # (trace blob, pool index, steps shown)
 
 
 class TraceCache:
-    """Rendered Host traces of one Run, kept between publications: each builds the whole
-    feedback again, and a rendered trace follows from its key alone. Sizes (what retention
-    decides on) are kept for every trace met, so one pruned is not rendered again; bytes only
-    for the traces the last build wrote (about the retention's worth, which the feedback
-    files hold anyway)."""
+    """What one Run's feedback builds share, kept between publications: each builds the
+    whole feedback again from the log, and most of it is what the last build made.
+
+    - Rendered Host traces, which follow from their key alone. Sizes (what retention
+      decides on) are kept for every trace met, so one pruned is not rendered again.
+    - The Benchmark artifacts' bytes, by blob.
+    - Each concluded Submission's ``feedback.json``, by what can still change it (which of
+      its artifacts are written or pruned).
+
+    Bytes are kept only for what the last build wrote (about the retention's worth, which
+    the feedback files hold anyway)."""
 
     MAX_SIZES = 1 << 20
 
@@ -202,6 +208,9 @@ class TraceCache:
         self._lock = threading.Lock()
         self._bytes: dict[_TraceKey, bytes] = {}
         self._sizes: dict[_TraceKey, int | None] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._documents: dict[_DocumentKey, bytes] = {}
+        self._shown: FeedbackConfig | None = None
 
     def size(self, blobs: BlobStore, key: _TraceKey) -> int | None:
         """The rendered size; None if the blob is not a trace; ``BlobMissing`` if it is gone."""
@@ -225,10 +234,37 @@ class TraceCache:
                 self._bytes[key] = rendered
         return rendered
 
-    def keep(self, keys: set[_TraceKey]) -> None:
-        """Forget the bytes of every trace but ``keys`` (those the last build wrote)."""
+    def blob(self, blobs: BlobStore, blob: str, written: set[str]) -> bytes:
+        """An artifact's bytes (``BlobMissing`` if it is gone), noted as written."""
+        written.add(blob)
+        with self._lock:
+            data = self._blobs.get(blob)
+        if data is None:
+            data = blobs.get(blob)
+            with self._lock:
+                self._blobs[blob] = data
+        return data
+
+    def documents(self, shown: FeedbackConfig) -> dict[_DocumentKey, bytes]:
+        """The rendered ``feedback.json`` files of the last build with the condition ``shown``."""
+        with self._lock:
+            if self._shown != shown:
+                self._documents, self._shown = {}, shown
+            return self._documents
+
+    def keep(self, keys: set[_TraceKey], blobs: set[str] | None = None, documents: dict[_DocumentKey, bytes] | None = None) -> None:
+        """Forget the bytes of every trace but ``keys``, of every artifact but ``blobs`` and
+        every document but ``documents`` (those the last build wrote)."""
         with self._lock:
             self._bytes = {k: v for k, v in self._bytes.items() if k in keys}
+            self._blobs = {k: v for k, v in self._blobs.items() if blobs is not None and k in blobs}
+            if documents is not None:
+                self._documents = documents
+
+
+# A concluded Submission's feedback.json follows from its id and its artifacts' fate (the
+# log's events about it never change once it has concluded).
+_DocumentKey = tuple[int, tuple[tuple[str, "str | None", bool], ...]]
 
 
 def trace_artifact_name(index: int) -> str:
@@ -313,6 +349,9 @@ def build_feedback(
     shown = shown or FeedbackConfig()
     cache = traces if traces is not None else TraceCache()
     written: set[_TraceKey] = set()
+    written_blobs: set[str] = set()
+    rendered = cache.documents(shown)
+    documents: dict[_DocumentKey, bytes] = {}
     budget, submissions = _fold(events)
     concluded = sorted(sid for sid, entry in submissions.items() if entry.outcome is not None)
     files: dict[str, bytes] = {}
@@ -320,12 +359,12 @@ def build_feedback(
     exhausted = False
     for rank, sid in enumerate(reversed(concluded)):
         entry = submissions[sid]
-        started, outcome = entry.started, entry.outcome
+        outcome = entry.outcome
         directory = feedback_dir_name(sid)
         artifacts: list[dict[str, Any]] = []
         listed: list[_Shown] = []
         if isinstance(outcome, SubmissionPublished):
-            listed = _benchmark_artifacts(outcome, shown, blobs)
+            listed = _benchmark_artifacts(outcome, shown, blobs, cache, written_blobs)
             if shown.host_traces:
                 listed += _host_traces(entry, shown, blobs, cache, written)
         names: set[str] = set()
@@ -364,51 +403,61 @@ def build_feedback(
                     "pruned": pruned,
                 }
             )
-        document: dict[str, Any] = {
-            "submission_id": sid,
-            "program_digest": started.program_digest,
-            "parent_program_digest": started.parent_program_digest,
-            "indices": list(started.indices),
-            "budget_reserved": started.budget_reserved,
-            "episodes": [_episode(e) for e in entry.episodes],
-            "artifacts": artifacts,
-        }
-        if isinstance(outcome, SubmissionPublished):
-            document.update(
-                status="published",
-                budget_used=outcome.budget_used,
-                budget_left=outcome.budget_left,
-                score=outcome.score,
-                failures=outcome.failures,
-                content=outcome.content,
-                error=None,
-            )
-        else:
-            assert isinstance(outcome, EvaluationFailed)
-            # The reservation counted in budget_used, less any part of it not consumed.
-            used = started.budget_used - started.budget_reserved + outcome.budget_consumed
-            document.update(
-                status="failed",
-                budget_used=used,
-                budget_left=None if budget is None else budget - used,
-                score=None,
-                failures=None,
-                content=None,
-                # The recorded error may quote Host-private values (an Episode seed in an
-                # Environment's exception); the Agent learns only what kind of fault it was.
-                error=AGENT_FAULT_MESSAGE,
-            )
-        # A withheld part is left out, not emptied: an Agent cannot mistake it for "none".
-        if not shown.episodes:
-            del document["episodes"]
-        if not shown.content:
-            del document["content"]
-        raw = _canonical(document)
+        key: _DocumentKey = (sid, tuple((a["name"], a["path"], a["pruned"]) for a in artifacts))
+        raw = rendered.get(key) or _document(sid, entry, artifacts, budget, shown)
+        documents[key] = raw
         files[f"{directory}/{FEEDBACK_FILE}"] = raw
         if rank == 0:
             files[LATEST] = raw
-    cache.keep(written)
+    cache.keep(written, written_blobs, documents)
     return files
+
+
+def _document(
+    sid: int, entry: _Submission, artifacts: list[dict[str, Any]], budget: int | None, shown: FeedbackConfig
+) -> bytes:
+    """A concluded Submission's ``feedback.json``."""
+    started, outcome = entry.started, entry.outcome
+    document: dict[str, Any] = {
+        "submission_id": sid,
+        "program_digest": started.program_digest,
+        "parent_program_digest": started.parent_program_digest,
+        "indices": list(started.indices),
+        "budget_reserved": started.budget_reserved,
+        "episodes": [_episode(e) for e in entry.episodes],
+        "artifacts": artifacts,
+    }
+    if isinstance(outcome, SubmissionPublished):
+        document.update(
+            status="published",
+            budget_used=outcome.budget_used,
+            budget_left=outcome.budget_left,
+            score=outcome.score,
+            failures=outcome.failures,
+            content=outcome.content,
+            error=None,
+        )
+    else:
+        assert isinstance(outcome, EvaluationFailed)
+        # The reservation counted in budget_used, less any part of it not consumed.
+        used = started.budget_used - started.budget_reserved + outcome.budget_consumed
+        document.update(
+            status="failed",
+            budget_used=used,
+            budget_left=None if budget is None else budget - used,
+            score=None,
+            failures=None,
+            content=None,
+            # The recorded error may quote Host-private values (an Episode seed in an
+            # Environment's exception); the Agent learns only what kind of fault it was.
+            error=AGENT_FAULT_MESSAGE,
+        )
+    # A withheld part is left out, not emptied: an Agent cannot mistake it for "none".
+    if not shown.episodes:
+        del document["episodes"]
+    if not shown.content:
+        del document["content"]
+    return _canonical(document)
 
 
 # --------------------------------------------------------------------------- files on disk
@@ -426,10 +475,10 @@ def _check_relpath(path: str) -> None:
         raise ValueError(f"{path!r} is not a normalized relative feedback path")
 
 
-def _write_atomic(final: Path, data: bytes, mode: int | None = None) -> None:
+def _write_atomic(final: str | Path, data: bytes, mode: int | None = None) -> None:
     """Replace ``final`` by a rename, so a reader sees the old bytes or the new, never half.
     No fsync: everything written here is rebuilt from the log on resume."""
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=final.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=os.path.dirname(final))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -442,7 +491,7 @@ def _write_atomic(final: Path, data: bytes, mode: int | None = None) -> None:
         raise
 
 
-def _scan(root: Path) -> tuple[list[str], list[str]]:
+def _scan(root: str) -> tuple[list[str], list[str]]:
     """Relative paths of the directories and of everything else under ``root``, never
     following a symlink (one planted in feedback/ must not redirect the Host's writes)."""
     dirs: list[str] = []
@@ -450,7 +499,7 @@ def _scan(root: Path) -> tuple[list[str], list[str]]:
     stack = [""]
     while stack:
         rel_dir = stack.pop()
-        with os.scandir(root / rel_dir) as entries:
+        with os.scandir(os.path.join(root, rel_dir)) as entries:
             for entry in entries:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 if entry.is_dir(follow_symlinks=False):
@@ -461,16 +510,16 @@ def _scan(root: Path) -> tuple[list[str], list[str]]:
     return dirs, others
 
 
-def _ensure_real_dir(path: Path, mode: int = 0o755) -> None:
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    if not path.is_dir():
-        path.mkdir(mode=mode)
+def _ensure_real_dir(path: str, mode: int = 0o755) -> None:
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    if not os.path.isdir(path):
+        os.mkdir(path, mode)
 
 
-def _same_file(path: Path, data: bytes) -> bool:
+def _same_file(path: str, data: bytes) -> bool:
     try:
-        st = path.lstat()
+        st = os.lstat(path)
     except FileNotFoundError:
         return False
     if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
@@ -479,15 +528,15 @@ def _same_file(path: Path, data: bytes) -> bool:
         return handle.read() == data
 
 
-def _set_modes(root: Path) -> None:
+def _set_modes(root: str) -> None:
     """Files 0444, directories 0555: feedback is read-only for the Agent."""
     dirs, others = _scan(root)
     for rel in others:
-        target = root / rel
-        if not target.is_symlink():
+        target = os.path.join(root, rel)
+        if not os.path.islink(target):
             os.chmod(target, _FILE_MODE)
     for rel in dirs:
-        os.chmod(root / rel, _DIR_MODE)
+        os.chmod(os.path.join(root, rel), _DIR_MODE)
     os.chmod(root, _DIR_MODE)
 
 
@@ -497,30 +546,35 @@ def sync_feedback(workspace: Path, files: dict[str, bytes]) -> None:
     Unchanged files are left alone; changed and new ones are replaced by rename, the
     newest Submission's ``latest.json`` last so it never names files not yet there.
     Idempotent, and safe for a non-root Host: write bits come back only while syncing.
+    Paths are plain strings here: a Run's feedback holds a file or more per Submission,
+    and this runs after every one of them.
     """
     for path in files:
         _check_relpath(path)
     wanted_dirs = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
     if clash := sorted(wanted_dirs.intersection(files)):
         raise ValueError(f"{clash[0]!r} is both a feedback file and a directory")
-    root = Path(workspace) / FEEDBACK_DIR
+    root = os.path.join(os.fspath(workspace), FEEDBACK_DIR)
     _ensure_real_dir(root)
     try:
         os.chmod(root, 0o755)
         dirs, others = _scan(root)
         for rel in dirs:
-            os.chmod(root / rel, 0o755)
+            os.chmod(os.path.join(root, rel), 0o755)
         for rel in others:
             if rel not in files:
-                (root / rel).unlink()
+                os.unlink(os.path.join(root, rel))
         # Shallowest first: removing a directory removes what is under it.
         for rel in sorted(dirs, key=lambda d: d.count("/")):
-            if rel not in wanted_dirs and (root / rel).is_dir():
-                shutil.rmtree(root / rel)
+            if rel not in wanted_dirs and os.path.isdir(os.path.join(root, rel)):
+                shutil.rmtree(os.path.join(root, rel))
+        # Parents first; a file (or symlink) where a directory belongs is replaced.
+        existing = set(dirs)
+        for rel in sorted(wanted_dirs, key=lambda d: d.count("/")):
+            if rel not in existing:
+                _ensure_real_dir(os.path.join(root, rel))
         for rel in sorted(files, key=lambda p: (p == LATEST, p)):
-            target = root / rel
-            for i in range(1, rel.count("/") + 1):
-                _ensure_real_dir(root / "/".join(rel.split("/")[:i]))
+            target = os.path.join(root, rel)
             if not _same_file(target, files[rel]):
                 _write_atomic(target, files[rel], _FILE_MODE)
     finally:
