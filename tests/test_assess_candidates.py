@@ -50,6 +50,7 @@ from evopolicygym.run.decider import InvalidTransition, fold
 from evopolicygym.run.ledger import load_run
 from evopolicygym.run.liveness import host_alive
 from evopolicygym.run.reevaluate import reevaluate
+from tests.blobdamage import overwrite_program
 
 RUN = ("--benchmark", "cartpole", "--agent", "reference", "--budget", "16", "--validation-episodes", "4",
        "--assessment-episodes", "8", "--max-candidates", "3", "--jobs", "1", "--seed", "3")
@@ -360,7 +361,7 @@ def test_a_candidate_whose_assessment_fails_does_not_fail_the_run(tmp_path: Path
         # The last candidate's Program can no longer be read: its tree reference is corrupt.
         victim = state.submission(others[-1])
         assert victim is not None and victim.program_digest != selected.program_digest
-        store.blobs._program_path(victim.program_digest).write_bytes(b"not a digest\n")
+        overwrite_program(store.blobs, victim.program_digest, b"not a digest\n")
     events = _resume(store_dir, run_id, intact=False)  # `record verify` names the corrupt blob
     assessed = {a.submission_id: a for a in of(events, CandidateAssessed)}
     assert list(assessed) == others

@@ -27,6 +27,7 @@ from evopolicygym.transcript import KICKOFF, AgentIdentity
 from evopolicygym_exporters import EXPORTERS, ExportOptions, RunFilter, export
 from evopolicygym_exporters.programs import edit_kind
 from evopolicygym_exporters.writer import split_of
+from tests.blobdamage import lose_blob
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -969,7 +970,7 @@ def test_a_run_that_cannot_be_read_is_left_out_and_reported(store: Store, tmp_pa
     write_run(store, broken)
     gone = Program.from_files(broken.submissions[0].files)
     tree = store.blobs.program_tree(gone.digest)
-    store.blobs.path(tree).unlink()  # its program's tree blob is lost
+    lose_blob(store.blobs, tree)  # its program's tree blob is lost
     write_run(store, standard_run("gamma"))
     future = NewEvent("gamma/99", "EventFromTheFuture", 1, b"{}")
     store.events.append("run-gamma", [future], store.events.streams("run-gamma")[0].version)

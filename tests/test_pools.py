@@ -56,6 +56,7 @@ from evopolicygym.run.pool import derive_run_seeds, plan_pool
 from evopolicygym.run.reevaluate import reevaluate
 from evopolicygym.run.replay import replay_run
 from evopolicygym.transcript import AgentIdentity
+from tests.blobdamage import lose_blob
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -298,7 +299,7 @@ def test_a_pool_that_cannot_be_read_back_stops_resume_verify_and_replay(
     created, _ = created_of(store, run_id)
     assert created.pool_blob is not None
     chunk = json.loads(store.blobs.get(created.pool_blob))["chunks"][1]["blob"]
-    os.unlink(store.blobs.path(chunk))
+    lose_blob(store.blobs, chunk)
 
     report = verify_store(store)
     [problem] = report.problems
@@ -313,7 +314,7 @@ def test_a_pool_that_cannot_be_read_back_stops_resume_verify_and_replay(
     )
 
     monkeypatch.setattr(pools, "CHUNK_ENTRIES", 8192)
-    os.unlink(store.blobs.path(created.pool_blob))  # now the manifest too: resume refuses
+    lose_blob(store.blobs, created.pool_blob)  # now the manifest too: resume refuses
     host = RunHost(store, run_id, launcher=ProviderLauncher())
     with pytest.raises(
         RunError, match=f"run {run_id} cannot go on: the Episode pool cannot be read"

@@ -49,6 +49,7 @@ from evopolicygym.records.pools import put_pool
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.liveness import run_lock
 from evopolicygym.transcript import AgentIdentity, Message
+from tests.blobdamage import lose_blob, lose_program, overwrite_blob
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -594,7 +595,7 @@ def test_verify_version_gap(built: Built) -> None:
 def test_verify_missing_blob(built: Built) -> None:
     digest = built.blobs["trace1"]
     with open_store(built.root) as store:
-        store.blobs.path(digest).unlink()
+        lose_blob(store.blobs, digest)
     result = invoke(*store_args(built, "verify"))
     assert result.exit_code == 1
     line = one_line_error(result)
@@ -607,9 +608,7 @@ def test_verify_missing_blob(built: Built) -> None:
 def test_verify_corrupt_blob(built: Built) -> None:
     digest = built.blobs["artifact"]
     with open_store(built.root) as store:
-        path = store.blobs.path(digest)
-    path.chmod(0o600)
-    path.write_bytes(b"R" + b"episode,return\n0,1\n")
+        overwrite_blob(store.blobs, digest, b"R" + b"episode,return\n0,1\n")
     result = invoke(*store_args(built, "verify"))
     assert result.exit_code == 1
     line = one_line_error(result)
@@ -620,8 +619,7 @@ def test_verify_corrupt_blob(built: Built) -> None:
 def test_verify_missing_program_names_every_reference(built: Built) -> None:
     digest = built.blobs["improved"]
     with open_store(built.root) as store:
-        mapping = store.blobs._program_path(digest)
-    mapping.unlink()
+        lose_program(store.blobs, digest)
     with open_store(built.root) as store:
         report = verify_store(store)
     assert {p.blob for p in report.problems} == {digest}

@@ -18,6 +18,7 @@ from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import run_stream_id, summarize
 from evopolicygym.redaction import Redactor
 from evopolicygym.report import run_report
+from tests.blobdamage import lose_program
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 SECRET = "sk-proj-Zx9Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"  # an OpenAI key, by its shape
@@ -176,7 +177,7 @@ def test_a_missing_program_blob_leaves_the_rest_of_the_page(store: Store) -> Non
     summary = summarize(store.events, run_stream_id("alpha"))
     digest = summary.submissions[2].program_digest
     assert digest is not None
-    store.blobs._program_path(digest).unlink()
+    lose_program(store.blobs, digest)
     html = run_report(store, run_stream_id("alpha"), redact=Redactor().text).html
     assert "Submissions" in html and 'class="msg ' in html and "initial program (reference)" in html
     assert "[no parent program to compare with]" in html and "cannot be read" in html

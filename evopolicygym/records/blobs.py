@@ -4,32 +4,55 @@ Layout under the store root (a Run's ``blobs/`` directory)::
 
     sha256/<2 hex>/<62 hex>     one blob: a marker byte (b"Z" zstd frame, b"R" raw) + body
     programs/<2 hex>/<62 hex>   program digest -> digest of its tree blob (one line)
+    pack.db                     small blobs and program mappings, packed (see below)
 
 A blob's name is the sha256 of its uncompressed bytes. Files reach their final path only by
 ``rename`` of a fully written, fsynced temp file, so a final path never holds a partial blob;
 temp files left by a crash start with ``.tmp-`` and are ignored by readers.
+
+A store opened with ``pack=True`` (``location.open_store`` does) writes each blob whose
+encoded form is at most ``PACK_MAX_BYTES``, and each program's tree mapping, as a row of
+``pack.db`` (SQLite, WAL, ``synchronous=FULL``; tables ``blobs(digest, data)`` holding the
+same marker-byte encoding as a file, and ``programs(digest, tree)``) instead of a file of its
+own: a file and its fan-out directory take a filesystem block each (4 KiB here) however
+small the blob, and an fsynced SQLite commit is cheaper than an fsynced file, rename and
+directory. Larger blobs stay files. Every reader looks in both places, so a store written
+before the pack (all files) and one written with it read the same; every read is checked
+against the digest wherever the bytes came from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import heapq
 import itertools
 import os
 import re
+import sqlite3
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import zstandard
 
 from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramError, program_digest
 
-__all__ = ["MAX_BLOB_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
+__all__ = ["MAX_BLOB_BYTES", "PACK_MAX_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
 
 MAX_BLOB_BYTES = 256 * 1024 * 1024
+# Blobs whose encoded form is at most this many bytes go to the pack (when packing).
+PACK_MAX_BYTES = 64 * 1024
+PACK_NAME = "pack.db"
+_PACK_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS blobs (digest TEXT PRIMARY KEY NOT NULL, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS programs (digest TEXT PRIMARY KEY NOT NULL, tree TEXT NOT NULL)",
+)
+_PACK_BUSY_MS = 30_000
 
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
@@ -196,13 +219,107 @@ class BlobStore:
     ``has_program`` / ``program_tree`` / ``_record_program``, so another backend (PostgreSQL:
     ``records.pgblobs``) overrides those and keeps the same checks on every read."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False) -> None:
+        """``pack``: write small blobs and program mappings to ``pack.db`` (see above);
+        reads look there either way. ``read_only``: the pack is opened immutable."""
         self.root = Path(root)
         self._blobs = self.root / "sha256"
         self._programs = self.root / "programs"
+        self._packing = pack and not read_only
+        self._read_only = read_only
+        self._pack_lock = threading.RLock()
+        self._pack_conn: sqlite3.Connection | None = None
+        self._pack_pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"BlobStore({str(self.root)!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to another process: it opens the pack on first use.
+        return {"root": str(self.root), "pack": self._packing, "read_only": self._read_only}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        BlobStore.__init__(self, state["root"], pack=bool(state["pack"]), read_only=bool(state["read_only"]))
+
+    # -- the pack --------------------------------------------------------------------------
+
+    @property
+    def pack_path(self) -> Path:
+        return self.root / PACK_NAME
+
+    def _pack(self, *, create: bool = False) -> sqlite3.Connection | None:
+        """The pack's connection (under ``_pack_lock``); None when there is no pack and
+        ``create`` is not asked. A forked child opens its own."""
+        if self._pack_conn is not None and self._pack_pid == os.getpid():
+            return self._pack_conn
+        self._pack_conn = None
+        path = self.pack_path
+        if not path.exists():
+            if not create:
+                return None
+            _make_dirs(self.root)
+        if self._read_only:
+            uri = "file:" + str(path.resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro&immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            new = not path.exists()
+            conn = sqlite3.connect(path, timeout=_PACK_BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {_PACK_BUSY_MS}")
+            if new or conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _PACK_SCHEMA:
+                    conn.execute(statement)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()
+                conn.close()
+                raise
+            if new:
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o600)
+                _fsync_dir(self.root)
+        self._pack_conn, self._pack_pid = conn, os.getpid()
+        return conn
+
+    def _pack_get(self, table: str, column: str, digest: str) -> Any:
+        with self._pack_lock:
+            conn = self._pack()
+            if conn is None:
+                return None
+            try:
+                row = conn.execute(f"SELECT {column} FROM {table} WHERE digest = ?", (digest,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise BlobCorrupt(digest, f"the pack {self.pack_path} cannot be read ({exc})") from exc
+        return None if row is None else row[0]
+
+    def _pack_keys(self, table: str) -> list[str]:
+        with self._pack_lock:
+            conn = self._pack()
+            if conn is None:
+                return []
+            return [row[0] for row in conn.execute(f"SELECT digest FROM {table} ORDER BY digest")]
+
+    def _pack_write(self, statement: str, rows: list[tuple[str, Any]]) -> None:
+        """One commit of ``rows`` to the pack. Media gone read-only under the open pack (a
+        read-only remount keeps an open file writable) refuse it, as they refuse a new file."""
+        with self._pack_lock:
+            conn = self._pack(create=True)
+            assert conn is not None
+            if os.statvfs(self.root).f_flag & os.ST_RDONLY:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self.pack_path))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(statement, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()
+                raise
+
+    def _pack_put(self, rows: list[tuple[str, bytes]]) -> None:
+        self._pack_write("INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", rows)
 
     # -- blobs -----------------------------------------------------------------------------
 
@@ -216,11 +333,29 @@ class BlobStore:
         data = bytes(data)
         if len(data) > MAX_BLOB_BYTES:
             raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
-        digest = _sha256(data)
-        final = self.path(digest)
-        if not final.exists():
-            _write_atomic(final, _encode(data))
-        return digest
+        return self.put_many([data])[0]
+
+    def put_many(self, items: list[bytes]) -> list[str]:
+        """Store each of ``items`` (as ``put``) and return their digests, in order; the
+        packed ones in one commit."""
+        digests: list[str] = []
+        packed: list[tuple[str, bytes]] = []
+        for item in items:
+            data = bytes(item)
+            if len(data) > MAX_BLOB_BYTES:
+                raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
+            digest = _sha256(data)
+            digests.append(digest)
+            if self.has(digest):
+                continue
+            encoded = _encode(data)
+            if self._packing and len(encoded) <= PACK_MAX_BYTES:
+                packed.append((digest, encoded))
+            else:
+                _write_atomic(self.path(digest), encoded)
+        if packed:
+            self._pack_put(packed)
+        return digests
 
     def _read(self, digest: str) -> bytes:
         final = self.path(digest)
@@ -231,7 +366,12 @@ class BlobStore:
                     raise BlobCorrupt(digest, f"file holds {length} bytes, more than any blob")
                 return handle.read()
         except FileNotFoundError:
-            raise BlobMissing(digest) from None
+            stored = self._pack_get("blobs", "data", digest)
+            if stored is None:
+                raise BlobMissing(digest) from None
+            if not isinstance(stored, bytes):
+                raise BlobCorrupt(digest, f"the pack holds a {type(stored).__name__}, not bytes") from None
+            return stored
 
     def get(self, digest: str) -> bytes:
         """The blob's bytes, checked against its digest."""
@@ -246,7 +386,7 @@ class BlobStore:
         self.get(digest)
 
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file()
+        return self.path(digest).is_file() or self._pack_get("blobs", "length(data)", digest) is not None
 
     def size(self, digest: str) -> int:
         """Uncompressed size, from the file length or the zstd frame header (content unchecked)."""
@@ -256,7 +396,10 @@ class BlobStore:
                 head = handle.read(1 + _ZSTD_MAX_HEADER)
                 length = os.fstat(handle.fileno()).st_size
         except FileNotFoundError:
-            raise BlobMissing(digest) from None
+            stored = self._pack_get("blobs", "data", digest)
+            if stored is None:
+                raise BlobMissing(digest) from None
+            head, length = bytes(stored[: 1 + _ZSTD_MAX_HEADER]), len(stored)
         marker = head[:1]
         if marker == _RAW:
             return length - 1
@@ -268,8 +411,18 @@ class BlobStore:
 
     def digests(self) -> Iterator[str]:
         """Digests of all stored blobs, in sorted order."""
-        for prefix, rest in _walk_fanout(self._blobs):
-            yield f"sha256:{prefix}{rest}"
+        files = (f"sha256:{prefix}{rest}" for prefix, rest in _walk_fanout(self._blobs))
+        yield from _merged(files, self._pack_keys("blobs"))
+
+    def stored_size(self, digest: str) -> int:
+        """Bytes the blob takes as stored (its encoded form, in a file or the pack)."""
+        try:
+            return os.lstat(self.path(digest)).st_size
+        except FileNotFoundError:
+            length = self._pack_get("blobs", "length(data)", digest)
+            if length is None:
+                raise BlobMissing(digest) from None
+            return int(length)
 
     # -- programs --------------------------------------------------------------------------
 
@@ -295,26 +448,45 @@ class BlobStore:
 
     def _record_program(self, digest: str, tree_digest: str) -> None:
         """Map program ``digest`` to its tree blob (a backend's own write; once per program)."""
+        if self._packing:
+            self._pack_write("INSERT OR IGNORE INTO programs (digest, tree) VALUES (?, ?)", [(digest, tree_digest)])
+            return
         _write_atomic(self._program_path(digest), tree_digest.encode("ascii") + b"\n")
 
     def close(self) -> None:
-        """Nothing to release for files (a backend holding a connection closes it)."""
+        """Close the pack's connection, if open (its WAL is checkpointed into it)."""
+        with self._pack_lock:
+            if self._pack_conn is not None and self._pack_pid == os.getpid():
+                self._pack_conn.close()
+            self._pack_conn = None
 
     def integrity_problems(self) -> list[str]:
         """The backend's own check of its storage, beyond each blob's digest (a database's
-        append-only triggers, say): one message per problem. Files have none to report:
-        each blob is checked when it is read."""
-        return []
+        append-only triggers, say): one message per problem. Files have none to report
+        (each blob is checked when it is read); the pack has SQLite's ``quick_check``."""
+        try:
+            with self._pack_lock:
+                conn = self._pack()
+                if conn is None:
+                    return []
+                rows = conn.execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return [f"the blob pack {self.pack_path} is damaged: {exc}"]
+        messages = [str(row[0]) for row in rows]
+        return [] if messages == ["ok"] else [f"the blob pack {self.pack_path} is damaged: {m}" for m in messages]
 
     def has_program(self, digest: str) -> bool:
-        return self._program_path(digest).is_file()
+        return self._program_path(digest).is_file() or self._pack_get("programs", "1", digest) is not None
 
     def program_tree(self, digest: str) -> str:
         """Digest of the tree blob recorded for program ``digest``."""
         try:
             raw = self._program_path(digest).read_bytes()
         except FileNotFoundError:
-            raise BlobMissing(digest, "program") from None
+            tree = self._pack_get("programs", "tree", digest)
+            if tree is None:
+                raise BlobMissing(digest, "program") from None
+            raw = tree.encode("ascii", "replace") + b"\n" if isinstance(tree, str) else b""
         text = raw[:-1].decode("ascii", "replace") if raw.endswith(b"\n") else ""
         if _DIGEST_RE.fullmatch(text) is None:
             raise BlobCorrupt(digest, f"tree reference {raw[:80]!r} is not a digest", "program")
@@ -359,8 +531,17 @@ class BlobStore:
 
     def program_digests(self) -> Iterator[str]:
         """Digests of all stored programs, in sorted order."""
-        for prefix, rest in _walk_fanout(self._programs):
-            yield f"sha256:{prefix}{rest}"
+        files = (f"sha256:{prefix}{rest}" for prefix, rest in _walk_fanout(self._programs))
+        yield from _merged(files, self._pack_keys("programs"))
+
+
+def _merged(files: Iterator[str], packed: list[str]) -> Iterator[str]:
+    """The sorted union of two sorted digest sequences (a digest in both, once)."""
+    last = None
+    for digest in heapq.merge(files, packed):
+        if digest != last:
+            yield digest
+            last = digest
 
 
 def _walk_fanout(top: Path) -> Iterator[tuple[str, str]]:

@@ -114,11 +114,11 @@ class PgBlobStore(BlobStore):
     def __repr__(self) -> str:
         return f"PgBlobStore({self._display!r})"
 
-    def __getstate__(self) -> dict[str, str]:
+    def __getstate__(self) -> dict[str, Any]:
         # Sent to another process (a worker elsewhere): it connects on first use.
         return {"url": self._url, "display": self._display}
 
-    def __setstate__(self, state: dict[str, str]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self._url, self._display = state["url"], state["display"]
         self._lock = threading.Lock()
         self._conn = None
@@ -260,6 +260,19 @@ class PgBlobStore(BlobStore):
         self._call(write_one if len(chunks) == 1 else write)
         self._remember(digest)
         return digest
+
+    def put_many(self, items: list[bytes]) -> list[str]:
+        return [self.put(item) for item in items]
+
+    def stored_size(self, digest: str) -> int:
+        def read(conn: psycopg.Connection[Any]) -> int | None:
+            row = conn.execute("SELECT stored_size FROM blobs WHERE digest = %s", (digest,)).fetchone()
+            return None if row is None else int(row[0])
+
+        size = self._call(read)
+        if size is None:
+            raise BlobMissing(digest)
+        return size
 
     def _read(self, digest: str) -> bytes:
         _check_digest(digest)
