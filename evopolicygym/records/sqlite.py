@@ -1,11 +1,11 @@
 """The embedded event store: one SQLite file in WAL mode, durable and append-only.
 
-The tables are ``records.tables``' models, created from their metadata; what the
-models cannot say is added here: triggers refusing UPDATE and DELETE on the log,
-WAL and ``synchronous=FULL``. Connections go through SQLAlchemy; the hot paths
-(a batch insert, a page of reads) use the driver cursor underneath, which is
-where SQLite's speed is. Every write runs in ``BEGIN IMMEDIATE`` (one writer at
-a time, across processes, waiting up to the busy timeout).
+The tables are ``records.tables``' models; their DDL as SQLAlchemy compiles it for
+SQLite is kept here (``_SCHEMA``; a test holds the two equal), so neither creating nor
+opening a log imports SQLAlchemy, SQLModel or pydantic. What the models cannot say is
+added here: triggers refusing UPDATE and DELETE on the log, WAL and ``synchronous=FULL``.
+One ``sqlite3`` connection per store object. Every write runs in ``BEGIN IMMEDIATE``
+(one writer at a time, across processes, waiting up to the busy timeout).
 """
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
-
-import sqlalchemy.exc
-from sqlalchemy import create_engine, event
-from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
-from sqlalchemy.engine import Engine
-from sqlalchemy.pool import StaticPool
-from sqlalchemy.schema import CreateIndex, CreateTable
 
 from evopolicygym.records.chain import GENESIS
 from evopolicygym.records.events import Envelope, NewEvent, payload_hash
@@ -53,6 +45,17 @@ _APPEND_ONLY = (
     "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END",
 )
+# records.tables' models compiled for SQLite (CreateTable/CreateIndex, if_not_exists).
+_SCHEMA = (
+    "\nCREATE TABLE IF NOT EXISTS events (\n\tposition INTEGER NOT NULL, \n\tstream_id VARCHAR NOT NULL, "
+    "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, \n\ttype VARCHAR NOT NULL, "
+    "\n\tschema_version INTEGER NOT NULL, \n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT NULL, "
+    "\n\tpayload_hash VARCHAR(64) NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, \n\thash VARCHAR(64) NOT NULL, "
+    "\n\tPRIMARY KEY (position), \n\tCONSTRAINT stream_version_unique UNIQUE (stream_id, stream_version), "
+    "\n\tUNIQUE (event_id)\n)\n\n",
+    '\nCREATE TABLE IF NOT EXISTS store_meta (\n\t"key" VARCHAR NOT NULL, \n\tvalue VARCHAR NOT NULL, '
+    '\n\tPRIMARY KEY ("key")\n)\n\n',
+)
 # The events table's columns are the envelope's fields, in order (tables.EventRecord).
 _COLUMNS = ", ".join(Envelope.__struct_fields__)
 
@@ -66,15 +69,7 @@ def _looks_like_sqlite(path: Path) -> bool:
 def _create(path: Path) -> None:
     """A new, complete log at ``path`` (unless another process made one meanwhile): built
     aside and linked into place, so no reader ever opens a log without its tables."""
-    # Imported here: only creating a store needs the models (and SQLModel, pydantic).
-    from evopolicygym.records.tables import LogModel
-
-    dialect = sqlite_dialect()
-    ddl: list[CreateTable | CreateIndex] = []
-    for table in LogModel.metadata.sorted_tables:
-        ddl.append(CreateTable(table, if_not_exists=True))
-        ddl.extend(CreateIndex(index, if_not_exists=True) for index in table.indexes)
-    statements = [str(item.compile(dialect=dialect)) for item in ddl]
+    statements = _SCHEMA
     aside = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new")
     try:
         connection = sqlite3.connect(aside, isolation_level=None)
@@ -133,32 +128,30 @@ class SQLiteEventStore:
             except (OSError, sqlite3.Error) as exc:
                 raise StoreError(f"{self.path}: cannot create the event log ({exc})") from exc
         self._lock = threading.RLock()
-        url = f"sqlite:///file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1&uri=true" if read_only else f"sqlite:///{self.path}"
-        self.engine: Engine = create_engine(
-            url,
-            # One connection per store object, used under our lock: SQLite serialises
-            # writers anyway, and a single connection keeps reads of our own writes simple.
-            poolclass=StaticPool,
-            connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False},
-        )
-        event.listen(self.engine, "connect", self._configure)
+        # One connection per store object, used under our lock: SQLite serialises writers
+        # anyway, and a single connection keeps reads of our own writes simple.
+        raw: sqlite3.Connection | None = None
         try:
+            if read_only:
+                raw = sqlite3.connect(
+                    f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1",
+                    uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
+                )
+            else:
+                raw = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                )
+            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            raw.execute("PRAGMA synchronous = FULL")
             with self._lock:
-                self._conn = self.engine.connect()
-                self._raw: sqlite3.Connection = self._conn.connection.driver_connection  # type: ignore[assignment]
+                self._raw: sqlite3.Connection = raw
                 self._check_format()
         except BaseException as exc:
-            self.engine.dispose()
-            if isinstance(exc, sqlalchemy.exc.SQLAlchemyError | sqlite3.Error):
+            if raw is not None:
+                raw.close()
+            if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path}: cannot open the event log ({exc})") from exc
             raise
-
-    @staticmethod
-    def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA synchronous = FULL")
-        cursor.close()
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
@@ -300,8 +293,7 @@ class SQLiteEventStore:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
-            self.engine.dispose()
+            self._raw.close()
 
     def __enter__(self) -> SQLiteEventStore:
         return self
