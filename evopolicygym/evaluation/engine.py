@@ -1,11 +1,14 @@
 """evaluate(): one Program over a bounded list of Episodes, in parallel, in Episode order.
 
-Scheduling: with one job the Episodes run in the calling thread; with more,
-each job is a runner process (kept by the Evaluator across evaluations) that
-drives its own Environments, fed by one Host thread. Each
-runner and the policies it starts share one pinned core, which keeps the
-per-step round trip on one CPU's caches and run queue. Results are collected
-by Episode index, so they are identical for any number of jobs.
+Scheduling: the calling thread plays Episodes itself; with J jobs, J - 1
+runner processes (kept by the Evaluator across evaluations) play beside it,
+each driving its own Environments, all taking the next Episode from one queue.
+Runners boot while the fork server starts, and one still booting when the
+queue runs dry is not waited for, so more jobs never cost a slow start. The
+calling thread, each runner and the policies each starts share one pinned
+core, distinct per job, which keeps the per-step round trip on one CPU's
+caches and run queue. Results are collected by Episode index, so they are
+identical for any number of jobs.
 """
 
 from __future__ import annotations
@@ -143,6 +146,14 @@ class Evaluator:
         cpus = _available_cpus()
         jobs = max(1, min(config.jobs or len(cpus), len(episodes) or 1))
         started = time.monotonic()
+        blob = b""
+        if jobs > 1:
+            try:
+                blob = pickle.dumps(benchmark)
+            except Exception as exc:
+                raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})") from exc
+            # Runners boot (a fresh interpreter each) while the fork server starts.
+            self._runners(jobs - 1, cpus if config.pin_cpus else None, blob)
         fork_server = self.fork_server
         workdir = tempfile.mkdtemp(prefix="eval-", dir=fork_server.work_dir)
         try:
@@ -150,10 +161,7 @@ class Evaluator:
             _read_only(program_dir)
             scratch_root = os.path.join(workdir, "scratch")
             os.mkdir(scratch_root)
-            if jobs == 1:
-                records = self._run_inline(benchmark, program_dir, scratch_root, config, episodes, cpus, progress)
-            else:
-                records = self._run_parallel(benchmark, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
+            records = self._run_episodes(benchmark, blob, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
         finally:
             remove_tree(workdir)
         return scored(
@@ -168,40 +176,19 @@ class Evaluator:
             started=started,
         )
 
-    def _run_inline(
-        self,
-        benchmark: Benchmark,
-        program_dir: str,
-        scratch_root: str,
-        config: EvaluationConfig,
-        episodes: Sequence[PlannedEpisode],
-        cpus: list[int],
-        progress: Progress | None,
-    ) -> list[EpisodeRecord]:
-        cpu = cpus[0] if config.pin_cpus else None
-        records = []
-        with self.fork_server.connect() as client, _pinned(cpu):
-            runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
-            try:
-                for i, planned in enumerate(episodes):
-                    self._check_stopped()
-                    runner.prespawn = i + 1 < len(episodes)
-                    records.append(runner.run(planned))
-                    if progress:
-                        progress(len(records), len(episodes))
-            finally:
-                runner.close()
-        return records
-
-    def _runners(self, count: int) -> list[RunnerProcess]:
+    def _runners(self, count: int, cpus: list[int] | None, blob: bytes) -> list[RunnerProcess]:
+        """The pool's first ``count`` runners, started now where missing (they boot while the
+        caller does other work). Runner k plays on the CPU after the Host thread's."""
         self._runner_pool = [r for r in self._runner_pool if r.alive]
         while len(self._runner_pool) < count:
-            self._runner_pool.append(RunnerProcess())
+            slot = len(self._runner_pool) + 1
+            self._runner_pool.append(RunnerProcess(cpus[slot % len(cpus)] if cpus else None, blob))
         return self._runner_pool[:count]
 
-    def _run_parallel(
+    def _run_episodes(
         self,
         benchmark: Benchmark,
+        blob: bytes,
         program_dir: str,
         scratch_root: str,
         config: EvaluationConfig,
@@ -210,33 +197,43 @@ class Evaluator:
         jobs: int,
         progress: Progress | None,
     ) -> list[EpisodeRecord]:
-        try:
-            blob = pickle.dumps(benchmark)
-        except Exception as exc:
-            raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})") from exc
-        runners = self._runners(jobs)
+        """Play ``episodes`` in the calling thread and, with ``jobs`` > 1, in ``jobs - 1``
+        runner processes beside it, all taking the next Episode from one queue. The calling
+        thread starts at once; a runner joins when it has booted, and one still booting
+        when the queue runs dry is not waited for (it stays in the pool for the next call)."""
         results: list[EpisodeRecord | None] = [None] * len(episodes)
         queue = list(range(len(episodes)))
         queue.reverse()
         lock = threading.Lock()
         errors: list[BaseException] = []
+        own_fault = EvaluationError("the Host's Episode loop failed")
         done = [0]
+
+        def take() -> int | None:
+            with lock:
+                if errors or not queue or self._stopped:
+                    return None
+                return queue.pop()
+
+        def finish(i: int, record: EpisodeRecord) -> None:
+            with lock:
+                results[i] = record
+                done[0] += 1
+                if progress:
+                    progress(done[0], len(episodes))
+
+        def idle() -> bool:
+            return bool(errors) or not queue or self._stopped
 
         def drive(slot: int, runner: RunnerProcess) -> None:
             cpu = cpus[slot % len(cpus)] if config.pin_cpus else None
             try:
+                if not runner.wait_ready(idle):
+                    return
                 runner.call("setup", list(sys.path), blob, self.fork_server.address, program_dir, scratch_root, config, cpu)
                 try:
-                    while True:
-                        with lock:
-                            if errors or not queue or self._stopped:
-                                return
-                            i = queue.pop()
-                        results[i] = runner.call("run", episodes[i])
-                        with lock:
-                            done[0] += 1
-                            if progress:
-                                progress(done[0], len(episodes))
+                    while (i := take()) is not None:
+                        finish(i, runner.call("run", episodes[i]))
                 finally:
                     if runner.alive:
                         runner.call("release")
@@ -244,11 +241,28 @@ class Evaluator:
                 with lock:
                     errors.append(exc)
 
-        threads = [threading.Thread(target=drive, args=(slot, r), daemon=True) for slot, r in enumerate(runners)]
+        runners = self._runners(jobs - 1, cpus if config.pin_cpus else None, blob) if jobs > 1 else []
+        # Started before the calling thread pins itself: they inherit its affinity.
+        threads = [threading.Thread(target=drive, args=(slot + 1, r), daemon=True) for slot, r in enumerate(runners)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            cpu = cpus[0] if config.pin_cpus else None
+            with self.fork_server.connect() as client, _pinned(cpu):
+                runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
+                try:
+                    while (i := take()) is not None:
+                        runner.prespawn = bool(queue)
+                        finish(i, runner.run(episodes[i]))
+                finally:
+                    runner.close()
+        except BaseException:
+            with lock:
+                errors.append(own_fault)  # the runners take no further Episode
+            raise  # as it is: the calling thread's own fault, as with one job
+        finally:
+            for t in threads:
+                t.join()
         self._check_stopped()  # what failed meanwhile is the stop's doing
         if errors:
             first = errors[0]

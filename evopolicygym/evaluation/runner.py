@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
@@ -72,6 +73,20 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(sys.argv[1]))
     runner: EpisodeRunner | None = None
+    try:
+        # First the Host's import path and, where it has one at hand, the Benchmark to come:
+        # unpickling it imports its modules now, while the Host starts its fork server and
+        # plays its own first Episodes, rather than at setup.
+        _, path, benchmark_blob = _recv(sock)
+        sys.path[:] = [p for p in path if p] + [p for p in sys.path if p not in path]
+        if benchmark_blob:
+            with contextlib.suppress(Exception):  # setup reports what fails here
+                pickle.loads(benchmark_blob)
+        # Booted: the Host hands out Episodes from now on (it does not wait for a runner
+        # still importing when its own thread has played them all).
+        sock.sendall(_pack(("ready", None)))
+    except (EOFError, OSError):
+        return
 
     def answer(reply: tuple[str, Any]) -> bool:
         """Send ``reply``; False once the Host has gone away (closed or reset its end)."""
@@ -152,7 +167,7 @@ def _picklable(exc: BaseException) -> BaseException:
 class RunnerProcess:
     """Host-side handle of one runner process."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpu: int | None = None, benchmark_blob: bytes = b"") -> None:
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ)
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -169,12 +184,44 @@ class RunnerProcess:
             )
         )
         child.close()
+        if cpu is not None:
+            # It boots on the CPU it will play on, off the one the Host's own Episodes use.
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.process.pid, {cpu})
         self.sock = host
+        with contextlib.suppress(OSError):  # a runner that died at once says so at its first call
+            _send(host, ("boot", list(sys.path), benchmark_blob))
         self.lock = threading.Lock()
+        self.ready = False  # its hello read: it has booted
+        self.used = False  # it was given work: close lets it finish and exit by itself
+
+    def _hello(self) -> None:
+        try:
+            status, _ = _recv(self.sock)
+        except (EOFError, OSError) as exc:
+            raise RuntimeError(f"Episode runner process died (exit code {self.process.poll()})") from exc
+        if status != "ready":
+            raise RuntimeError(f"Episode runner process sent {status!r} before its hello")
+        self.ready = True
+
+    def wait_ready(self, give_up: Callable[[], bool], poll_s: float = 0.01) -> bool:
+        """Wait until the runner has booted; False as soon as ``give_up()`` says its work
+        has gone elsewhere (it keeps booting, for a later call)."""
+        with self.lock:
+            while not self.ready:
+                if give_up():
+                    return False
+                readable, _, _ = select.select([self.sock], [], [], poll_s)
+                if readable:
+                    self._hello()
+            return True
 
     def call(self, *message: Any) -> Any:
         """Send one request and wait for its answer; re-raises the runner's exception."""
         with self.lock:
+            if not self.ready:
+                self._hello()
+            self.used = True
             try:
                 _send(self.sock, message)
                 status, value = _recv(self.sock)
@@ -195,6 +242,10 @@ class RunnerProcess:
         return self.process.poll() is None
 
     def close(self) -> None:
+        if not self.used:
+            # Never given work (maybe still importing): nothing of it to wind down.
+            with contextlib.suppress(OSError):
+                self.process.kill()
         with contextlib.suppress(OSError):
             self.sock.close()
         try:
