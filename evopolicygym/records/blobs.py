@@ -436,12 +436,11 @@ class BlobStore:
             raise ValueError(f"program {program.digest} does not match its files")
         if self.has_program(program.digest):
             return program.digest
-        entries = [
-            _TreeEntry(path=path, blob=self.put(data), size=len(data))
-            for path, data in sorted(program.files, key=lambda e: e[0].encode("utf-8"))
-        ]
+        files = sorted(program.files, key=lambda e: e[0].encode("utf-8"))
+        entries = [_TreeEntry(path=path, blob=_sha256(data), size=len(data)) for path, data in files]
         tree = msgspec.json.encode(_Tree(format=_TREE_FORMAT, entries=entries), order="sorted")
-        tree_digest = self.put(tree)
+        # The files and the tree in one put (one commit where they are packed).
+        tree_digest = self.put_many([data for _path, data in files] + [tree])[-1]
         # Recorded last: a program's mapping implies its tree and every file blob are durable.
         self._record_program(program.digest, tree_digest)
         return program.digest

@@ -156,6 +156,10 @@ class Phases:
     def _completed(self, submission_id: int, indices: list[int], result: EvaluationResult) -> CompleteEvaluation:
         """The command recording ``result``, its traces and artifacts stored first as blobs."""
         blobs = self._ledger.store.blobs
+        # Every trace and artifact in one put (a store directory commits them together).
+        traces = [_trace_bytes(record) for record in result.records]
+        stored = iter(blobs.put_many([t for t in traces if t is not None] + [a.data for a in result.feedback.artifacts]))
+        trace_blobs = [None if t is None else next(stored) for t in traces]
         episodes = [
             EpisodeCompleted(
                 submission_id=submission_id,
@@ -166,16 +170,18 @@ class Phases:
                 failure=summary.failure,
                 duration_s=summary.duration_s,
                 output_tail=record.stderr_tail,
-                trace_blob=self._trace_blob(record),
+                trace_blob=trace_blob,
             )
-            for index, summary, record in zip(indices, result.episodes, result.records, strict=True)
+            for index, summary, record, trace_blob in zip(
+                indices, result.episodes, result.records, trace_blobs, strict=True
+            )
         ]
         artifacts = [
             ArtifactRef(
                 name=a.name,
                 media_type=a.media_type,
                 retention=a.retention,
-                blob=blobs.put(a.data),
+                blob=next(stored),
                 size=len(a.data),
             )
             for a in result.feedback.artifacts
@@ -199,14 +205,6 @@ class Phases:
             artifacts=artifacts,
         )
 
-    def _trace_blob(self, record: EpisodeRecord) -> str | None:
-        if not record.trace:
-            return None
-        try:
-            data = encode_trace(record.initial_observation, record.trace)
-        except (TypeError, ValueError, msgspec.EncodeError):
-            return None
-        return self._ledger.store.blobs.put(data)
 
     # ------------------------------------------------------------------ held out
 
@@ -383,3 +381,13 @@ def _jsonable(content: dict[str, Any]) -> dict[str, Any]:
     """Feedback content as plain JSON values (a Benchmark may hand back numpy scalars)."""
     data: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(content, enc_hook=plain_hook))
     return data
+
+
+def _trace_bytes(record: EpisodeRecord) -> bytes | None:
+    """The Episode's trace blob, or None (no trace kept, or one that cannot be encoded)."""
+    if not record.trace:
+        return None
+    try:
+        return encode_trace(record.initial_observation, record.trace)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        return None
