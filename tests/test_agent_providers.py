@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -460,6 +463,47 @@ def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -
     agent.reap()
     agent.outputs()
     assert [m.content for m in got][-300:] == [f"m{i}" for i in range(300)]
+
+
+def test_waiting_for_an_agent_reports_its_exit_and_keeps_no_descriptor(tmp_path: Path) -> None:
+    """``wait`` says None while the Agent runs and its status once it has exited (a code, or
+    a signal as a negative code), however the exit comes; nothing it opened to learn of the
+    exit outlives the Agent."""
+    from evopolicygym.agents.process import AgentProcess
+
+    def start(code: str) -> AgentProcess:
+        return AgentProcess([sys.executable, "-c", code], cwd=str(tmp_path), env=dict(os.environ), on_message=lambda m: None)
+
+    def pidfds() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                count += "pidfd" in os.readlink(f"/proc/self/fd/{fd}")
+        return count
+
+    before = pidfds()
+    for _ in range(20):
+        quick = start("import sys; sys.exit(7)")
+        assert quick.wait(60) == 7
+        assert quick.wait(0) == 7  # asked again: the same answer at once
+        quick.reap()
+        quick.outputs()
+    slow = start("import time; time.sleep(60)")
+    assert slow.wait(0) is None
+    assert slow.wait(0.2) is None
+    slow.stop(grace=5.0)
+    assert slow.wait(0) == -signal.SIGTERM
+    assert slow.status("stopped").signal == signal.SIGTERM
+    slow.reap()
+    slow.outputs()
+    stubborn = start("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)")
+    while not stubborn._stdout:  # its handler is set
+        time.sleep(0.01)
+    stubborn.stop(grace=0.2)
+    assert stubborn.wait(0) == -signal.SIGKILL
+    stubborn.reap()
+    stubborn.outputs()
+    assert pidfds() == before
 
 
 def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Path) -> None:

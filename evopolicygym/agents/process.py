@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -34,6 +35,19 @@ def _die_with_parent(host: int) -> None:
     # that cannot arrange it still starts.
     with contextlib.suppress(Exception):
         die_with_parent(host)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits; None where the kernel (before
+    5.3) or the platform has none."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return None
+    return fd
 
 
 class ExitStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +87,7 @@ class AgentProcess:
             start_new_session=True,  # its own process group: stopped as a whole
             preexec_fn=lambda: _die_with_parent(host),
         )
+        self._exit_fd = _pidfd(self.process.pid)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -130,10 +145,25 @@ class AgentProcess:
                 self.dropped += 1
 
     def wait(self, timeout: float) -> int | None:
-        try:
-            return self.process.wait(timeout=max(timeout, 0.0))
-        except subprocess.TimeoutExpired:
-            return None
+        """The exit status once the Agent has exited, waiting at most ``timeout`` seconds;
+        None if it is still running. Woken by the exit itself through a pidfd where the
+        kernel has them (``Popen.wait`` polls in sleeps of up to 50 ms, which the Run would
+        wait out after every Agent)."""
+        fd = self._exit_fd
+        if fd is not None and self.process.returncode is None:
+            poller = select.poll()  # not select(): a busy Host's descriptors pass FD_SETSIZE
+            poller.register(fd, select.POLLIN)
+            poller.poll(max(timeout, 0.0) * 1000)
+            code = self.process.poll()
+        else:
+            try:
+                code = self.process.wait(timeout=max(timeout, 0.0))
+            except subprocess.TimeoutExpired:
+                code = None
+        if code is not None and fd is not None:
+            self._exit_fd = None
+            os.close(fd)
+        return code
 
     def stop(self, grace: float = 5.0) -> None:
         """SIGTERM the group, then SIGKILL it after ``grace`` seconds."""
