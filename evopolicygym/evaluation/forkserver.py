@@ -120,6 +120,8 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     containment = sandbox.probe_containment()
     filtered = seccomp.probe()
+    if filtered:
+        seccomp.prepare()  # built here once, inherited by every policy
     # Before sealing: the pool keeps descriptors of its cgroup directories, which the
     # sealed root does not show.
     pool = cgroups.CgroupPool.create(host_visible_pid)

@@ -36,7 +36,7 @@ import threading
 
 from evopolicygym.namespaces import check, libc
 
-__all__ = ["DENIED", "available", "install", "number", "probe"]
+__all__ = ["DENIED", "available", "install", "number", "prepare", "probe"]
 
 # Names in the order of the tables below, which hold each one's number per architecture.
 DENIED = (
@@ -162,18 +162,31 @@ def available() -> bool:
     return platform.machine() in _ARCHES
 
 
+_prepared: _SockFprog | None = None
+
+
+def prepare() -> _SockFprog:
+    """The filter for this machine, built once: the fork server builds it before forking,
+    so a policy process only hands the kernel what it inherited. Raises OSError where no
+    filter is known for the architecture."""
+    global _prepared
+    if _prepared is None:
+        machine = platform.machine()
+        if machine not in _ARCHES:
+            raise OSError(errno.ENOSYS, f"no syscall filter is known for {machine}")
+        ops = _program(machine)
+        filters = (_SockFilter * len(ops))(*(_SockFilter(*op) for op in ops))
+        _prepared = _SockFprog(len(ops), filters)
+    return _prepared
+
+
 def install() -> None:
     """Set ``no_new_privs`` and install the filter on the calling (single-threaded) process.
 
     Irrevocable, and inherited by every thread and child it makes. Raises OSError when
     the kernel refuses it.
     """
-    machine = platform.machine()
-    if machine not in _ARCHES:
-        raise OSError(errno.ENOSYS, f"no syscall filter is known for {machine}")
-    ops = _program(machine)
-    filters = (_SockFilter * len(ops))(*(_SockFilter(*op) for op in ops))
-    prog = _SockFprog(len(ops), filters)
+    prog = prepare()
     unsigned = ctypes.c_ulong
     check(libc.prctl(_PR_SET_NO_NEW_PRIVS, unsigned(1), unsigned(0), unsigned(0), unsigned(0)), "prctl(NO_NEW_PRIVS)")
     check(
