@@ -30,7 +30,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -467,7 +467,7 @@ def _check_relpath(path: str) -> None:
     parts = path.split("/")
     if (
         not path
-        or PurePosixPath(path).is_absolute()
+        or path.startswith("/")  # what PurePosixPath.is_absolute says, without its parse
         or any(p in ("", ".", "..") or p.startswith(_TMP_PREFIX) for p in parts)
         or "\\" in path
         or "\x00" in path
@@ -499,7 +499,7 @@ def _scan(root: str) -> tuple[list[str], list[str]]:
     stack = [""]
     while stack:
         rel_dir = stack.pop()
-        with os.scandir(os.path.join(root, rel_dir)) as entries:
+        with os.scandir(f"{root}/{rel_dir}" if rel_dir else root) as entries:
             for entry in entries:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 if entry.is_dir(follow_symlinks=False):
@@ -532,11 +532,11 @@ def _set_modes(root: str) -> None:
     """Files 0444, directories 0555: feedback is read-only for the Agent."""
     dirs, others = _scan(root)
     for rel in others:
-        target = os.path.join(root, rel)
+        target = f"{root}/{rel}"
         if not os.path.islink(target):
             os.chmod(target, _FILE_MODE)
     for rel in dirs:
-        os.chmod(os.path.join(root, rel), _DIR_MODE)
+        os.chmod(f"{root}/{rel}", _DIR_MODE)
     os.chmod(root, _DIR_MODE)
 
 
@@ -560,21 +560,21 @@ def sync_feedback(workspace: Path, files: dict[str, bytes]) -> None:
         os.chmod(root, 0o755)
         dirs, others = _scan(root)
         for rel in dirs:
-            os.chmod(os.path.join(root, rel), 0o755)
+            os.chmod(f"{root}/{rel}", 0o755)
         for rel in others:
             if rel not in files:
-                os.unlink(os.path.join(root, rel))
+                os.unlink(f"{root}/{rel}")
         # Shallowest first: removing a directory removes what is under it.
         for rel in sorted(dirs, key=lambda d: d.count("/")):
-            if rel not in wanted_dirs and os.path.isdir(os.path.join(root, rel)):
-                shutil.rmtree(os.path.join(root, rel))
+            if rel not in wanted_dirs and os.path.isdir(f"{root}/{rel}"):
+                shutil.rmtree(f"{root}/{rel}")
         # Parents first; a file (or symlink) where a directory belongs is replaced.
         existing = set(dirs)
         for rel in sorted(wanted_dirs, key=lambda d: d.count("/")):
             if rel not in existing:
-                _ensure_real_dir(os.path.join(root, rel))
+                _ensure_real_dir(f"{root}/{rel}")
         for rel in sorted(files, key=lambda p: (p == LATEST, p)):
-            target = os.path.join(root, rel)
+            target = f"{root}/{rel}"
             if not _same_file(target, files[rel]):
                 _write_atomic(target, files[rel], _FILE_MODE)
     finally:
