@@ -374,10 +374,11 @@ class EpisodeRunner:
             validate = self.benchmark.validate_action
             obs_frame = frames.OBSERVATION
             try:
+                if self.prespawn:
+                    # At once: the next policy contains itself while this one does and plays.
+                    self._spare = self._launch()
                 self._expect(channel, b"", frames.CONTAINED, pid, contained=False)
                 self._expect(channel, self._start_frame(policy_seed), frames.READY, pid)
-                if self.prespawn:
-                    self._spare = self._launch()
                 while True:
                     try:
                         frame = frames.pack(obs_frame, encode_value(observation))
