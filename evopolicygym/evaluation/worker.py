@@ -41,11 +41,15 @@ __all__ = ["child_main", "prepare_fork_server"]
 
 def prepare_fork_server() -> None:
     """Work every child would repeat, done once before forking (each first touch after a
-    fork copies pages): the policy environment, and msgspec's converter for the limits."""
+    fork copies pages): the policy environment, msgspec's converter for the limits, and the
+    value decoders a policy reads its START frame and observations with."""
     os.environ.clear()
     os.environ.update(POLICY_ENVIRONMENT)
     tempfile.tempdir = None  # forget the directory cached before TMPDIR changed
     msgspec.convert(msgspec.to_builtins(ResourceLimits()), ResourceLimits)
+    sample = encode_value({"space": ("box", [np.zeros(2, dtype=np.float32)], 1.5, None, True, "s")})
+    decode_value(sample, arrays=False)
+    decode_value(sample, writable=False)
     sys.stdout.flush()
     sys.stderr.flush()
 
