@@ -159,8 +159,12 @@ class Evaluator:
         try:
             program_dir = str(program.write_to(os.path.join(workdir, "program")))
             _read_only(program_dir)
-            scratch_root = os.path.join(workdir, "scratch")
-            os.mkdir(scratch_root)
+            # Under namespaces containment each policy's scratch is a tmpfs in its own jail,
+            # and the Host keeps no directory for it.
+            scratch_root = ""
+            if fork_server.containment != "namespaces":
+                scratch_root = os.path.join(workdir, "scratch")
+                os.mkdir(scratch_root)
             records = self._run_episodes(benchmark, blob, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
         finally:
             remove_tree(workdir)

@@ -283,7 +283,9 @@ class EpisodeRunner:
 
     def _launch(self) -> _Worker:
         """Ask the fork server for a policy process; it gets contained while we do other work."""
-        scratch = tempfile.mkdtemp(prefix="episode-", dir=self.scratch_root)
+        # Without a scratch root the policy's scratch is its jail's own tmpfs: no directory
+        # here (removing one a jail had seen cost ~0.5-0.9 ms an Episode).
+        scratch = tempfile.mkdtemp(prefix="episode-", dir=self.scratch_root) if self.scratch_root else ""
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe()
         os.set_blocking(out_r, False)
@@ -306,7 +308,8 @@ class EpisodeRunner:
     def _release(self, worker: _Worker) -> None:
         worker.sock.close()
         os.close(worker.out_r)
-        shutil.rmtree(worker.scratch, ignore_errors=True)
+        if worker.scratch:
+            shutil.rmtree(worker.scratch, ignore_errors=True)
 
     def run(self, planned: PlannedEpisode) -> EpisodeRecord:
         started = time.monotonic()
