@@ -14,6 +14,7 @@ import numpy as np
 from toybench import CounterBenchmark
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, evaluate
+from evopolicygym.evaluation.forkserver import ForkServer
 from evopolicygym.evaluation.runner import RunnerProcess
 from evopolicygym.program import Program
 from evopolicygym_classic import cartpole
@@ -94,3 +95,67 @@ def test_a_booted_runner_answers_after_its_hello() -> None:
     finally:
         runner.close()
     assert not runner.alive
+
+
+def test_a_warmed_evaluator_uses_the_server_it_started_and_records_the_same() -> None:
+    prog = program(NOISY)
+    config = EvaluationConfig(episodes=3, seed=2, jobs=1, trace_steps=1000)
+    with Evaluator() as cold:
+        expected = untimed(cold.evaluate(prog, cartpole(), config))
+    evaluator = Evaluator()
+    evaluator.warm()
+    evaluator.warm()  # once is enough: a second call starts nothing more
+    assert evaluator._warming is not None
+    evaluator._warming.join(timeout=60)
+    server = evaluator._fork_server
+    assert server is not None and server._process.poll() is None
+    assert untimed(evaluator.evaluate(prog, cartpole(), config)) == expected
+    assert evaluator.fork_server is server  # the warmed one served the evaluation
+    evaluator.close()
+    assert server._process.poll() is not None
+
+
+def test_closing_while_warming_leaves_no_server(monkeypatch: Any) -> None:
+    import evopolicygym.evaluation.engine as engine
+
+    made: list[Any] = []
+
+    def recorded() -> Any:
+        server = ForkServer()
+        made.append(server)
+        return server
+
+    monkeypatch.setattr(engine, "ForkServer", recorded)
+    for _ in range(3):
+        evaluator = Evaluator()
+        evaluator.warm()
+        evaluator.close()  # at once: the start under way is waited for, then closed
+        assert evaluator._fork_server is None and evaluator._warming is None
+    assert len(made) == 3
+    assert all(server._process.poll() is not None for server in made)
+
+
+def test_a_warm_start_that_fails_fails_the_first_evaluation(monkeypatch: Any) -> None:
+    import evopolicygym.evaluation.engine as engine
+    from evopolicygym.evaluation.forkserver import ForkServerError
+
+    calls: list[int] = []
+
+    def refuse() -> Any:
+        calls.append(1)
+        raise ForkServerError("containment cannot be set up")
+
+    monkeypatch.setattr(engine, "ForkServer", refuse)
+    evaluator = Evaluator()
+    evaluator.warm()
+    assert evaluator._warming is not None
+    evaluator._warming.join(timeout=60)
+    try:
+        evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=1, jobs=1))
+    except ForkServerError as exc:
+        assert "containment cannot be set up" in str(exc)
+    else:
+        raise AssertionError("the evaluation ran without a fork server")
+    finally:
+        evaluator.close()
+    assert len(calls) == 2  # the warm start, and the evaluation's own

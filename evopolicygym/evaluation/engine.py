@@ -85,6 +85,8 @@ class Evaluator:
 
     def __init__(self) -> None:
         self._fork_server: ForkServer | None = None
+        self._server_lock = threading.Lock()  # the fork server is started once, by one thread
+        self._warming: threading.Thread | None = None
         self._runner_pool: list[RunnerProcess] = []
         self._stopped = False  # a plain flag: stop() runs in signal handlers, so takes no lock
         with _live_lock:
@@ -104,11 +106,29 @@ class Evaluator:
 
     @property
     def fork_server(self) -> ForkServer:
-        if self._fork_server is None:
-            self._fork_server = ForkServer()
-        return self._fork_server
+        with self._server_lock:
+            if self._fork_server is None:
+                self._fork_server = ForkServer()
+            return self._fork_server
+
+    def warm(self) -> None:
+        """Start the fork server now, in the background, so that the first evaluation finds
+        it ready: a Run calls this while its Agent starts. A start that fails here is not
+        lost: the first evaluation starts the server itself and raises what stops it."""
+        if self._warming is not None or self._fork_server is not None:
+            return
+
+        def start() -> None:
+            with contextlib.suppress(Exception):
+                self.fork_server  # noqa: B018 (started by the property)
+
+        self._warming = threading.Thread(target=start, name="evopolicy-warm", daemon=True)
+        self._warming.start()
 
     def close(self) -> None:
+        if self._warming is not None:
+            self._warming.join()  # a server it is starting is closed below, not left behind
+            self._warming = None
         for runner in self._runner_pool:
             runner.close()
         self._runner_pool = []

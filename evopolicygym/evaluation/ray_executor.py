@@ -267,6 +267,9 @@ class RayEvaluator(Evaluator):
     def __enter__(self) -> RayEvaluator:
         return self
 
+    def warm(self) -> None:
+        """Nothing to start on this machine: the workers start their own fork servers."""
+
     def stop(self) -> None:
         """Make the evaluation under way end soon (its actors are killed by the thread that
         waits on them) and any later one at once. Safe in a signal handler: no Ray call."""

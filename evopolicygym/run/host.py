@@ -95,6 +95,7 @@ class RunHost:
                 # The attempt the Host died under: its CLI's record is still on disk.
                 self._supervisor.recover_session(self._publisher.known_path())
             evaluator = self._evaluator or Evaluator()
+            evaluator.warm()  # its fork server starts while the Agent does
             phases = Phases(ledger, benchmark, evaluator, self._publisher, pool)
             gateway = SessionGateway(ledger, self._supervisor, phases.evaluate_submission)
             try:
