@@ -8,6 +8,10 @@ Prints, from one run on this machine:
 - the Host-side share (the submission's events' timestamps: request recorded to
   feedback published), which excludes the Agent's client start-up.
 
+The round trip's target (issue 18): at most 1.5x the bare evaluation. bench_cli.py
+prints the same round trip beside the client alone; bench_record.py a whole scripted
+Run's wall time and bytes.
+
 Usage: uv run python tests/perf/bench_run.py [--submissions N]
 """
 
@@ -106,7 +110,9 @@ def main() -> None:
     print(f"submissions: {n} of one CartPole Episode (baseline policy), jobs=1")
     print(f"evaluate() alone, warm Evaluator:        {bare_ms:7.1f} ms per evaluation (median)")
     print(f"Host side, reserved -> published:        {host_ms:7.1f} ms  = {host_ms / bare_ms:4.2f}x evaluate()")
-    print(f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  = {agent_ms / bare_ms:4.2f}x evaluate()")
+    ratio = agent_ms / bare_ms
+    verdict = "met" if ratio <= 1.5 else "MISSED"
+    print(f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  = {ratio:4.2f}x evaluate()  (target <= 1.5x: {verdict})")
     print(f"whole Run incl. Agent start and finish:  {total:7.2f} s")
 
 
