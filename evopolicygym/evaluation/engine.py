@@ -142,6 +142,24 @@ class Evaluator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _prepared(
+        self,
+        program: Program,
+        benchmark: Benchmark,
+        config: EvaluationConfig | None,
+        episodes: Sequence[PlannedEpisode] | None,
+    ) -> tuple[EvaluationConfig, list[PlannedEpisode]]:
+        """What every executor checks and settles before an evaluation: not stopped, a
+        Benchmark with a failure score, a program with a policy.py, the Episodes to play."""
+        self._check_stopped()
+        config = config or EvaluationConfig()
+        require_failure_score(benchmark)
+        if "policy.py" not in program.paths():
+            raise ProgramError("program has no policy.py at its top level")
+        if episodes is None:
+            episodes = plan_episodes(benchmark, config.split, config.seed, config.episodes)
+        return config, list(episodes)
+
     def evaluate(
         self,
         program: Program,
@@ -156,13 +174,7 @@ class Evaluator:
         Policy failures are scored outcomes; a fault of the Environment, the
         Benchmark or the Host raises EvaluationError.
         """
-        self._check_stopped()
-        config = config or EvaluationConfig()
-        require_failure_score(benchmark)
-        if "policy.py" not in program.paths():
-            raise ProgramError("program has no policy.py at its top level")
-        if episodes is None:
-            episodes = plan_episodes(benchmark, config.split, config.seed, config.episodes)
+        config, episodes = self._prepared(program, benchmark, config, episodes)
         cpus = _available_cpus()
         jobs = max(1, min(config.jobs or len(cpus), len(episodes) or 1))
         started = time.monotonic()

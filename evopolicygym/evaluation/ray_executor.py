@@ -38,14 +38,12 @@ from evopolicygym.evaluation.config import (
     EvaluationError,
     EvaluationResult,
     PlannedEpisode,
-    plan_episodes,
-    require_failure_score,
 )
 from evopolicygym.evaluation.engine import Evaluator, Progress, _pinned, _read_only, scored
 from evopolicygym.evaluation.episode import EpisodeRunner
 from evopolicygym.evaluation.forkserver import ForkServer, ForkServerClient
 from evopolicygym.hostdirs import remove_tree
-from evopolicygym.program import Program, ProgramError
+from evopolicygym.program import Program
 
 __all__ = ["RAY_MISSING", "EpisodeWorker", "RayEvaluator", "import_ray"]
 
@@ -329,14 +327,7 @@ class RayEvaluator(Evaluator):
         and score it here. Policy failures are scored outcomes; a fault of the Environment,
         the Benchmark or the Host (a worker lost twice, a worker that cannot contain the
         policy) raises EvaluationError."""
-        self._check_stopped()
-        config = config or EvaluationConfig()
-        require_failure_score(benchmark)
-        if "policy.py" not in program.paths():
-            raise ProgramError("program has no policy.py at its top level")
-        if episodes is None:
-            episodes = plan_episodes(benchmark, config.split, config.seed, config.episodes)
-        episodes = list(episodes)
+        config, episodes = self._prepared(program, benchmark, config, episodes)
         started = time.monotonic()
         required = self._required()
         if episodes:
