@@ -7,49 +7,27 @@ the file quick: a full one is 1000 rendered frames."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import struct
 import subprocess
 import sys
 import zlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
-from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.registry import load_benchmark
 
-if importlib.util.find_spec("evopolicygym_box2d") is None or importlib.util.find_spec("Box2D") is None:
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the box2d family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip("the box2d family is not installed (uv sync --extra box2d)", allow_module_level=True)
+require_family("box2d", "Box2D")
 
 SHORT = "60"  # racing steps in these tests
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Any:
-    with Evaluator() as shared:
-        yield shared
-
-
-def run(
-    evaluator: Evaluator, name: str, program_dir: Path, episodes: int, trace_steps: int = 0, **params: str
-) -> EvaluationResult:
-    benchmark = load_benchmark(name, params)
-    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1, trace_steps=trace_steps)
-    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
-
-
-def baseline(name: str) -> Path:
-    found = baseline_dir(load_benchmark(name))
-    assert found is not None
-    return found
+run = family_run
 
 
 def png_size(data: bytes) -> tuple[int, int]:

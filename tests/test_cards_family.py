@@ -6,7 +6,7 @@ replay in the Feedback, profiles, and an offline Run on leduc."""
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import json
 import os
 import pickle
@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
+from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import (
     BenchmarkError,
@@ -28,18 +29,14 @@ from evopolicygym.benchmark import (
     check_benchmark,
 )
 from evopolicygym.cli import main
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
-from evopolicygym.program import Program
-from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.evaluation import Evaluator
+from evopolicygym.registry import load_benchmark
 
-if importlib.util.find_spec("evopolicygym_cards") is None:
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the cards family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip("the cards family is not installed (uv sync --extra cards)", allow_module_level=True)
+require_family("cards")
 
-from evopolicygym_cards import PROFILES, CardGameBenchmark
-from evopolicygym_cards.games import CATEGORIES
-from evopolicygym_cards.measure import RANDOM_DIR, load_policy, measure, play, policy_seed
+from evopolicygym_cards import PROFILES, CardGameBenchmark  # noqa: E402 (after the skip)
+from evopolicygym_cards.games import CATEGORIES  # noqa: E402
+from evopolicygym_cards.measure import RANDOM_DIR, load_policy, measure, play, policy_seed  # noqa: E402
 
 GAMES = ("leduc", "holdem_limit")
 OBSERVATION_KEYS = {
@@ -48,22 +45,7 @@ OBSERVATION_KEYS = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Any:
-    with Evaluator() as shared:
-        yield shared
-
-
-def evaluate(evaluator: Evaluator, name: str, program_dir: Path, episodes: int, **params: Any) -> EvaluationResult:
-    benchmark = load_benchmark(name, {k: str(v) for k, v in params.items()})
-    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1, trace_steps=10_000)
-    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
-
-
-def baseline(name: str) -> Path:
-    found = baseline_dir(load_benchmark(name))
-    assert found is not None
-    return found
+evaluate = functools.partial(family_run, trace_steps=10_000)
 
 
 def write_program(directory: Path, source: str) -> Path:

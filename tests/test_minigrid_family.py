@@ -4,44 +4,26 @@ uniform-random policy on the assessment split, deterministic Episodes, the domai
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
-from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.registry import load_benchmark
 
-if importlib.util.find_spec("evopolicygym_minigrid") is None:
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the minigrid family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip("the minigrid family is not installed (uv sync --extra minigrid)", allow_module_level=True)
+require_family("minigrid")
 
 TASKS = ("minigrid_doorkey", "minigrid_keycorridor", "minigrid_fourrooms", "minigrid_obstructedmaze")
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Any:
-    with Evaluator() as shared:
-        yield shared
-
-
-def run(evaluator: Evaluator, name: str, program_dir: Path, episodes: int, **params: str) -> EvaluationResult:
-    benchmark = load_benchmark(name, params)
-    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1)
-    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
-
-
-def baseline(name: str) -> Path:
-    found = baseline_dir(load_benchmark(name))
-    assert found is not None
-    return found
+run = functools.partial(family_run, trace_steps=200)  # EvaluationConfig's default
 
 
 @pytest.mark.parametrize("name", TASKS)

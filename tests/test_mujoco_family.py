@@ -5,44 +5,20 @@ fell, why an Episode ended), profiles, and gymnasium:<id> MuJoCo ids through the
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
-from typing import Any
-
 import pytest
+from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
+from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
-from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.registry import load_benchmark
 
-if importlib.util.find_spec("evopolicygym_mujoco") is None:
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the mujoco family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip("the mujoco family is not installed (uv sync --extra mujoco)", allow_module_level=True)
+require_family("mujoco")
 
 TASKS = ("reacher5", "halfcheetah5", "ant5", "pusher5")
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Any:
-    with Evaluator() as shared:
-        yield shared
-
-
-def run(
-    evaluator: Evaluator, name: str, program_dir: Path, episodes: int, trace_steps: int = 0, **params: str
-) -> EvaluationResult:
-    benchmark = load_benchmark(name, params)
-    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=1, trace_steps=trace_steps)
-    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
-
-
-def baseline(name: str) -> Path:
-    found = baseline_dir(load_benchmark(name))
-    assert found is not None
-    return found
+run = family_run
 
 
 @pytest.mark.parametrize("name", ["reacher5", "pusher5"])

@@ -5,44 +5,21 @@ conformance."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
-from typing import Any
+import functools
 
 import pytest
+from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
-from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
-from evopolicygym.program import Program
-from evopolicygym.registry import baseline_dir, load_benchmark
+from evopolicygym.evaluation import Evaluator
+from evopolicygym.registry import load_benchmark
 
-if importlib.util.find_spec("evopolicygym_robotics") is None:
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the robotics family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip("the robotics family is not installed (uv sync --extra robotics)", allow_module_level=True)
+require_family("robotics")
 
 TASKS = ("fetch_push", "fetch_pickandplace")
 
 
-@pytest.fixture(scope="module")
-def evaluator() -> Any:
-    with Evaluator() as shared:
-        yield shared
-
-
-def run(
-    evaluator: Evaluator, name: str, program_dir: Path, episodes: int, split: str = "assessment", **params: str
-) -> EvaluationResult:
-    benchmark = load_benchmark(name, params)
-    config = EvaluationConfig(split=split, episodes=episodes, seed=0, jobs=1, trace_steps=10_000)
-    return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
-
-
-def baseline(name: str) -> Path:
-    found = baseline_dir(load_benchmark(name))
-    assert found is not None
-    return found
+run = functools.partial(family_run, trace_steps=10_000)
 
 
 @pytest.mark.parametrize("name", TASKS)
