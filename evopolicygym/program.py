@@ -121,6 +121,12 @@ class Program:
     def __reduce__(self) -> tuple[type[Program], tuple[tuple[tuple[str, bytes], ...], str]]:
         return (Program, (self.files, self.digest))
 
+    def __setstate__(self, state: object) -> None:
+        # A Program pickled when it was a frozen slots dataclass: its state is [files, digest].
+        assert isinstance(state, (list, tuple)) and len(state) == 2
+        object.__setattr__(self, "files", state[0])
+        object.__setattr__(self, "digest", state[1])
+
     @classmethod
     def from_files(cls, files: Mapping[str, bytes | str]) -> Program:
         entries: list[tuple[str, bytes]] = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copyreg
 import os
+import pickle
 import re
 import sys
 import tempfile
@@ -437,3 +439,31 @@ def test_names_no_filesystem_can_hold_are_refused() -> None:
     for path in ("a" * (MAX_NAME_BYTES + 1), "ok/" + "é" * 128, "/".join(["d" * 200] * 6)):
         with pytest.raises(ProgramError, match="at most"):
             Program.from_files({"policy.py": b"", path: b""})
+
+
+def test_a_program_is_immutable_hashable_and_pickles_old_and_new():
+    program = Program.from_files({"policy.py": b"x = 1\n", "lib/a.bin": b"\x00\xff"})
+    same = Program.from_files({"lib/a.bin": b"\x00\xff", "policy.py": "x = 1\n"})
+    assert program == same and hash(program) == hash(same) and program != Program.from_files({"policy.py": b"x = 2\n"})
+    assert program != (program.files, program.digest)
+    with pytest.raises(AttributeError):
+        program.digest = "sha256:0"
+    with pytest.raises(AttributeError):
+        del program.files
+    assert pickle.loads(pickle.dumps(program)) == program
+    assert repr(program).startswith("Program(files=(('lib/a.bin', b'\\x00\\xff'),")
+
+    # A Program pickled while it was a frozen slots dataclass: its class, then the state
+    # [files, digest] (written here with a stand-in whose name is swapped for Program's).
+    old = pickle.dumps(_AsPickledBefore(program.files, program.digest), protocol=2)
+    stand_in = f"c{__name__}\n_AsPickledBefore\n".encode()
+    assert stand_in in old
+    assert pickle.loads(old.replace(stand_in, b"cevopolicygym.program\nProgram\n")) == program
+
+
+class _AsPickledBefore:
+    def __init__(self, files, digest):
+        self.state = [files, digest]
+
+    def __reduce_ex__(self, protocol):
+        return (copyreg.__newobj__, (_AsPickledBefore,), self.state)

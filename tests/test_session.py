@@ -279,6 +279,7 @@ MALFORMED = {
         {"op": "submit", "request_id": "r", "episodes": "1", "files": {"a": "x!"}, "problem": None}
     ),
     "msgpack": struct.pack(">I", 11) + b"\x81\xa2op\xa6finish",
+
     "long selector": frame(
         {"op": "submit", "request_id": "r", "episodes": "1" * 1001, "files": {}, "problem": None}
     ),
@@ -289,6 +290,10 @@ MALFORMED = {
         {"op": "submit", "request_id": "r", "episodes": "1", "files": None, "problem": None}
     ),
 }
+
+
+_DEEP = b'{"op":"submit","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+MALFORMED["nested too deeply"] = struct.pack(">I", len(_DEEP)) + _DEEP
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))

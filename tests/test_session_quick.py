@@ -95,10 +95,13 @@ def test_the_quick_path_and_click_send_and_print_the_same(
     handler, server = host
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "link.py").symlink_to(program / "policy.py")
+    (tmp_path / "worse").mkdir()
+    os.symlink(program / "policy.py", os.fsdecode(bytes(tmp_path / "worse") + b"/l\xff"))  # not UTF-8
     cases = [
         ["submit", str(program), "--episodes", "0:2,5", "--socket", server.path],
         ["submit", "--episodes", "3", "--parent", "0", str(program), "--socket", server.path],
         ["submit", str(tmp_path / "bad"), "--episodes", "1", "--socket", server.path],  # invalid program
+        ["submit", str(tmp_path / "worse"), "--episodes", "1", "--socket", server.path],  # and its name
         ["submit", str(tmp_path / "missing"), "--episodes", "1", "--socket", server.path],
         ["submit", "--episodes", "4"],  # program from the workspace, socket from the environment
         ["finish", "2", "0", "--socket", server.path],
@@ -115,10 +118,11 @@ def test_the_quick_path_and_click_send_and_print_the_same(
         assert quick == clicked, args
         assert sent_quick == sent_click, args
     statuses = [_process(args, env)[0] for args in cases]
-    assert statuses == [0, 0, 0, 0, 0, 0, 1, 2]
+    assert statuses == [0, 0, 0, 0, 0, 0, 0, 1, 2]
     submitted = [r for r in handler.requests if r["op"] == "submit" and r["files"] is not None]
     assert submitted[0]["files"]["lib/w.bin"] == bytes(range(256)) * 3  # bytes arrive whole
     assert any(r["op"] == "submit" and "symlink" in (r["problem"] or "") for r in handler.requests)
+    assert any("l\\udcff" in (r.get("problem") or "") for r in handler.requests)  # shown escaped
 
 
 def test_a_plain_submit_loads_neither_click_nor_msgspec(host: tuple[Host, SessionServer], program: Path) -> None:

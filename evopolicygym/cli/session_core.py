@@ -57,8 +57,9 @@ def submit(
     try:
         files, problem = dict(Program.from_directory(program).files), None
     except ProgramError as exc:
-        # The Host records an invalid program too, so it still hears about it.
-        files, problem = None, str(exc)
+        # The Host records an invalid program too, so it still hears about it (a name that
+        # is not UTF-8 is shown escaped: the wire carries text).
+        files, problem = None, str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
     body = {
         "op": "submit",
         "request_id": _request_id(),
@@ -92,6 +93,9 @@ def quick(argv: Sequence[str]) -> None:
             status, text = finish(options["ids"], options.get("--socket"))
     except ClientError as exc:
         status, text = 2, "error: " + " ".join(str(exc).split())
+    except UnicodeEncodeError as exc:  # a path from the environment that is not UTF-8
+        shown = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        status, text = 2, "error: not valid UTF-8: '" + " ".join(shown.split()) + "' (give paths as UTF-8 text)"
     except KeyboardInterrupt:
         status, text = 130, "interrupted"
     stream = sys.stdout if status == 0 else sys.stderr

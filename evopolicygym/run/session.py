@@ -207,6 +207,8 @@ class SessionServer:
             parsed = decode_request(body)
         except msgspec.DecodeError as exc:
             return self._malformed(str(exc))
+        except RecursionError:  # JSON nested deeper than the decoder goes
+            return self._malformed("the request is nested too deeply")
         op = "submit" if isinstance(parsed, SubmitRequest) else "finish"
         try:
             reply = self._handler({"op": op, **msgspec.structs.asdict(parsed)})
