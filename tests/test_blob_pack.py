@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,66 @@ def test_a_damaged_pack_is_an_integrity_problem(tmp_path: Path) -> None:
     with open_store(tmp_path / "store") as store:
         problems = store.blobs.integrity_problems()
         assert problems and all("blob pack" in p for p in problems)
+
+
+@pytest.mark.parametrize("damage", ["header", "garbage", "empty", "no programs table"])
+def test_record_verify_reports_a_damaged_pack_and_changes_nothing(tmp_path: Path, damage: str) -> None:
+    """``record verify`` on a store whose pack is damaged says so, in its report, with exit
+    status 1, never a traceback; and reading the store writes nothing into it."""
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        write_run(store, _run("alpha"))
+        path = store.blobs.pack_path
+    if damage == "header":
+        with open(path, "r+b") as handle:
+            handle.write(b"\x00" * 100)
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(path.stat().st_size))
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        conn = sqlite3.connect(path)
+        conn.execute("DROP TABLE programs")
+        conn.commit()
+        conn.close()
+    before = {f: (root / f).read_bytes() for f in _files(root) if not f.endswith("-shm")}
+    done = subprocess.run(
+        [sys.executable, "-m", "evopolicygym.cli", "record", "verify", "--store", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    said = done.stdout + done.stderr
+    assert ("blob pack" in said or "not in the store" in said or "missing" in said), said
+    after = {f: (root / f).read_bytes() for f in _files(root) if not f.endswith("-shm")}
+    assert after == before
+
+
+def test_a_read_only_store_sees_blobs_its_writer_left_in_the_write_ahead_log(tmp_path: Path) -> None:
+    """A Host that died without closing leaves its last packed blobs in pack.db-wal; opened
+    read-only, the store still reads them (an immutable open would not see them)."""
+    root = tmp_path / "100%41 store"  # a name a file: URI must escape
+    script = (
+        "import os, sys\n"
+        "from evopolicygym.records.location import open_store\n"
+        "store = open_store(sys.argv[1], create=True)\n"
+        "print(store.blobs.put(b'left in the log ' * 20), flush=True)\n"
+        "os._exit(0)\n"  # no close: no checkpoint
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    digest = done.stdout.strip()
+    wal = root / "blobs" / "pack.db-wal"
+    assert wal.exists() and wal.stat().st_size > 0
+    blobs = BlobStore(root / "blobs", pack=True, read_only=True)
+    try:
+        assert blobs.has(digest)
+        assert blobs.get(digest) == b"left in the log " * 20
+        assert list(blobs.digests()) == [digest]
+    finally:
+        blobs.close()
 
 
 def _run(run_id: str, gain: float = 0.5) -> SynthRun:

@@ -36,11 +36,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import msgspec
 import zstandard
 
 from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramError, program_digest
+from evopolicygym.records.store import StoreError
 
 __all__ = ["MAX_BLOB_BYTES", "PACK_MAX_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
 
@@ -212,6 +214,32 @@ def _decode(digest: str, stored: bytes) -> bytes:
     raise BlobCorrupt(digest, f"unknown marker byte {marker!r}")
 
 
+def _no_table(exc: sqlite3.DatabaseError) -> bool:
+    """A pack without the table asked for holds none of its rows: one whose writer stopped
+    before making its tables (they are made together, before any row)."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("no such table")
+
+
+def _read_only_pack(path: Path) -> sqlite3.Connection:
+    """The pack opened for reading on media this process may not write. Immutable (no lock,
+    no -shm file needed) unless its writer left commits in the write-ahead log, which an
+    immutable open would not see: then read through the log, or refuse with the reason."""
+    uri = "file:" + quote(str(path.resolve()))
+    wal = path.with_name(path.name + "-wal")
+    if not (wal.exists() and wal.stat().st_size > 0):
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(
+            f"the blob pack {path} holds commits only in its write-ahead log (its writer did not "
+            f"close it), which cannot be read here ({exc}): open the store once where it is writable"
+        ) from exc
+    return conn
+
+
 class BlobStore:
     """Content-addressed, immutable blobs under ``root``; safe for concurrent writers.
 
@@ -229,6 +257,7 @@ class BlobStore:
         self._read_only = read_only
         self._pack_lock = threading.RLock()
         self._pack_conn: sqlite3.Connection | None = None
+        self._pack_ready = False  # this connection has made sure of the tables and WAL mode
         self._pack_pid = os.getpid()
 
     def __repr__(self) -> str:
@@ -249,25 +278,29 @@ class BlobStore:
 
     def _pack(self, *, create: bool = False) -> sqlite3.Connection | None:
         """The pack's connection (under ``_pack_lock``); None when there is no pack and
-        ``create`` is not asked. A forked child opens its own."""
-        if self._pack_conn is not None and self._pack_pid == os.getpid():
-            return self._pack_conn
-        self._pack_conn = None
-        path = self.pack_path
-        if not path.exists():
-            if not create:
-                return None
-            _make_dirs(self.root)
-        if self._read_only:
-            uri = "file:" + str(path.resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro&immutable=1"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        else:
-            new = not path.exists()
-            conn = sqlite3.connect(path, timeout=_PACK_BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {_PACK_BUSY_MS}")
-            if new or conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        ``create`` is not asked. Only a writer (``create``) makes the file, its tables and its
+        WAL mode: reading a store (``record verify``) changes nothing in it, a damaged pack
+        included. A forked child opens its own. ``sqlite3.DatabaseError`` if it cannot be read."""
+        if self._pack_conn is None or self._pack_pid != os.getpid():
+            self._pack_conn, self._pack_ready = None, False
+            path = self.pack_path
+            if not path.exists():
+                if not create:
+                    return None
+                _make_dirs(self.root)
+            if self._read_only:
+                conn = _read_only_pack(path)
+            else:
+                conn = sqlite3.connect(path, timeout=_PACK_BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout = {_PACK_BUSY_MS}")
+                conn.execute("PRAGMA synchronous = FULL")
+            self._pack_conn, self._pack_pid = conn, os.getpid()
+        conn = self._pack_conn
+        if create and not self._pack_ready:
+            path = self.pack_path
+            new = path.stat().st_size == 0
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for statement in _PACK_SCHEMA:
@@ -275,32 +308,38 @@ class BlobStore:
                 conn.execute("COMMIT")
             except BaseException:
                 conn.rollback()
-                conn.close()
                 raise
             if new:
                 with contextlib.suppress(OSError):
                     os.chmod(path, 0o600)
                 _fsync_dir(self.root)
-        self._pack_conn, self._pack_pid = conn, os.getpid()
+            self._pack_ready = True
         return conn
 
     def _pack_get(self, table: str, column: str, digest: str) -> Any:
         with self._pack_lock:
-            conn = self._pack()
-            if conn is None:
-                return None
             try:
+                conn = self._pack()
+                if conn is None:
+                    return None
                 row = conn.execute(f"SELECT {column} FROM {table} WHERE digest = ?", (digest,)).fetchone()
             except sqlite3.DatabaseError as exc:
+                if _no_table(exc):
+                    return None
                 raise BlobCorrupt(digest, f"the pack {self.pack_path} cannot be read ({exc})") from exc
         return None if row is None else row[0]
 
     def _pack_keys(self, table: str) -> list[str]:
         with self._pack_lock:
-            conn = self._pack()
-            if conn is None:
-                return []
-            return [row[0] for row in conn.execute(f"SELECT digest FROM {table} ORDER BY digest")]
+            try:
+                conn = self._pack()
+                if conn is None:
+                    return []
+                return [row[0] for row in conn.execute(f"SELECT digest FROM {table} ORDER BY digest")]
+            except sqlite3.DatabaseError as exc:
+                if _no_table(exc):
+                    return []
+                raise StoreError(f"the blob pack {self.pack_path} cannot be read ({exc})") from exc
 
     def _pack_write(self, statement: str, rows: list[tuple[str, Any]]) -> None:
         """One commit of ``rows`` to the pack. Media gone read-only under the open pack (a
