@@ -119,3 +119,32 @@ def test_writing_commands_say_the_store_is_read_only(recorded: tuple[Path, str],
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "read-only" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_what_a_dead_writer_left_in_the_write_ahead_logs_is_read_or_refused(tmp_path: Path) -> None:
+    """A Host killed before SQLite checkpointed leaves its last events and blobs only in
+    events.db-wal and pack.db-wal. On read-only media they are read through the logs, or the
+    command refuses, saying why; never a store that silently lacks them."""
+    store = tmp_path / "store"
+    script = (
+        "import os, sys\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from runlogs import Planned, SynthRun, policy_source, write_run\n"
+        "from evopolicygym.records.location import open_store\n"
+        "store = open_store(sys.argv[1], create=True)\n"
+        "write_run(store, SynthRun(run_id='walrun', submissions=[Planned({'policy.py': policy_source(0.5)}, [0, 1], [1.0, 2.0])], candidates=[1]))\n"
+        "os._exit(0)\n"  # no close, no checkpoint
+    )
+    made = subprocess.run([sys.executable, "-c", script, str(store), str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    for wal in (store / "events.db-wal", store / "blobs" / "pack.db-wal"):
+        assert wal.exists() and wal.stat().st_size > 0, wal
+    _writes_refused(store)
+    listed = _on_read_only(store, "record", "--store", str(store), "list", "--json")
+    verified = _on_read_only(store, "record", "--store", str(store), "verify")
+    for done in (listed, verified):
+        if done.returncode != 0:
+            assert "write-ahead log" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    if listed.returncode == 0:
+        assert [r["run_id"] for r in json.loads(listed.stdout)] == ["walrun"]
+        assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -36,12 +36,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import msgspec
 import zstandard
 
 from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramError, program_digest
+from evopolicygym.records.sqlite import read_only_connection
 from evopolicygym.records.store import StoreError
 
 __all__ = ["MAX_BLOB_BYTES", "PACK_MAX_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
@@ -220,26 +220,6 @@ def _no_table(exc: sqlite3.DatabaseError) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("no such table")
 
 
-def _read_only_pack(path: Path) -> sqlite3.Connection:
-    """The pack opened for reading on media this process may not write. Immutable (no lock,
-    no -shm file needed) unless its writer left commits in the write-ahead log, which an
-    immutable open would not see: then read through the log, or refuse with the reason."""
-    uri = "file:" + quote(str(path.resolve()))
-    wal = path.with_name(path.name + "-wal")
-    if not (wal.exists() and wal.stat().st_size > 0):
-        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-    conn = sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
-        conn.close()
-        raise StoreError(
-            f"the blob pack {path} holds commits only in its write-ahead log (its writer did not "
-            f"close it), which cannot be read here ({exc}): open the store once where it is writable"
-        ) from exc
-    return conn
-
-
 class BlobStore:
     """Content-addressed, immutable blobs under ``root``; safe for concurrent writers.
 
@@ -289,7 +269,7 @@ class BlobStore:
                     return None
                 _make_dirs(self.root)
             if self._read_only:
-                conn = _read_only_pack(path)
+                conn = read_only_connection(path, "the blob pack")
             else:
                 conn = sqlite3.connect(path, timeout=_PACK_BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
                 conn.execute(f"PRAGMA busy_timeout = {_PACK_BUSY_MS}")

@@ -35,7 +35,7 @@ from evopolicygym.records.store import (
     retried_positions,
 )
 
-__all__ = ["SQLiteEventStore"]
+__all__ = ["SQLiteEventStore", "read_only_connection"]
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -107,6 +107,28 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
+    """A SQLite file in WAL mode opened for reading on media this process may not write.
+    Immutable (no lock, no -shm file needed) unless its writer left commits in the
+    write-ahead log, which an immutable open would not see (the last events of a Host that
+    died, or the blobs they name): then read through the log, or refuse, saying why."""
+    uri = "file:" + quote(str(path.resolve()))
+    wal = path.with_name(path.name + "-wal")
+    options = {"uri": True, "timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False}
+    if not (wal.exists() and wal.stat().st_size > 0):
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", **options)  # type: ignore[arg-type]
+    conn = sqlite3.connect(uri + "?mode=ro", **options)  # type: ignore[arg-type]
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(
+            f"{what} {path} holds commits only in its write-ahead log (its writer did not close "
+            f"it), which cannot be read here ({exc}): open the store once where it is writable"
+        ) from exc
+    return conn
+
+
 class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
@@ -133,10 +155,7 @@ class SQLiteEventStore:
         raw: sqlite3.Connection | None = None
         try:
             if read_only:
-                raw = sqlite3.connect(
-                    f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1",
-                    uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False,
-                )
+                raw = read_only_connection(self.path, "the event log")
             else:
                 raw = sqlite3.connect(
                     self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
