@@ -229,7 +229,8 @@ class BlobStore:
 
     def __init__(self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False) -> None:
         """``pack``: write small blobs and program mappings to ``pack.db`` (see above);
-        reads look there either way. ``read_only``: the pack is opened immutable."""
+        reads look there either way. ``read_only``: the pack is only read (see
+        ``records.sqlite.read_only_connection``)."""
         self.root = Path(root)
         self._blobs = self.root / "sha256"
         self._programs = self.root / "programs"
