@@ -6,17 +6,16 @@ What jobs > 1 changes is where Episodes run, never what they record.
 from __future__ import annotations
 
 import pickle
-import textwrap
 from typing import Any
 
 import msgspec
 import numpy as np
+from test_evaluation import GOOD, program
 from toybench import CounterBenchmark
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, evaluate
 from evopolicygym.evaluation.forkserver import ForkServer
 from evopolicygym.evaluation.runner import RunnerProcess
-from evopolicygym.program import Program
 from evopolicygym_classic import cartpole
 
 NOISY = """
@@ -27,19 +26,6 @@ class P:
 def make_policy(c):
     return P()
 """
-
-
-GOOD = """
-class Policy:
-    def act(self, obs):
-        return 1 if obs[0] < obs[1] else 0
-def make_policy(context):
-    return Policy()
-"""
-
-
-def program(source: str) -> Program:
-    return Program.from_files({"policy.py": textwrap.dedent(source)})
 
 
 def _exact(value: Any) -> Any:
