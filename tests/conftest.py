@@ -54,7 +54,9 @@ _SCREENSHOTS = pytest.StashKey[list[Path]]()
 
 
 @pytest.fixture
-def screenshot_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+def screenshot_path(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Path]:
     """``screenshot_path(name)``: where a test saves a screenshot; the session's summary
     lists every one saved, so CI output says where to find them."""
 
@@ -66,9 +68,49 @@ def screenshot_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     return path
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     saved = [p for p in config.stash.get(_SCREENSHOTS, []) if p.exists()]
     if saved:
         terminalreporter.write_sep("-", "screenshots saved")
         for path in saved:
             terminalreporter.write_line(str(path))
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-skipped",
+        metavar="FILE",
+        help="write the node id of every skipped test (or module) to FILE, one a line; "
+        ".ci/run's extras tier runs exactly these once everything is installed",
+    )
+
+
+class _RecordSkipped:
+    """Collects skipped node ids; under xdist only the controller writes (its workers'
+    reports reach it through these same hooks)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.nodeids: dict[str, None] = {}
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped:
+            self.nodeids[report.nodeid] = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped:
+            self.nodeids[report.nodeid] = None
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.write_text("".join(f"{nodeid}\n" for nodeid in self.nodeids), encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--record-skipped")
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_RecordSkipped(Path(path)), "record-skipped")

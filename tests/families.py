@@ -4,13 +4,12 @@ a Catalog Benchmark's assessment split; the Benchmark's baseline program."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from requires import require_extra
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.program import Program
@@ -22,11 +21,7 @@ __all__ = ["baseline", "family_run", "require_family", "shared_evaluator"]
 def require_family(family: str, *modules: str) -> None:
     """Skip the calling test module when ``evopolicygym_<family>`` (or one of ``modules``)
     is not importable, or fail it when ``EVOPOLICY_REQUIRE_EXTRAS=1``."""
-    if all(importlib.util.find_spec(m) is not None for m in (f"evopolicygym_{family}", *modules)):
-        return
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail(f"the {family} family is missing but EVOPOLICY_REQUIRE_EXTRAS=1", pytrace=False)
-    pytest.skip(f"the {family} family is not installed (uv sync --extra {family})", allow_module_level=True)
+    require_extra(family, f"evopolicygym_{family}", *modules)
 
 
 @pytest.fixture(scope="module", name="evaluator")
@@ -48,7 +43,9 @@ def family_run(
     """``program_dir`` on the first ``episodes`` Episodes of Benchmark ``name``'s ``split``
     (seed 0, one job), with ``params`` as ``--param`` gives them."""
     benchmark = load_benchmark(name, {k: str(v) for k, v in params.items()})
-    config = EvaluationConfig(split=split, episodes=episodes, seed=0, jobs=1, trace_steps=trace_steps)
+    config = EvaluationConfig(
+        split=split, episodes=episodes, seed=0, jobs=1, trace_steps=trace_steps
+    )
     return evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
 
 

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requires import missing
 
 SERVER_ENV = "EVOPOLICY_TEST_POSTGRES"
 REQUIRE_ENV = "EVOPOLICY_REQUIRE_POSTGRES"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 PREFIX = "evopolicy_test_"
 HOW_TO_START = (
-    "start PostgreSQL 15 on 127.0.0.1:5432 (pg_ctlcluster 15 main start) or point "
-    f"{SERVER_ENV} at a server whose user may create databases"
+    "pg_ctlcluster 15 main start (PostgreSQL 15 on 127.0.0.1:5432), or set "
+    f"{SERVER_ENV} to the URL of a server whose user may create databases"
 )
 
 _made: set[str] = set()
@@ -44,28 +45,28 @@ def url_of(database: str) -> str:
 
 
 @functools.cache
-def _unreachable() -> str | None:
-    """Why the server cannot be used, or None."""
+def _unreachable() -> tuple[str, str] | None:
+    """Why the server cannot be used and what to do about it, or None."""
     try:
         import psycopg
-    except ImportError as exc:
-        return f"psycopg is not installed ({exc}); install the postgres extra"
+    except ImportError:
+        return "needs the postgres extra (psycopg is missing)", "uv sync --extra postgres"
     try:
         with psycopg.connect(server_url(), autocommit=True, connect_timeout=5) as connection:
             connection.execute("SELECT 1")
     except psycopg.Error as exc:
-        return f"PostgreSQL is not reachable at {server_url()} ({str(exc).strip().splitlines()[0]})"
+        return (
+            f"PostgreSQL is not reachable at {server_url()} ({str(exc).strip().splitlines()[0]})",
+            HOW_TO_START,
+        )
     return None
 
 
 def require_postgres() -> None:
     """Skip (or, with EVOPOLICY_REQUIRE_POSTGRES=1, fail) when the server cannot be used."""
-    reason = _unreachable()
-    if reason is None:
-        return
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{reason}; {REQUIRE_ENV}=1 requires it")
-    pytest.skip(f"{reason}: {HOW_TO_START}")
+    problem = _unreachable()
+    if problem is not None:
+        missing(*problem, env=REQUIRE_ENV)
 
 
 def admin(sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -9,35 +9,20 @@ a Ray tier that silently skipped there would fail instead.
 from __future__ import annotations
 
 import contextlib
-import functools
+import importlib.util
 import os
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
+from requires import missing
 
 REQUIRE_ENV = "EVOPOLICY_REQUIRE_RAY"
-HOW_TO_INSTALL = "install the ray extra: uv sync --extra ray"
-
-
-@functools.cache
-def _missing() -> str | None:
-    """Why Ray cannot be used here, or None."""
-    try:
-        import ray  # noqa: F401
-    except ImportError as exc:
-        return f"ray is not installed ({exc})"
-    return None
 
 
 def require_ray() -> None:
     """Skip (or, with EVOPOLICY_REQUIRE_RAY=1, fail) when Ray is not importable."""
-    reason = _missing()
-    if reason is None:
-        return
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{reason}; {REQUIRE_ENV}=1 requires it")
-    pytest.skip(f"{reason}: {HOW_TO_INSTALL}")
+    if importlib.util.find_spec("ray") is None:
+        missing("needs the ray extra (ray is missing)", "uv sync --extra ray", env=REQUIRE_ENV)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import os
 import pickle
 import random
 import statistics
@@ -17,6 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
+from requires import require_extra
 
 import evopolicygym_classic as curated
 from evopolicygym.benchmark import (
@@ -50,15 +50,8 @@ CURATED: dict[str, Callable[[], GymnasiumBenchmark]] = {
 def _family(name: str) -> Any:
     """The family distribution ``evopolicygym_<name>``; a test needing one that is not
     installed skips saying how to install it (fails when extras are required)."""
-    try:
-        module = importlib.import_module(f"evopolicygym_{name}")
-        if name == "box2d":
-            import Box2D  # noqa: F401
-    except ImportError:
-        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-            pytest.fail(f"the {name} family is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
-        pytest.skip(f"needs the {name} family: uv sync --extra {name}")
-    return module
+    require_extra(name, f"evopolicygym_{name}", *(["Box2D"] if name == "box2d" else []))
+    return importlib.import_module(f"evopolicygym_{name}")
 
 
 def build(benchmark_id: str) -> GymnasiumBenchmark:
@@ -592,10 +585,13 @@ def test_an_id_registered_on_import_is_named_with_its_module() -> None:
     (line,) = done.stderr.strip().splitlines()
     assert "name it gymnasium:minigrid:MiniGrid-Empty-5x5-v0" in line
     assert line.endswith("(minigrid is installed by: uv sync --extra minigrid)")
-    if importlib.util.find_spec("minigrid") is None:
-        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-            pytest.fail("the minigrid extra is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
-        return
+
+
+def test_an_id_named_with_its_module_works_where_it_is_installed() -> None:
+    import subprocess
+
+    require_extra("minigrid", "minigrid")
+    evopolicy = [sys.executable, "-c", "from evopolicygym.cli import main; main()"]
     named = subprocess.run(
         [*evopolicy, "benchmarks", "show", "gymnasium:minigrid:MiniGrid-Empty-5x5-v0", "--json"],
         capture_output=True, text=True, timeout=120, check=False,

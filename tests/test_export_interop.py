@@ -21,10 +21,8 @@ import datasets
 import huggingface_hub.constants
 import pyarrow.parquet as pq
 import pytest
+from requires import require_group
 from runlogs import Planned, SynthRun, policy_source, write_run
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
-from trl.data_utils import is_conversational, maybe_apply_chat_template, unpair_preference_dataset
 
 from evopolicygym.records import open_store
 from evopolicygym.records.location import Store
@@ -35,7 +33,9 @@ OPTIONS = ExportOptions(test_fraction=0.5)
 PER_TURN = ExportOptions(test_fraction=0.5, per_turn=True)
 PER_TURN_FORMATS = ["sft", "distill"]
 TASK_HEADING = "# Task: evolve a policy for"
-CLAUDE = AgentIdentity(name="claude-code", provider="anthropic", model="claude-test", options={"effort": "low"})
+CLAUDE = AgentIdentity(
+    name="claude-code", provider="anthropic", model="claude-test", options={"effort": "low"}
+)
 
 
 # --- offline: no hub, no shared cache, no socket ------------------------------------------
@@ -89,14 +89,24 @@ def _runs() -> list[SynthRun]:
         task = i % 3
         offset = 10.0 * task
         submissions = [
-            Planned({"policy.py": policy_source(gain + offset)}, [0, 1, 2], [gain + i + offset, gain * 2 + offset, gain + offset])
+            Planned(
+                {"policy.py": policy_source(gain + offset)},
+                [0, 1, 2],
+                [gain + i + offset, gain * 2 + offset, gain + offset],
+            )
             for gain in (0.5, 1.5, 2.5)
         ]
         submissions.append(
-            Planned({"policy.py": policy_source(9.0 + offset, structural=True)}, [3, 4], [1.0 + offset, 2.0 + offset])
+            Planned(
+                {"policy.py": policy_source(9.0 + offset, structural=True)},
+                [3, 4],
+                [1.0 + offset, 2.0 + offset],
+            )
         )
         if i % 2:
-            submissions.append(Planned({"policy.py": policy_source(4.0 + offset)}, [5], None))  # failed
+            submissions.append(
+                Planned({"policy.py": policy_source(4.0 + offset)}, [5], None)
+            )  # failed
             submissions.append(
                 Planned(
                     {"policy.py": policy_source(3.5 + offset), "helpers.py": "SCALE = 2\n"},
@@ -109,7 +119,9 @@ def _runs() -> list[SynthRun]:
                 run_id=f"interop-{i:02d}",
                 submissions=submissions,
                 benchmark_id=f"toy-{task}",
-                agent=CLAUDE if i % 4 == 1 else AgentIdentity(name="reference", provider="reference"),
+                agent=CLAUDE
+                if i % 4 == 1
+                else AgentIdentity(name="reference", provider="reference"),
                 direction=direction,
                 candidates=[1, 2],
                 chatter=1 + i % 2,
@@ -125,7 +137,9 @@ class Exported:
         self.out = root / "out"
         self.report: ExportReport = export(store, list(EXPORTERS), self.out, OPTIONS)
         self.per_turn_out = root / "per-turn"
-        self.per_turn_report: ExportReport = export(store, PER_TURN_FORMATS, self.per_turn_out, PER_TURN)
+        self.per_turn_report: ExportReport = export(
+            store, PER_TURN_FORMATS, self.per_turn_out, PER_TURN
+        )
 
 
 @pytest.fixture(scope="module")
@@ -169,12 +183,47 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-SPECIAL = ["[UNK]", "[PAD]", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|call|>", "<|tools|>"]
-WORDS = ["#", "Task:", "evolve", "a", "policy", "for", "Improve", "Budget", "Episodes.", "Submitting.", "ok"]
+SPECIAL = [
+    "[UNK]",
+    "[PAD]",
+    "<|end|>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|tool|>",
+    "<|call|>",
+    "<|tools|>",
+]
+WORDS = [
+    "#",
+    "Task:",
+    "evolve",
+    "a",
+    "policy",
+    "for",
+    "Improve",
+    "Budget",
+    "Episodes.",
+    "Submitting.",
+    "ok",
+]
 
 
 @pytest.fixture(scope="module")
-def tokenizer() -> PreTrainedTokenizerFast:
+def trl() -> Any:
+    """``trl.data_utils``: the interop group (TRL, transformers, tokenizers) is not in the
+    default install; without it the TRL tests skip and the datasets tests still run."""
+    require_group("interop", "trl", "transformers", "tokenizers")
+    import trl.data_utils
+
+    return trl.data_utils
+
+
+@pytest.fixture(scope="module")
+def tokenizer(trl: Any) -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     vocab = {token: i for i, token in enumerate(SPECIAL + WORDS)}
     model = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -189,7 +238,7 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return tok
 
 
-def render(tok: PreTrainedTokenizerFast, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+def render(tok: Any, messages: list[dict[str, Any]], **kwargs: Any) -> str:
     text = tok.apply_chat_template(messages, tokenize=False, **kwargs)
     assert isinstance(text, str)
     return text
@@ -203,21 +252,28 @@ def chat_keys(row: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {key: row[key] for key in keys}
 
 
-def test_the_tiny_tokenizer_renders_and_tokenizes_tool_calls(tokenizer: PreTrainedTokenizerFast) -> None:
+def test_the_tiny_tokenizer_renders_and_tokenizes_tool_calls(tokenizer: Any) -> None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "# Task: evolve a policy"},
         {"role": "user", "content": "Improve"},
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "write_file", "arguments": {"path": "p"}}}],
+            "tool_calls": [
+                {"type": "function", "function": {"name": "write_file", "arguments": {"path": "p"}}}
+            ],
         },
         {"role": "tool", "name": "write_file", "content": "ok"},
     ]
-    tools = [{"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}]
+    tools = [
+        {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object"}}}
+    ]
     text = render(tokenizer, messages, tools=tools, add_generation_prompt=True)
     assert text.startswith('<|tools|>\nwrite_file: {"type": "object"}\n<|end|>\n<|system|># Task:')
-    assert '<|assistant|><|call|>write_file {"path": "p"}<|end|>\n<|tool|>[write_file] ok<|end|>\n' in text
+    assert (
+        '<|assistant|><|call|>write_file {"path": "p"}<|end|>\n<|tool|>[write_file] ok<|end|>\n'
+        in text
+    )
     assert text.endswith("<|assistant|>")
     ids = tokenizer(text)["input_ids"]
     assert tokenizer.convert_tokens_to_ids("<|call|>") in ids
@@ -232,7 +288,9 @@ def test_every_config_loads_offline_with_the_reported_rows_and_features(
     exported: Exported, loaded: dict[str, datasets.DatasetDict], config: str
 ) -> None:
     name, _, variant = config.partition("@")
-    report, options = (exported.per_turn_report, PER_TURN) if variant else (exported.report, OPTIONS)
+    report, options = (
+        (exported.per_turn_report, PER_TURN) if variant else (exported.report, OPTIONS)
+    )
     splits = report.configs[name]["splits"]
     features = EXPORTERS[name](exported.store, options).features()
     dataset = loaded[config]
@@ -251,11 +309,17 @@ def test_the_exported_rows_are_what_trl_needs(loaded: dict[str, datasets.Dataset
     for config in ("sft", "dpo"):
         for row in rows(loaded[config]):
             assert isinstance(row["tools"], list) and row["tools"]
-            assert all(tool["type"] == "function" and tool["function"]["name"] for tool in row["tools"])
+            assert all(
+                tool["type"] == "function" and tool["function"]["name"] for tool in row["tools"]
+            )
     for row in rows(loaded["sft"]):
-        calls = [c for m in row["messages"] if m["role"] == "assistant" for c in m["tool_calls"] or []]
+        calls = [
+            c for m in row["messages"] if m["role"] == "assistant" for c in m["tool_calls"] or []
+        ]
         assert calls and all(isinstance(c["function"]["arguments"], dict) for c in calls)
-        assert {c["function"]["name"] for c in calls} <= {t["function"]["name"] for t in row["tools"]}
+        assert {c["function"]["name"] for c in calls} <= {
+            t["function"]["name"] for t in row["tools"]
+        }
 
 
 # --- TRL's helpers --------------------------------------------------------------------------
@@ -272,26 +336,28 @@ def test_the_exported_rows_are_what_trl_needs(loaded: dict[str, datasets.Dataset
     ],
 )
 def test_trl_takes_the_training_rows_as_conversations(
-    loaded: dict[str, datasets.DatasetDict], config: str, keys: tuple[str, ...]
+    trl: Any, loaded: dict[str, datasets.DatasetDict], config: str, keys: tuple[str, ...]
 ) -> None:
     for row in rows(loaded[config]):
-        assert is_conversational(row)
+        assert trl.is_conversational(row)
         for key in keys:
-            assert is_conversational(chat_keys(row, key))
+            assert trl.is_conversational(chat_keys(row, key))
 
 
 @pytest.mark.parametrize("config", ["programs", "rollouts", "events"])
 def test_the_analytics_configs_are_not_taken_for_conversations(
-    loaded: dict[str, datasets.DatasetDict], config: str
+    trl: Any, loaded: dict[str, datasets.DatasetDict], config: str
 ) -> None:
-    assert not is_conversational(loaded[config]["train"][0])
+    assert not trl.is_conversational(loaded[config]["train"][0])
 
 
 def test_trl_renders_sft_conversations_with_their_tools(
-    loaded: dict[str, datasets.DatasetDict], tokenizer: PreTrainedTokenizerFast
+    trl: Any, loaded: dict[str, datasets.DatasetDict], tokenizer: Any
 ) -> None:
     for row in rows(loaded["sft"]):
-        out = maybe_apply_chat_template(chat_keys(row, "messages"), tokenizer, tools=row["tools"])
+        out = trl.maybe_apply_chat_template(
+            chat_keys(row, "messages"), tokenizer, tools=row["tools"]
+        )
         text = out["text"]
         assert text == render(tokenizer, row["messages"], tools=row["tools"])
         assert text.startswith("<|tools|>\n")
@@ -305,11 +371,13 @@ def test_trl_renders_sft_conversations_with_their_tools(
 
 
 def test_trl_renders_per_turn_prompts_and_completions(
-    loaded: dict[str, datasets.DatasetDict], tokenizer: PreTrainedTokenizerFast
+    trl: Any, loaded: dict[str, datasets.DatasetDict], tokenizer: Any
 ) -> None:
     ends = set()
     for row in rows(loaded["sft@per-turn"]):
-        out = maybe_apply_chat_template(chat_keys(row, "prompt", "completion"), tokenizer, tools=row["tools"])
+        out = trl.maybe_apply_chat_template(
+            chat_keys(row, "prompt", "completion"), tokenizer, tools=row["tools"]
+        )
         whole = render(tokenizer, row["prompt"] + row["completion"], tools=row["tools"])
         assert out["prompt"] + out["completion"] == whole
         assert TASK_HEADING in out["prompt"]
@@ -329,39 +397,45 @@ def test_trl_renders_per_turn_prompts_and_completions(
 
 
 def test_trl_renders_dpo_pairs(
-    loaded: dict[str, datasets.DatasetDict], tokenizer: PreTrainedTokenizerFast
+    trl: Any, loaded: dict[str, datasets.DatasetDict], tokenizer: Any
 ) -> None:
     for row in rows(loaded["dpo"]):
         example = chat_keys(row, "prompt", "chosen", "rejected")
-        out = maybe_apply_chat_template(example, tokenizer, tools=row["tools"])
+        out = trl.maybe_apply_chat_template(example, tokenizer, tools=row["tools"])
         assert f"<|system|>{TASK_HEADING} `{row['benchmark_id']}`" in out["prompt"]
         assert out["prompt"].endswith("<|assistant|>")  # the prompt ends where the Agent acts
         assert out["chosen"] != out["rejected"]
         for side in ("chosen", "rejected"):
             assert out[side].startswith('<|call|>write_file {"content": ')
-            assert out["prompt"] + out[side] == render(tokenizer, row["prompt"] + row[side], tools=row["tools"])
+            assert out["prompt"] + out[side] == render(
+                tokenizer, row["prompt"] + row[side], tools=row["tools"]
+            )
             for call in row[side][0]["tool_calls"]:
                 # The whole program text is in the rendered turn (as JSON).
                 assert call["function"]["arguments"]["path"] in out[side]
         assert "write_file: " in out["prompt"]  # the tools header
-        better = row["chosen_score"] < row["rejected_score"] if row["score_direction"] == "minimize" else (
-            row["chosen_score"] > row["rejected_score"]
+        better = (
+            row["chosen_score"] < row["rejected_score"]
+            if row["score_direction"] == "minimize"
+            else (row["chosen_score"] > row["rejected_score"])
         )
         assert better
 
 
 def test_trl_renders_rl_prompts(
-    loaded: dict[str, datasets.DatasetDict], tokenizer: PreTrainedTokenizerFast
+    trl: Any, loaded: dict[str, datasets.DatasetDict], tokenizer: Any
 ) -> None:
     for row in rows(loaded["rl"]):
-        out = maybe_apply_chat_template(chat_keys(row, "prompt"), tokenizer)
+        out = trl.maybe_apply_chat_template(chat_keys(row, "prompt"), tokenizer)
         assert out["prompt"].startswith(f"<|system|>{TASK_HEADING} `{row['benchmark_id']}`")
         assert "The initial program:" in out["prompt"] and "def make_policy" in out["prompt"]
         assert out["prompt"].endswith("<|assistant|>")
 
 
-def _with_row_tools(example: dict[str, Any], processing_class: PreTrainedTokenizerFast) -> dict[str, Any]:
+def _with_row_tools(example: dict[str, Any], processing_class: Any) -> dict[str, Any]:
     """What TRL's trainers do per row: the row's own ``tools`` column to the template."""
+    from trl.data_utils import maybe_apply_chat_template
+
     return maybe_apply_chat_template(example, processing_class, tools=example.get("tools"))
 
 
@@ -376,14 +450,15 @@ def _with_row_tools(example: dict[str, Any], processing_class: PreTrainedTokeniz
     ],
 )
 def test_trl_maps_whole_loaded_splits(
+    trl: Any,
     loaded: dict[str, datasets.DatasetDict],
-    tokenizer: PreTrainedTokenizerFast,
+    tokenizer: Any,
     config: str,
     columns: list[str],
     rendered: list[str],
 ) -> None:
     dataset = loaded[config].select_columns(columns)
-    function = _with_row_tools if "tools" in columns else maybe_apply_chat_template
+    function = _with_row_tools if "tools" in columns else trl.maybe_apply_chat_template
     mapped = dataset.map(
         function,
         fn_kwargs={"processing_class": tokenizer},
@@ -398,13 +473,13 @@ def test_trl_maps_whole_loaded_splits(
             assert TASK_HEADING in text
 
 
-def test_trl_unpairs_dpo_pairs(loaded: dict[str, datasets.DatasetDict]) -> None:
+def test_trl_unpairs_dpo_pairs(trl: Any, loaded: dict[str, datasets.DatasetDict]) -> None:
     pairs = loaded["dpo"]["train"].select_columns(["prompt", "chosen", "rejected"])
-    unpaired = unpair_preference_dataset(pairs)
+    unpaired = trl.unpair_preference_dataset(pairs)
     assert unpaired.num_rows == 2 * pairs.num_rows
     assert sorted(unpaired["label"]) == [False] * pairs.num_rows + [True] * pairs.num_rows
     for row in unpaired:
-        assert is_conversational(row)
+        assert trl.is_conversational(row)
 
 
 # --- same log, same bytes -------------------------------------------------------------------
@@ -435,7 +510,9 @@ def test_exporting_the_same_log_again_gives_identical_bytes(exported: Exported) 
             assert second[name] == data, name
 
 
-def test_an_unchanged_export_rewritten_in_place_keeps_every_byte(exported: Exported, tmp_path: Path) -> None:
+def test_an_unchanged_export_rewritten_in_place_keeps_every_byte(
+    exported: Exported, tmp_path: Path
+) -> None:
     for out, formats, options in (
         (exported.out, list(EXPORTERS), OPTIONS),
         (exported.per_turn_out, PER_TURN_FORMATS, PER_TURN),
@@ -466,10 +543,16 @@ def test_every_shard_of_a_config_has_the_same_schema(tmp_path: Path, cache: Path
             program = {"policy.py": policy_source(float(i)) + _noise(rng, 40)}
             planned = [Planned(program, [0, 1], [float(i), 1.0])]
             if i % 7 == 0:  # a few with a second program and a failure: rows of other shapes
-                planned.append(Planned({"policy.py": policy_source(0.5), "extra.py": "X = 1\n"}, [0, 1], [0.0, 0.5]))
+                planned.append(
+                    Planned(
+                        {"policy.py": policy_source(0.5), "extra.py": "X = 1\n"}, [0, 1], [0.0, 0.5]
+                    )
+                )
                 planned.append(Planned({"policy.py": policy_source(0.25)}, [2], None))
             final = None if i < 70 else float(i)
-            run = SynthRun(run_id=f"shards-{i:03d}", submissions=planned, chatter=i % 3, assessment_score=final)
+            run = SynthRun(
+                run_id=f"shards-{i:03d}", submissions=planned, chatter=i % 3, assessment_score=final
+            )
             write_run(store, run)
         # One task: split by Run, so both splits have many Runs (and shards).
         options = ExportOptions(test_fraction=0.5, max_shard_bytes=64 * 1024, split_by="run")

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -17,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from requires import require_program
 
-# CI installs tmux and sets EVOPOLICY_REQUIRE_EXTRAS, so there a missing tmux fails, not skips.
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None and not os.environ.get("EVOPOLICY_REQUIRE_EXTRAS"),
-    reason="tmux is not installed",
-)
+
+@pytest.fixture(autouse=True)
+def tmux() -> None:
+    """CI installs tmux and sets EVOPOLICY_REQUIRE_EXTRAS, so there a missing tmux fails."""
+    require_program("tmux", "apt-get install tmux")
 
 SIZES = [(80, 24), (160, 45)]
 DEADLINE_S = 180.0

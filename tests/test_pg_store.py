@@ -18,10 +18,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pg
-import psycopg
 import pytest
 
 from evopolicygym.records.events import EpisodeCompleted, NewEvent, new_event
@@ -29,6 +28,9 @@ from evopolicygym.records.postgres import PostgresEventStore
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import ANY_VERSION, EventStore, StoreError
 from evopolicygym.records.verify import verify_store
+
+if TYPE_CHECKING:
+    import psycopg  # the postgres extra; imported where used, after pg.require_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +68,8 @@ def assert_sound(store: EventStore) -> list[Any]:
 
 
 def run(database_url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    import psycopg
+
     with psycopg.connect(database_url, autocommit=True) as connection:
         cursor = connection.execute(sql, args or None)
         return cursor.fetchall() if cursor.description else []
@@ -213,6 +217,8 @@ def test_random_backend_terminations_never_duplicate_or_skip(url: str) -> None:
     kills: list[int] = []
 
     def killer() -> None:
+        import psycopg
+
         database = url.rsplit("/", 1)[1]
         with psycopg.connect(url, autocommit=True) as connection:
             own = connection.info.backend_pid
@@ -259,6 +265,8 @@ def test_random_backend_terminations_never_duplicate_or_skip(url: str) -> None:
 
 
 def test_the_database_refuses_update_delete_and_truncate(url: str) -> None:
+    from psycopg.errors import RestrictViolation
+
     with PostgresEventStore(url) as store:
         store.append("s", [episode(f"u{i}") for i in range(3)], 0)
         before = everything(store)
@@ -269,7 +277,7 @@ def test_the_database_refuses_update_delete_and_truncate(url: str) -> None:
             "DELETE FROM events",
             "TRUNCATE events",
         ):
-            with pytest.raises(psycopg.errors.RestrictViolation, match="append-only"):
+            with pytest.raises(RestrictViolation, match="append-only"):
                 run(url, statement)
         assert everything(store) == before
         assert store.append("s", [episode("after")], 3) == [4]

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from rayutil import local_ray, require_ray
 
 from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, RayEvaluator
@@ -29,7 +30,6 @@ from evopolicygym.program import Program
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.registry import baseline_dir, load_benchmark
-from tests.rayutil import local_ray
 
 # A Run's events that differ between two Runs of one config wherever they run: the clock
 # (durations, message times), process ids, the Run's own id and the blobs of raw process
@@ -346,6 +346,7 @@ def test_without_the_ray_extra_the_error_says_how_to_install_it(tmp_path: Path) 
 
 def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
     """Ray itself would retry for ever: the command says so in one line instead."""
+    require_ray()
     store = tmp_path / "store"
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -15,7 +15,6 @@ it the test is skipped with how to install it, except under ``EVOPOLICY_REQUIRE_
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -23,24 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from requires import require_group, require_program
 from test_cli_json_keys import CLI
-
-INSTALL = "install Debian's chromium (apt-get install chromium) to run it"
 
 
 def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    problem = None if found else f"no chromium on PATH: {INSTALL}"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        problem = "playwright is not installed (uv sync installs the dev group)"
-    if problem is not None:
-        if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-            pytest.fail(f"{problem}, but EVOPOLICY_REQUIRE_EXTRAS=1")
-        pytest.skip(problem)
-    assert found is not None
-    return found
+    require_group("browser", "playwright")
+    found = shutil.which("chromium-browser")
+    return found or require_program("chromium", "apt-get install chromium")
 
 
 @pytest.fixture(scope="module")
