@@ -94,8 +94,9 @@ def logs(
     raw: bool,
     as_json: bool,
 ) -> None:
-    """Print what the Agent of RUN (its id, or run-<id>) wrote on stdout and stderr, as
-    recorded (secrets the Host knows are redacted before anything is stored).
+    """Print what the Agent of RUN (its id, run-<id>, `latest` or a unique prefix of an
+    id) wrote on stdout and stderr, as recorded (secrets the Host knows are redacted before
+    anything is stored).
 
     The record keeps the two streams apart, not interleaved: without --stdout or --stderr
     both are printed, stdout first, each under a line such as "==> stdout (attempt 1, exited, code 3) <==". Text is

@@ -350,8 +350,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 @click.pass_context
 def show(ctx: click.Context, run: str, as_json: bool) -> None:
-    """Summarise RUN (its id, or run-<id>): config, Benchmark, Agent, submissions and scores,
-    and how it ended. Host-private data (the pool's seeds, derived seeds) is never shown."""
+    """Summarise RUN (its id, run-<id>, `latest` or a unique prefix of an id): config,
+    Benchmark, Agent, submissions and scores, and how it ended. Host-private data (the
+    pool's seeds, derived seeds) is never shown."""
     with open_existing(store_root(ctx)) as store:
         summary = run_summary(store, resolve(store, run))
     if as_json:
@@ -463,7 +464,7 @@ def _event_line(envelope: Envelope) -> str:
 )
 @click.pass_context
 def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_version: int) -> None:
-    """Print the events of RUN (its id, or run-<id>) in order.
+    """Print the events of RUN (its id, run-<id>, `latest` or a unique prefix of an id) in order.
 
     With --follow, keep polling for new events until a RunFinished event is
     printed or Ctrl-C. --json prints the full envelopes, payload included.
@@ -534,8 +535,8 @@ def verify(ctx: click.Context, run: str | None, as_json: bool, anchor: str | Non
     decodes, and that every referenced blob and Program is stored intact; with --anchor,
     that the log still holds that head (not truncated, not rechained since).
 
-    With RUN, only that Run's problems are reported (and any break of the global
-    chain, which is walked in full). Exit status 1 when anything is wrong.
+    With RUN (its id, run-<id>, `latest` or a unique prefix of an id), only that Run's
+    problems are reported (and any break of the global chain, which is walked in full). Exit status 1 when anything is wrong.
     """
     try:
         kept = Anchor.parse(anchor) if anchor is not None else None

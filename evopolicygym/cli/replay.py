@@ -227,8 +227,9 @@ def replay(
     executor: str,
     ray_address: str | None,
 ) -> None:
-    """Replay RUN (its id, or run-<id>) from the log: fold every event with the Run's rules,
-    check its hash chain links and every blob and Program it names, and print its timeline.
+    """Replay RUN (its id, run-<id>, `latest` or a unique prefix of an id) from the log:
+    fold every event with the Run's rules, check its hash chain links and every blob and
+    Program it names, and print its timeline.
 
     With --reevaluate, every published Submission, Validation and Assessment score is
     re-run on its recorded Episodes and compared exactly. Exit status 1 when the Run does

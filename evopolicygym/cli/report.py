@@ -59,9 +59,9 @@ def _write(path: Path, text: str) -> int:
 @store_option()
 @click.option("--json", "as_json", is_flag=True, help="Print {path, bytes, runs} as JSON.")
 def report(run: str | None, experiment: str | None, output: str, store_dir: str | None, as_json: bool) -> None:
-    """Write one HTML page about RUN (its id, or run-<id>) or about the experiment E: plots,
-    tables, diffs and the transcript, with its scripts, styles and plotly inlined, so the file
-    opens in any browser offline.
+    """Write one HTML page about RUN (its id, run-<id>, `latest` or a unique prefix of an
+    id) or about the experiment E: plots, tables, diffs and the transcript, with its scripts,
+    styles and plotly inlined, so the file opens in any browser offline.
 
     \b
     A Run's page: its facts, timeline, score per Submission, best so far vs Episodes used,

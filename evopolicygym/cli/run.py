@@ -24,7 +24,7 @@ from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import finite, not_empty, param_option, store_option
 from evopolicygym.cli.output import clip, emit_json, human, one_line, printable
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
-from evopolicygym.cli.stores import check_store_dir, open_existing
+from evopolicygym.cli.stores import check_store_dir, open_existing, resolve
 from evopolicygym.program import Program, ProgramError
 from evopolicygym.protocol import CLI_SHIM
 from evopolicygym.records.events import (
@@ -423,11 +423,11 @@ def resume(
     store_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Fold RUN's log and carry it on: an evaluation that was reserved but not published is
+    """Fold RUN's log (RUN: its id, run-<id>, `latest` or a unique prefix of an id) and
+    carry it on: an evaluation that was reserved but not published is
     run again on the same Episodes, the Agent is restarted on a workspace rebuilt from the
     log, and Validation and Assessment pick up where they stopped. The executor may differ
     from the one the Run started on: it places Episodes, it does not change them."""
-    run_id = run_id_of(run_id) or run_id  # given as <id> or run-<id>
     check_executor(executor, ray_address)
     with open_evaluator(executor, ray_address) as evaluator:
         carry(
@@ -455,6 +455,8 @@ def carry(
     interrupted: dict[str, Any] | None = None
     try:
         with open_existing(resolve_store(store_dir)) as store:  # a missing one: the CLI's hint
+            # RUN as given: an id, run-<id>, latest or a unique prefix.
+            run_id = run_id_of(resolve(store, run_id)) or run_id
             summary = summarize(store.events, run_stream_id(run_id))
             if store.read_only:
                 raise CliError(
@@ -489,7 +491,7 @@ def carry(
                 interrupted = {"run_id": run_id, "status": "interrupted", "terminal_reason": None}
                 with contextlib.suppress(Exception):
                     interrupted = _outcome(summarize(store.events, run_stream_id(run_id)))
-            except (RunError, RunBusy) as exc:
+            except (RunError, RunBusy, RunConfigError) as exc:  # RunConfigError: a recorded config that no longer reads
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc

@@ -15,7 +15,7 @@ from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import given_store
 from evopolicygym.cli.output import one_line
 from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, open_store, resolve_store
-from evopolicygym.records.runs import RunSummary, UnknownRun, resolve_run
+from evopolicygym.records.runs import AmbiguousRun, RunSummary, UnknownRun, resolve_run
 from evopolicygym.records.store import StoreError
 from evopolicygym.run.liveness import host_alive
 
@@ -59,9 +59,11 @@ def open_existing(root: Path | StoreUrl) -> Store:
 
 
 def resolve(store: Store, run: str) -> str:
-    """The stream of RUN, given as ``<id>`` or ``run-<id>``."""
+    """The stream of RUN, given as ``<id>``, ``run-<id>``, ``latest`` or a unique prefix of an id."""
     try:
         return resolve_run(store.events, run)
+    except AmbiguousRun as exc:
+        raise CliError(f"{exc} (see `{cli_command('record', 'list')}`)") from None
     except UnknownRun:
         raise CliError(
             f"no run {run!r} in the store at {store.location} (see `{cli_command('record', 'list')}`)"

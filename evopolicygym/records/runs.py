@@ -1,7 +1,8 @@
 """The Run read API: what happened in a Run, folded once from its stream.
 
 - Stream ids: one stream per Run, ``run-<id>`` (``run_stream_id``, ``run_id_of``), and
-  ``resolve_run`` for a Run named by a user as ``<id>`` or ``run-<id>``.
+  ``resolve_run`` for a Run named by a user as ``<id>``, ``run-<id>``, ``latest``
+  (``latest_run``) or a unique prefix of an id.
 - ``better(a, b, direction)``: whether score ``a`` beats ``b`` in a Benchmark's
   direction; the one comparison every reader uses.
 - ``RunSummary``: the public facts of a Run (who, what, budget, each Submission, the
@@ -56,12 +57,15 @@ from evopolicygym.transcript import AgentIdentity
 
 __all__ = [
     "FAILED_REASONS",
+    "LATEST",
     "PRIVATE_KEYS",
     "RUN_PREFIX",
+    "AmbiguousRun",
     "RunSummary",
     "SubmissionSummary",
     "UnknownRun",
     "better",
+    "latest_run",
     "overview",
     "program_of",
     "public",
@@ -484,14 +488,64 @@ class RunSummary:
 # --------------------------------------------------------------------------- reading a store
 
 
+LATEST = "latest"  # a RUN naming the most recently created Run
+_SHOWN_MATCHES = 5  # of an ambiguous prefix's Runs, named in its error
+
+
+class AmbiguousRun(UnknownRun):
+    """A prefix that more than one Run id starts with; ``matches`` holds their ids, sorted."""
+
+    def __init__(self, run: str, matches: list[str]) -> None:
+        shown = ", ".join(matches[:_SHOWN_MATCHES])
+        more = f" and {len(matches) - _SHOWN_MATCHES} more" if len(matches) > _SHOWN_MATCHES else ""
+        super().__init__(f"{run!r} is the start of {len(matches)} run ids ({shown}{more}): give more of one")
+        self.matches = matches
+
+
 def resolve_run(events: EventStore, run: str) -> str:
-    """The stream of the Run named ``<id>`` or ``run-<id>``; ``UnknownRun`` if there is none."""
-    candidates = [run] if run.startswith(RUN_PREFIX) else []
-    candidates.append(run_stream_id(run))
-    for stream_id in candidates:
-        if any(info.stream_id == stream_id for info in events.streams(stream_id)):
+    """The stream of the Run a user names as ``<id>``, ``run-<id>``, ``latest`` (the most
+    recently created Run) or a unique prefix of an id; ``UnknownRun`` if there is none,
+    ``AmbiguousRun`` (an ``UnknownRun``) if a prefix starts several ids. A whole id wins
+    over ``latest`` and over being the prefix of a longer id."""
+    if not run:
+        raise UnknownRun("no run '' in the store")
+    # The id as given first (run-<id> names the stream itself), then run-<given>.
+    prefixes = [run] if run.startswith(RUN_PREFIX) else []
+    prefixes.append(run_stream_id(run))
+    found: dict[str, None] = {}
+    for prefix in prefixes:
+        found.update(dict.fromkeys(info.stream_id for info in events.streams(prefix)))
+    for stream_id in prefixes:
+        if stream_id in found:
             return stream_id
+    if run == LATEST:
+        latest = latest_run(events)
+        if latest is not None:
+            return latest
+    if len(found) == 1:
+        return next(iter(found))
+    if found:
+        raise AmbiguousRun(run, sorted(run_id_of(stream_id) or stream_id for stream_id in found))
     raise UnknownRun(f"no run {run!r} in the store")
+
+
+def latest_run(events: EventStore) -> str | None:
+    """The stream of the most recently created Run (whose first event is the last of any
+    Run's first events in the log), None in a store of no Run. Read back from the log's head
+    in growing pages: only the events after that Run's creation are read, however many
+    Runs the store holds."""
+    end = events.head()
+    page = 256
+    while end > 0:
+        start = max(end - page, 0)
+        rows = events.read_event_rows(start, end - start)
+        # (position, stream_id, stream_version, ...): a Run stream's version 1 is its creation.
+        for row in reversed(rows):
+            if row[2] == 1 and str(row[1]).startswith(RUN_PREFIX):
+                return str(row[1])
+        end = start
+        page = min(page * 4, 16_384)
+    return None
 
 
 def _new(stream_id: str) -> RunSummary:

@@ -1,0 +1,152 @@
+"""A newcomer's frictions (issue 27), each held by a test that fails without its fix: a RUN
+given as ``latest`` or a unique prefix, results on stdout and progress on stderr, one line
+per finished Run of a piped ``experiment run``, ``evaluate``'s exit status when every
+Episode failed, a failed Episode shown at the score it counted at, and an export that says
+when a split came out empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pg
+import pytest
+from test_record_cli import (
+    Built,
+    Writer,
+    build_store,
+    invoke,
+    one_line_error,
+    run_created,
+    store_args,
+)
+from test_store_contract import open_backend  # noqa: F401 (every backend, PostgreSQL too)
+
+from evopolicygym.program import Program
+from evopolicygym.records.events import AgentStarted, RunCreated, new_event
+from evopolicygym.records.location import open_store
+from evopolicygym.records.runs import AmbiguousRun, UnknownRun, latest_run, resolve_run
+from evopolicygym.records.store import EventStore
+
+# --------------------------------------------------------------------------- RUN: latest, prefixes
+
+
+def _created(run_id: str) -> RunCreated:
+    return run_created(run_id, "sha256:" + "a" * 64)
+
+
+def _append(store: EventStore, stream: str, *events: Any) -> None:
+    version = next((s.version for s in store.streams(stream) if s.stream_id == stream), 0)
+    batch = [new_event(e, f"{stream}/{version + i + 1}") for i, e in enumerate(events)]
+    store.append(stream, batch, version)
+
+
+def test_a_run_is_named_by_id_latest_or_a_unique_prefix(event_store: EventStore) -> None:
+    with pytest.raises(UnknownRun):
+        resolve_run(event_store, "latest")  # no Run yet
+    _append(event_store, "run-alpha", _created("alpha"))
+    _append(event_store, "run-alpine", _created("alpine"))
+    _append(event_store, "run-beta", _created("beta"))
+    _append(event_store, "run-alp", _created("alp"))
+    # The latest Run is the last created, not the last written to, nor another stream.
+    _append(event_store, "run-alpha", AgentStarted(attempt=1))
+    _append(event_store, "host-1", AgentStarted(attempt=1))
+    assert latest_run(event_store) == "run-alp"
+    assert resolve_run(event_store, "latest") == "run-alp"
+    assert resolve_run(event_store, "alpha") == resolve_run(event_store, "run-alpha") == "run-alpha"
+    assert resolve_run(event_store, "alph") == "run-alpha"
+    assert resolve_run(event_store, "run-alpi") == "run-alpine"
+    assert resolve_run(event_store, "b") == "run-beta"
+    assert resolve_run(event_store, "alp") == "run-alp"  # a whole id wins over a prefix
+    with pytest.raises(AmbiguousRun) as ambiguous:
+        resolve_run(event_store, "al")
+    assert ambiguous.value.matches == ["alp", "alpha", "alpine"]
+    assert "'al' is the start of 3 run ids (alp, alpha, alpine)" in str(ambiguous.value)
+    for unknown in ("gamma", "", "host-1", "run"):
+        with pytest.raises(UnknownRun):
+            resolve_run(event_store, unknown)
+
+
+def test_latest_reads_only_the_log_after_the_last_creation(event_store: EventStore) -> None:
+    """Found from the log's head back: the many Runs before the latest are never read."""
+    for n in range(40):
+        _append(event_store, f"run-r{n:03}", _created(f"r{n:03}"), *[AgentStarted(attempt=1)] * 20)
+    _append(event_store, "run-last", _created("last"))
+    for _ in range(30):  # a long tail of another Run's events after it
+        _append(event_store, "run-r000", *[AgentStarted(attempt=2)] * 10)
+    read: list[int] = []
+    rows = event_store.read_event_rows
+
+    def counted(from_position: int = 0, limit: int = 10_000) -> list[Any]:
+        found = rows(from_position, limit)
+        read.append(len(found))
+        return found
+
+    event_store.read_event_rows = counted  # type: ignore[method-assign]
+    assert resolve_run(event_store, "latest") == "run-last"
+    assert event_store.head() == 40 * 21 + 1 + 300
+    assert sum(read) <= 256 + 1024  # two pages back of 1141 events, never the whole log
+
+
+@pytest.fixture
+def alpine(tmp_path: Path) -> Built:
+    """``build_store``'s Runs (alpha, finished; beta) and a third, alpine, created last."""
+    built = build_store(tmp_path / "store")
+    with open_store(built.root) as store:
+        initial = store.blobs.put_program(
+            Program.from_files({"policy.py": "def make_policy(c): ..."})
+        )
+        Writer(store).append("run-alpine", run_created("alpine", initial, blobs=store.blobs))
+    return built
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["show", "latest", "--json"], '"run_id": "alpine"'),
+        (["show", "alph", "--json"], '"run_id": "alpha"'),
+        (["show", "run-b", "--json"], '"run_id": "beta"'),
+        (["events", "latest", "--json"], '"stream_id":"run-alpine"'),
+        (["verify", "latest"], "ok: 1 events"),
+        (["checkout", "latest", "initial", "{out}"], "of run alpine"),
+        (["replay", "alph"], "run alpha"),
+        (["logs", "alph"], "attempt 1"),
+    ],
+)
+def test_every_record_command_takes_latest_and_a_prefix(
+    alpine: Built, tmp_path: Path, args: list[str], says: str
+) -> None:
+    args = [arg.replace("{out}", str(tmp_path / "out")) for arg in args]
+    result = invoke(*store_args(alpine, *args))
+    assert says in result.stdout + result.stderr, (result.stdout, result.stderr)
+    assert "no run" not in result.stderr
+
+
+def test_report_and_resume_take_latest_and_a_prefix(alpine: Built, tmp_path: Path) -> None:
+    report = invoke("report", "latest", "-o", str(tmp_path / "r.html"), "--store", str(alpine.root))
+    assert report.exit_code == 0, report.stderr
+    assert "alpine" in (tmp_path / "r.html").read_text()
+    resumed = invoke("resume", "alph", "--store", str(alpine.root))
+    assert "the Run alpha has already ended (finished): nothing to resume" in resumed.stderr
+
+
+def test_an_ambiguous_prefix_is_one_line_naming_the_matches(alpine: Built) -> None:
+    for args in (["record", "show", "al"], ["resume", "al"], ["record", "events", "al"]):
+        line = one_line_error(invoke(*args, "--store", str(alpine.root)))
+        assert "'al' is the start of 2 run ids (alpha, alpine): give more of one" in line, line
+    line = one_line_error(invoke(*store_args(alpine, "show", "gamma")))
+    assert line.startswith("error: no run 'gamma' in the store at"), line
+
+
+def test_latest_on_a_postgresql_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg.require_postgres()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    url = pg.url_of(pg.database_for(tmp_path))
+    try:
+        build_store(url)  # type: ignore[arg-type]
+        shown = invoke("record", "show", "latest", "--json", "--store", url)
+        assert shown.exit_code == 0, shown.stderr
+        assert '"run_id": "beta"' in shown.stdout
+        assert '"run_id": "alpha"' in invoke("record", "show", "a", "--json", "--store", url).stdout
+    finally:
+        pg.drop_made()
