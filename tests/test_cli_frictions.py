@@ -6,11 +6,16 @@ when a split came out empty."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pg
 import pytest
+from test_cli_outcomes import CLI, SMALL
+from test_cli_output import cli
 from test_record_cli import (
     Built,
     Writer,
@@ -25,7 +30,7 @@ from test_store_contract import open_backend  # noqa: F401 (every backend, Postg
 from evopolicygym.program import Program
 from evopolicygym.records.events import AgentStarted, RunCreated, new_event
 from evopolicygym.records.location import open_store
-from evopolicygym.records.runs import AmbiguousRun, UnknownRun, latest_run, resolve_run
+from evopolicygym.records.runs import AmbiguousRun, UnknownRun, latest_run, resolve_run, run_id_of
 from evopolicygym.records.store import EventStore
 
 # --------------------------------------------------------------------------- RUN: latest, prefixes
@@ -150,3 +155,88 @@ def test_latest_on_a_postgresql_store(tmp_path: Path, monkeypatch: pytest.Monkey
         assert '"run_id": "alpha"' in invoke("record", "show", "a", "--json", "--store", url).stdout
     finally:
         pg.drop_made()
+
+
+# --------------------------------------------------------------------------- results on stdout
+
+
+def test_run_and_resume_print_their_outcome_on_stdout_and_their_progress_on_stderr(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "store")
+    ran = cli(
+        "run", "--benchmark", "cartpole", *SMALL, "--allow-uncontained-agent", "--store", store
+    )
+    assert ran.code == 0, ran.stderr
+    resumed = cli("resume", "latest", "--store", store)
+    assert resumed.code == 0, resumed.stderr
+    for done in (ran, resumed):
+        assert re.search(r"^status +finished *$", done.stdout, re.MULTILINE), done.stdout
+        assert re.search(r"^episode budget +4 *$", done.stdout, re.MULTILINE), done.stdout
+        assert "replay it: " in done.stdout
+        assert "episode budget" not in done.stderr and "status" not in done.stderr
+    assert "submission 1" in ran.stderr and "run finished: finished" in ran.stderr  # the live log
+    assert "has already ended (finished): nothing to resume" in resumed.stderr
+
+
+# --------------------------------------------------------------------------- experiment run, piped
+
+TWO_AGENTS = """
+name = "piped"
+profile = "quick"
+[run]
+episode_budget = 4
+[run.validation]
+episodes_per_candidate = 2
+max_candidates = 1
+[run.assessment]
+episodes = 2
+[[agents]]
+provider = "reference"
+[[agents]]
+name = "broken"
+provider = "command"
+agent_command = "false"
+[[benchmarks]]
+id = "cartpole"
+"""
+
+
+def test_a_piped_experiment_run_prints_a_line_per_run_as_it_ends(tmp_path: Path) -> None:
+    """Off a terminal, each Run is told as it ends: its cell, id, how it ended, its score; a
+    Run ended by a fault and retried is told too. The count follows, on stdout as well."""
+    (tmp_path / "spec.toml").write_text(TWO_AGENTS)
+    store = str(tmp_path / "store")
+    process = subprocess.Popen(
+        [*CLI, "experiment", "run", "spec.toml", "--store", store, "--max-runs", "1",
+         "--allow-uncontained-agent"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    still_running = process.poll() is None  # the first line came before the last Run ended
+    rest, stderr = process.communicate(timeout=600)
+    assert process.returncode == 3, stderr  # the broken agent's cell failed past its retry
+    assert still_running, first
+    lines = (first + rest).splitlines()
+    status = json.loads(cli("experiment", "status", "piped", "--store", store, "--json").stdout)
+    cells = {row["agent"]: row for row in status["cell_runs"]}
+    good = cells["reference"]
+    assert good["status"] == "finished" and good["assessment_score"] is not None
+    assert (
+        f"reference/cartpole/seed=0/agent_seed=0: run {good['run_id']} finished, "
+        f"assessment {good['assessment_score']:g}"
+    ) in lines
+    with open_store(store) as opened:
+        broken_runs = [
+            run_id_of(info.stream_id) for info in opened.events.streams("run-")
+            if run_id_of(info.stream_id) != good["run_id"]
+        ]  # fmt: skip
+    assert len(broken_runs) == 2  # the first and its retry
+    for run_id in broken_runs:
+        assert f"broken/cartpole/seed=0/agent_seed=0: run {run_id} agent_failed, no score" in lines
+    assert len(lines) == 4, lines  # three Runs, then the count
+    assert lines[-1].startswith("experiment piped: 1 of 2 cells ended with an outcome, 1 failed")
+    assert "ended with an outcome" not in stderr
+    footer = cli("experiment", "status", "piped", "--store", store)
+    assert footer.stdout.splitlines()[-1] == "1 of 2 cells ended with an outcome; 0 have no Run yet"

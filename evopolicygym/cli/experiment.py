@@ -102,6 +102,7 @@ class CliCellLauncher:
         self.allow_uncontained = allow_uncontained
         self.launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         self._containment: str | None = None
+        self.store: Store | None = None  # the runner's store, once it has created a Run
 
     def _identity(self, created: ExperimentCreated, agent_name: str, agent_seed: int) -> Any:
         from evopolicygym.agents.providers import agent_identity
@@ -173,6 +174,7 @@ class CliCellLauncher:
             )
         except (AgentError, SkillError, RunConfigError, RunError) as exc:
             raise ValueError(str(exc)) from exc
+        self.store = store  # the runner's, open while it runs: what _RunLines reads scores from
 
     def carry_argv(self, store: Path | StoreUrl, run_id: str) -> list[str]:
         from evopolicygym.experiments.runner import default_carry_argv
@@ -212,6 +214,105 @@ class _Progress:
             if p.state == "running"
         ]
         self.text = Text("\n".join([line, *running]))
+
+
+_SETTLED = ("done", "failed", "interrupted")  # a cell's states once this invocation is through with it
+
+
+class _RunLines:
+    """One line per Run as it ends, for a log or a pipe (where the live view is not drawn):
+    its cell (agent/benchmark/seed), its id, how it ended and its score. A Run ended by a
+    fault and retried is told when its retry starts. Cells that had ended before this
+    invocation are left to the count at the end."""
+
+    def __init__(self, launcher: CliCellLauncher, location: Path | StoreUrl, *, err: bool) -> None:
+        self.launcher = launcher
+        self.location = location
+        self.err = err  # with --json, stdout holds the JSON alone
+        self.carried: dict[str, tuple[str | None, int]] = {}  # cell -> its Run carried here
+        self.told: set[tuple[str, str | None, int]] = set()
+        self._own: Store | None = None
+
+    def update(self, outcome: Any) -> None:
+        for p in outcome.cells:
+            key = p.cell.cell_id
+            carried = self.carried.pop(key, None)
+            if carried is not None and carried != (p.run_id, p.attempt):
+                self._tell(p.cell, *carried)  # it ended, and a retry took its place
+            if p.state == "running":
+                self.carried[key] = (p.run_id, p.attempt)
+            elif p.state in _SETTLED and (carried is not None or p.outcome == "create_failed"):
+                self._tell(p.cell, p.run_id, p.attempt, reason=p.outcome, detail=p.detail)
+
+    def _tell(
+        self, cell: ExperimentCell, run_id: str | None, attempt: int, *, reason: str | None = None, detail: str = ""
+    ) -> None:
+        if (cell.cell_id, run_id, attempt) in self.told:
+            return
+        self.told.add((cell.cell_id, run_id, attempt))
+        facts = self._facts(run_id)
+        reason = reason or facts.get("terminal_reason") or "stopped short"
+        line = f"{printable(cell.cell_id)}: run {run_id or '-'} {reason}"
+        if facts.get("assessment_score") is not None:
+            line += f", assessment {facts['assessment_score']:g}"
+        elif facts.get("validation_score") is not None:
+            line += f", validation {facts['validation_score']:g}"
+        elif reason != "stopped short":
+            line += ", no score"
+        if detail:
+            line += f": {printable(one_line(detail))}"
+        click.echo(line, err=self.err)
+
+    def _facts(self, run_id: str | None) -> dict[str, Any]:
+        """How the Run ended and its scores; {} when they cannot be read."""
+        from evopolicygym.records.location import open_store
+        from evopolicygym.records.runs import overview, run_stream_id
+
+        if run_id is None:
+            return {}
+        # A second SQLite store in this process would open the log file beside the runner's
+        # connection, and closing that file drops the process's locks on it (POSIX), which
+        # the runner's later appends rely on: read through the runner's own store, or a
+        # PostgreSQL store of our own, or else in a process of its own.
+        store = self.launcher.store
+        try:
+            if store is None and isinstance(self.location, StoreUrl):
+                store = self._own = self._own or open_store(self.location)
+            if store is None:
+                return self._facts_elsewhere(run_id)
+            stream = run_stream_id(run_id)
+            info = next((i for i in store.events.streams(stream) if i.stream_id == stream), None)
+        except StoreError:
+            return {}  # the line is told without its score
+        if info is None:
+            return {}
+        summary = overview(store.events, info)
+        validation = summary.final_score if summary.validation_enabled else None
+        return {
+            "terminal_reason": summary.terminal_reason,
+            "assessment_score": summary.assessment_score,
+            "validation_score": validation,
+        }
+
+    def _facts_elsewhere(self, run_id: str) -> dict[str, Any]:
+        """``record show RUN --json``, in a process of its own."""
+        import json
+        import subprocess
+        import sys
+
+        done = subprocess.run(
+            [sys.executable, "-m", "evopolicygym.cli", "record", "show", run_id, "--store", str(self.location), "--json"],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        try:
+            found: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {}
+        except ValueError:
+            return {}
+        return found
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
 
 
 def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
@@ -327,11 +428,15 @@ def run_experiment(
     # No refresh thread (auto_refresh off): the runner's children are forked with a preexec
     # function, which is only safe without other threads. Off a terminal, no live view.
     live = Live(progress.text, console=console, auto_refresh=False, transient=True)
+    # Where stdout is not a terminal (a log, a pipe), a line per Run as it ends instead.
+    lines = None if click.get_text_stream("stdout").isatty() else _RunLines(launcher, location, err=as_json)
 
     def changed(outcome: Any) -> None:
         progress.update(outcome)
         if console.is_terminal:
             live.update(progress.text, refresh=True)
+        if lines is not None:
+            lines.update(outcome)
 
     runner = ExperimentRunner(location, created, launcher, executor, retries=retries, on_change=changed)
     try:
@@ -339,6 +444,24 @@ def run_experiment(
             outcome = runner.run()
     except (ExperimentMismatch, ExperimentBusy, StoreError) as exc:
         raise CliError(str(exc)) from exc
+    finally:
+        launcher.store = None  # closed with the runner
+        if lines is not None:
+            lines.close()
+    _print_result(outcome, as_json=as_json, told=lines.told if lines is not None else set())
+    if outcome.interrupted:
+        click.echo("interrupted; run the same command again to go on", err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    if not outcome.complete:
+        raise SystemExit(EXIT_INCOMPLETE)
+
+
+run_experiment.help = f"{inspect.cleandoc(run_experiment.help or '')}\n\n{_RUN_EXIT_HELP}"
+
+
+def _print_result(outcome: Any, *, as_json: bool, told: set[tuple[str, str | None, int]]) -> None:
+    """The experiment's outcome on stdout: one JSON object, or the cells that did not end
+    with an outcome (those not ``told`` line by line already) and the count."""
     cells = _cell_rows(outcome)
     result = {
         "experiment_id": outcome.experiment_id,
@@ -356,26 +479,17 @@ def run_experiment(
     }
     if as_json:
         emit_json(result)
-    else:
-        for row in cells:
-            if row["cell_state"] in ("failed", "interrupted"):
-                reason = row["terminal_reason"] or "stopped short"
-                detail = f": {row['detail']}" if row["detail"] else ""
-                click.echo(f"{row['cell_id']}: run {row['run_id']} {reason}{detail}", err=True)
-        click.echo(
-            f"experiment {outcome.experiment_id}: {result['done']} of {len(cells)} cells ended with an outcome, "
-            f"{result['failed']} failed, {result['stopped']} not ended; {outcome.runs_started} Runs carried "
-            f"in {outcome.wall_s:.1f} s",
-            err=True,
-        )
-    if outcome.interrupted:
-        click.echo("interrupted; run the same command again to go on", err=True)
-        raise SystemExit(EXIT_INTERRUPTED)
-    if not outcome.complete:
-        raise SystemExit(EXIT_INCOMPLETE)
-
-
-run_experiment.help = f"{inspect.cleandoc(run_experiment.help or '')}\n\n{_RUN_EXIT_HELP}"
+        return
+    for row in cells:
+        if row["cell_state"] in ("failed", "interrupted") and (row["cell_id"], row["run_id"], row["attempt"]) not in told:
+            reason = row["terminal_reason"] or "stopped short"
+            detail = f": {row['detail']}" if row["detail"] else ""
+            click.echo(f"{row['cell_id']}: run {row['run_id']} {reason}{detail}")
+    click.echo(
+        f"experiment {outcome.experiment_id}: {result['done']} of {len(cells)} cells ended with an outcome, "
+        f"{result['failed']} failed, {result['stopped']} not ended; {outcome.runs_started} Runs carried "
+        f"in {outcome.wall_s:.1f} s"
+    )
 
 
 def _ray_executor(
@@ -497,7 +611,7 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
     print_table(Console(), headers, table, keys=(4,))
     ended = sum(1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted"))
     waiting = sum(1 for r in rows if r["run_id"] is None)
-    click.echo(f"{ended} of {total} cells ended with an outcome; {waiting} have no Run yet", err=True)
+    click.echo(f"{ended} of {total} cells ended with an outcome; {waiting} have no Run yet")
 
 
 @experiment.command("list", short_help="The experiments in the store.")
@@ -528,7 +642,7 @@ def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -
         emit_json(rows)
         return
     if not rows:
-        click.echo(f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)", err=True)
+        click.echo(f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)")
         return
     print_table(
         Console(),

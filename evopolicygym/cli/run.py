@@ -448,9 +448,9 @@ def carry(
     launcher: ProviderLauncher,
     evaluator: Evaluator | None = None,
 ) -> RunState:
-    """Drive the Run to its end with a live view; print the outcome; exit with the status its
-    terminal reason documents (``exit_status``) unless it finished. ``evaluator`` plays its
-    Episodes (default: a local one)."""
+    """Drive the Run to its end with a live view (on stderr); print the outcome (on stdout);
+    exit with the status its terminal reason documents (``exit_status``) unless it finished.
+    ``evaluator`` plays its Episodes (default: a local one)."""
     console = Console(stderr=True)
     interrupted: dict[str, Any] | None = None
     try:
@@ -507,7 +507,7 @@ def carry(
     if as_json:
         emit_json(outcome)
     else:
-        _print_summary(console, outcome)
+        _print_summary(Console(), outcome)  # the result on stdout; the live view was on stderr
     status = exit_status(state.finished)
     if status:
         sys.exit(status)
