@@ -612,7 +612,7 @@ def test_lunar_lander_says_whether_each_episode_landed_or_crashed() -> None:
     content = result.feedback.content
     assert isinstance(content, dict)
     ends = [e["termination"] for e in content["episodes"]]
-    assert set(ends) <= {"landed", "crashed", "timed_out"}, ends
+    assert set(ends) <= {"landed", "crashed", "truncated"}, ends
     assert sum(content["terminations"].values()) == 3
     # The baseline lands: a crash scores far below the success threshold it reaches.
     for episode, end in zip(result.episodes, ends, strict=True):

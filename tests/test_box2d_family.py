@@ -90,7 +90,7 @@ def test_bipedal_baseline_walks_where_random_falls(evaluator: Evaluator) -> None
         content = result.feedback.content
         for episode in content["episodes"]:
             summary = episode["summary"]
-            assert episode["termination"] in ("fell", "reached_end", "timed_out")
+            assert episode["termination"] in ("fell", "reached_end", "truncated")
             assert summary["fell"] == (episode["termination"] == "fell")
             assert summary["forward_velocity"] == pytest.approx(summary["distance"] / episode["length"] * 50, abs=1e-3)
         assert content["domain"]["fell_rate"] == sum(e["summary"]["fell"] for e in content["episodes"]) / 3
@@ -103,7 +103,7 @@ def test_racing_baseline_drives_where_random_wanders(evaluator: Evaluator) -> No
     assert ours.failures == 0 and random.failures == 0
     assert ours.feedback.score > random.feedback.score
     content = ours.feedback.content
-    assert content["terminations"] == {"timed_out": 2}
+    assert content["terminations"] == {"truncated": 2}
     for episode in content["episodes"]:
         summary = episode["summary"]
         assert "frames_png" not in summary  # moved into the artifact
@@ -179,6 +179,6 @@ def test_racing_baseline_finds_the_road_in_randomized_colours(evaluator: Evaluat
     ours = run(evaluator, "racing", baseline("racing"), 1, profile="randomized", max_episode_steps="200")
     random = run(evaluator, "racing", RANDOM_POLICY_DIR, 1, profile="randomized", max_episode_steps="200")
     (mine,), (theirs,) = ours.feedback.content["episodes"], random.feedback.content["episodes"]
-    assert mine["termination"] == "timed_out"
+    assert mine["termination"] == "truncated"
     assert mine["summary"]["tiles_visited"] > theirs["summary"]["tiles_visited"]
     assert mine["summary"]["off_track_share"] < 0.5

@@ -239,11 +239,11 @@ def test_termination_and_domain_summary_over_records() -> None:
 
     records = [
         record("ok", {"termination": "reached_goal", "goal": True, "steps_to_key": 4}),
-        record("ok", {"termination": "timed_out", "goal": False, "steps_to_key": None}, truncated=True),
-        record("timeout", {"termination": "timed_out", "goal": False, "steps_to_key": 1}),
+        record("ok", {"termination": "truncated", "goal": False, "steps_to_key": None}, truncated=True),
+        record("timeout", {"termination": "truncated", "goal": False, "steps_to_key": 1}),
         record("ok", {}, terminated=True),
     ]
-    assert [termination_of(r) for r in records] == ["reached_goal", "timed_out", "policy_timeout", "terminated"]
+    assert [termination_of(r) for r in records] == ["reached_goal", "truncated", "policy_timeout", "terminated"]
     # Failed Episodes are left out; None is no value.
     assert domain_summary(records) == {"goal_rate": 0.5, "mean_steps_to_key": 4.0}
 
@@ -260,7 +260,7 @@ def test_classic_feedback_says_why_episodes_ended() -> None:
     assert all(r.summary == {"termination": "reached_goal"} for r in result.records)
     random = Program.from_directory(RANDOM_POLICY_DIR)
     timed = evaluate(random, benchmark, EvaluationConfig(split="assessment", episodes=1, seed=0, jobs=1))
-    assert timed.feedback.content["terminations"] == {"timed_out": 1}
+    assert timed.feedback.content["terminations"] == {"truncated": 1}
     assert timed.episodes[0].steps == 500
 
 

@@ -56,14 +56,14 @@ def test_the_parking_baseline_parks_and_random_does_not(evaluator: Evaluator) ->
     assert random.feedback.content["domain"]["parked_rate"] == 0.0
     assert ours.feedback.score > random.feedback.score
     for episode in random.feedback.content["episodes"]:
-        assert episode["termination"] in {"collided", "timed_out"}
+        assert episode["termination"] in {"collided", "truncated"}
         assert episode["summary"]["distance_to_goal"] > 5.0
 
 
 def test_the_roundabout_baseline_collides_less_than_random(evaluator: Evaluator) -> None:
     ours = run(evaluator, "roundabout", baseline("roundabout"), 2)
     random = run(evaluator, "roundabout", RANDOM_POLICY_DIR, 2)
-    assert ours.feedback.content["terminations"] == {"timed_out": 2}
+    assert ours.feedback.content["terminations"] == {"truncated": 2}
     assert ours.feedback.content["domain"]["collided_rate"] == 0.0
     assert ours.feedback.score > random.feedback.score
     for episode in ours.feedback.content["episodes"]:

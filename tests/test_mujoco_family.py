@@ -53,7 +53,7 @@ def test_reacher_feedback_gives_the_final_distance(evaluator: Evaluator) -> None
         summary = episode["summary"]
         assert episode["length"] == 50 and episode["truncated"] is True
         assert summary["reached"] == (summary["final_distance"] < 0.02)
-        assert episode["termination"] == ("reached_goal" if summary["reached"] else "timed_out")
+        assert episode["termination"] == ("reached_goal" if summary["reached"] else "truncated")
         assert 0 <= summary["final_distance"] < 0.42
     distances = [e["summary"]["final_distance"] for e in content["episodes"]]
     assert content["domain"]["mean_final_distance"] == pytest.approx(sum(distances) / 3)
@@ -67,7 +67,7 @@ def test_halfcheetah_runs_forward(evaluator: Evaluator) -> None:
     gait = run(evaluator, "halfcheetah5", baseline("halfcheetah5"), 1)
     (episode,) = gait.feedback.content["episodes"]
     summary = episode["summary"]
-    assert episode["termination"] == "timed_out" and episode["length"] == 1000
+    assert episode["termination"] == "truncated" and episode["length"] == 1000
     assert set(summary) == {"distance", "forward_velocity"}
     assert summary["distance"] > 20 and summary["forward_velocity"] == pytest.approx(summary["distance"] / 50, abs=1e-5)
     assert episode["return"] > 500
@@ -76,7 +76,7 @@ def test_halfcheetah_runs_forward(evaluator: Evaluator) -> None:
 def test_ant_stands_and_random_falls(evaluator: Evaluator) -> None:
     ours = run(evaluator, "ant5", baseline("ant5"), 1, profile="calm")
     (episode,) = ours.feedback.content["episodes"]
-    assert episode["termination"] == "timed_out" and episode["summary"]["fell"] is False
+    assert episode["termination"] == "truncated" and episode["summary"]["fell"] is False
     assert episode["return"] > 900
     random = run(evaluator, "ant5", RANDOM_POLICY_DIR, 4)
     terminations = random.feedback.content["terminations"]
@@ -90,7 +90,7 @@ def test_pusher_feedback_gives_object_to_goal(evaluator: Evaluator) -> None:
     result = run(evaluator, "pusher5", RANDOM_POLICY_DIR, 1)
     (episode,) = result.feedback.content["episodes"]
     summary = episode["summary"]
-    assert episode["termination"] == "timed_out" and episode["length"] == 100
+    assert episode["termination"] == "truncated" and episode["length"] == 100
     assert set(summary) == {"final_distance", "initial_distance", "closer", "tip_to_object"}
     assert 0.1 < summary["initial_distance"] < 0.5 and summary["tip_to_object"] > 0
 

@@ -37,7 +37,8 @@ ScoreDirection = Literal["maximize", "minimize"]
 EpisodeStatus = Literal["ok", "exception", "timeout", "invalid_action", "protocol_error", "resource_limit"]
 FAILURE_STATUSES: tuple[str, ...] = ("exception", "timeout", "invalid_action", "protocol_error", "resource_limit")
 # The key of an Episode summary naming why the Episode ended (a Benchmark-defined word such as
-# reached_goal, timed_out, fell, collided, crashed, terminated).
+# reached_goal, truncated (cut at the step limit), fell, collided, crashed, terminated). A
+# policy that missed its deadline is ``policy_timeout``, another thing.
 SUMMARY_TERMINATION = "termination"
 
 
@@ -134,7 +135,7 @@ class EpisodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     initial_observation: Any = None
     trace: list[Step] | None = None
     # Benchmark-defined public facts of the Episode from its Environment's ``summary()``
-    # (``termination``: why it ended, e.g. reached_goal, timed_out, fell; family fields such
+    # (``termination``: why it ended, e.g. reached_goal, truncated, fell; family fields such
     # as steps_to_key). Empty when the Environment offers none or the Episode failed early.
     summary: dict[str, Any] = {}
 

@@ -417,10 +417,10 @@ class EpisodeEnd(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def default_termination(end: EpisodeEnd) -> str:
-    """``timed_out`` at the step limit, ``terminated`` when the environment ended it, and
+    """``truncated`` at the step limit, ``terminated`` when the environment ended it, and
     ``stopped`` when neither (the policy failed, or the Host stopped it first)."""
     if end.truncated:
-        return "timed_out"
+        return "truncated"
     return "terminated" if end.terminated else "stopped"
 
 
@@ -443,7 +443,7 @@ class EpisodeTracker:
         """Called after step ``t`` (1 for the first step)."""
 
     def termination(self, end: EpisodeEnd) -> str:
-        """Why the Episode ended: a short word (reached_goal, timed_out, fell, collided...)."""
+        """Why the Episode ended: a short word (reached_goal, truncated, fell, collided...)."""
         return default_termination(end)
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
@@ -865,14 +865,14 @@ class GymnasiumBenchmark:
 
 def termination_of(record: EpisodeRecord) -> str:
     """Why an Episode ended: ``policy_<status>`` when the policy failed, else what its
-    Environment's summary says, else ``timed_out`` / ``terminated``."""
+    Environment's summary says, else ``truncated`` / ``terminated``."""
     if record.status != "ok":
         return f"policy_{record.status}"
     cause = record.summary.get(SUMMARY_TERMINATION)
     if isinstance(cause, str) and cause:
         return cause
     if record.truncated:
-        return "timed_out"
+        return "truncated"
     return "terminated" if record.terminated else "stopped"
 
 

@@ -23,6 +23,7 @@ from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = [
     "EVENT_TYPES",
+    "RENAMED_TERMINATIONS",
     "AgentExited",
     "AgentMessages",
     "AgentStarted",
@@ -60,6 +61,7 @@ __all__ = [
     "TerminalReason",
     "ValidationFailed",
     "ValidationStarted",
+    "current_terminations",
     "decode_event",
     "encode_payload",
     "event_schema",
@@ -211,6 +213,9 @@ class EpisodeCompleted(Event, frozen=True, kw_only=True):
 
 
 class SubmissionPublished(Event, frozen=True, kw_only=True):
+    # v2: an Episode cut at the step limit is ``truncated`` in ``content`` (v1 said ``timed_out``).
+    SCHEMA_VERSION = 2
+
     submission_id: int
     program_digest: str
     score: float
@@ -301,6 +306,9 @@ class AssessmentStarted(Event, frozen=True, kw_only=True):
 
 
 class AssessmentCompleted(Event, frozen=True, kw_only=True):
+    # v2: an Episode cut at the step limit is ``truncated`` in ``content`` (v1 said ``timed_out``).
+    SCHEMA_VERSION = 2
+
     submission_id: int
     score: float
     failures: int
@@ -317,6 +325,9 @@ class CandidateAssessed(Event, frozen=True, kw_only=True):
     Assessment Episodes (the Run's ``assessment.candidates``), so a study can compare
     Validation's ranking with held-out scores. It measures, never selects. ``error`` set:
     that candidate's Assessment failed (``score`` None), and the Run goes on."""
+
+    # v2: an Episode cut at the step limit is ``truncated`` in ``content`` (v1 said ``timed_out``).
+    SCHEMA_VERSION = 2
 
     submission_id: int
     score: float | None = None
@@ -510,6 +521,49 @@ def event_schema(cls: type[Event]) -> dict[str, Any]:
 def _run_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
     """v1 carries its pool inline (``pool``) and no ``pool_blob``: a valid v2 payload as it is."""
     return payload
+
+
+# Termination words Feedback content once used, and today's: the step limit was ``timed_out``
+# before it was ``truncated`` (``policy_timeout``, a policy past its deadline, never changed).
+RENAMED_TERMINATIONS = {"timed_out": "truncated"}
+
+
+def current_terminations(content: dict[str, Any]) -> dict[str, Any]:
+    """Feedback ``content`` with its termination words renamed as ``RENAMED_TERMINATIONS``
+    says: each Episode's ``termination`` and the ``terminations`` counts. The one place the
+    old words are mapped, so Runs recorded before keep their bytes (and hash chain) and read
+    as today's."""
+    content = dict(content)
+    episodes = content.get("episodes")
+    if isinstance(episodes, list):
+        content["episodes"] = [
+            {**e, "termination": RENAMED_TERMINATIONS.get(e["termination"], e["termination"])}
+            if isinstance(e, dict) and isinstance(e.get("termination"), str)
+            else e
+            for e in episodes
+        ]
+    counts = content.get("terminations")
+    if isinstance(counts, dict):
+        renamed: dict[str, Any] = {}
+        for word, count in counts.items():
+            new = RENAMED_TERMINATIONS.get(word, word)
+            both = isinstance(renamed.get(new), int) and isinstance(count, int)
+            renamed[new] = renamed[new] + count if both else count
+        content["terminations"] = renamed
+    return content
+
+
+@register_upcaster("SubmissionPublished", 1)
+@register_upcaster("AssessmentCompleted", 1)
+@register_upcaster("CandidateAssessed", 1)
+def _content_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """v1 Feedback content may say ``timed_out``; otherwise a valid v2 payload as it is."""
+    content = payload.get("content")
+    return (
+        {**payload, "content": current_terminations(content)}
+        if isinstance(content, dict)
+        else payload
+    )
 
 
 # --------------------------------------------------------------------------- envelopes

@@ -47,7 +47,7 @@ def _landed_or_crashed(end: EpisodeEnd) -> str:
     crashes or flies off the screen; the last step's shaping is small beside either."""
     if end.terminated:
         return "landed" if end.reward > 0 else "crashed"
-    return "timed_out" if end.truncated else "stopped"
+    return "truncated" if end.truncated else "stopped"
 
 
 def lunar_lander() -> GymnasiumBenchmark:

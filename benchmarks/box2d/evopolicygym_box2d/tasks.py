@@ -83,7 +83,7 @@ class WalkerTracker(EpisodeTracker):
         if end.terminated:
             # BipedalWalker's only -100 is a fall (hull down, or walked off the left edge).
             return "fell" if end.reward <= -100.0 else "reached_end"
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         from gymnasium.envs.box2d import bipedal_walker as bw
@@ -185,7 +185,7 @@ class RacingTracker(EpisodeTracker):
     def termination(self, end: EpisodeEnd) -> str:
         if end.terminated:
             return "lap_complete" if end.info.get("lap_finished") else "left_playfield"
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         base = env.unwrapped

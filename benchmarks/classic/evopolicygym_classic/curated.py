@@ -63,19 +63,19 @@ def _baseline(benchmark_id: str) -> str:
     return str(BASELINES_DIR / benchmark_id)
 
 
-# Why an Episode ended, from its last step (the step limit is ``timed_out`` in all of them).
+# Why an Episode ended, from its last step (the step limit is ``truncated`` in all of them).
 def _fell(end: EpisodeEnd) -> str:
-    return "timed_out" if end.truncated else "fell" if end.terminated else "stopped"
+    return "truncated" if end.truncated else "fell" if end.terminated else "stopped"
 
 
 def _reached_goal(end: EpisodeEnd) -> str:
-    return "timed_out" if end.truncated else "reached_goal" if end.terminated else "stopped"
+    return "truncated" if end.truncated else "reached_goal" if end.terminated else "stopped"
 
 
 def _goal_or_hole(end: EpisodeEnd) -> str:
     if end.terminated:
         return "reached_goal" if end.reward > 0 else "fell"  # into a hole
-    return "timed_out" if end.truncated else "stopped"
+    return "truncated" if end.truncated else "stopped"
 
 
 def cartpole() -> GymnasiumBenchmark:

@@ -156,7 +156,7 @@ class DrivingTracker(EpisodeTracker):
         if end.info.get("is_success"):
             return "parked"
         if end.truncated:
-            return "timed_out"
+            return "truncated"
         return "terminated" if end.terminated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:

@@ -106,7 +106,7 @@ class MiniGridTracker(EpisodeTracker):
     def termination(self, end: EpisodeEnd) -> str:
         if end.terminated:
             return "reached_goal" if end.reward > 0 else "failed"
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         fields: dict[str, Any] = {

@@ -85,7 +85,7 @@ class ReacherTracker(EpisodeTracker):
         if not end.truncated:
             return "stopped"
         reached = self.distance is not None and self.distance < REACHED_DISTANCE
-        return "reached_goal" if reached else "timed_out"
+        return "reached_goal" if reached else "truncated"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         distance = _distance(env, "fingertip", "target")
@@ -111,7 +111,7 @@ class LocomotionTracker(EpisodeTracker):
     def termination(self, end: EpisodeEnd) -> str:
         if end.terminated:
             return "fell"
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         distance = float(env.unwrapped.data.qpos[0]) - self.start  # type: ignore[attr-defined]
@@ -139,7 +139,7 @@ class PusherTracker(EpisodeTracker):
         self.initial = _distance(env, "object", "goal")
 
     def termination(self, end: EpisodeEnd) -> str:
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         final = _distance(env, "object", "goal")

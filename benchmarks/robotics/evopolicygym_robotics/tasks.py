@@ -104,7 +104,7 @@ class FetchTracker(EpisodeTracker):
     def termination(self, end: EpisodeEnd) -> str:
         if end.info.get("is_success"):
             return "reached_goal"
-        return "timed_out" if end.truncated else "stopped"
+        return "truncated" if end.truncated else "stopped"
 
     def summary(self, env: gymnasium.Env[Any, Any], end: EpisodeEnd) -> dict[str, Any]:
         if end.observation is None or self.start is None:
