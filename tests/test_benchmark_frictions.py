@@ -1,5 +1,6 @@
-"""A newcomer's first steps with Benchmarks (issue 27): an Episode cut at the step limit
-called ``truncated``, also in Runs recorded when it was ``timed_out``."""
+"""A newcomer's first steps with Benchmarks (issue 27): the conformance check's synthetic
+score labelled as such; an Episode cut at the step limit called ``truncated``, also in Runs
+recorded when it was ``timed_out``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,24 @@ def balancing_program(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "policy.py").write_text(POLICY)
     return root
+
+
+# --------------------------------------------------------------------------- check's synthetic score
+
+
+def test_check_labels_its_synthetic_score() -> None:
+    result = invoke("benchmarks", "check", "acrobot", "--json")
+    assert result.exit_code == 0, result.output
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    # Returns 0 and 1 and a failed Episode at acrobot's failure score -500: not a measurement.
+    assert checks["scoring"] == {
+        "name": "scoring",
+        "ok": True,
+        "detail": "on synthetic records, not a measurement: -166.333",
+    }
+    human = invoke("benchmarks", "check", "acrobot")
+    assert human.exit_code == 0
+    assert "on synthetic records" in human.stdout and "score -166.333" not in human.stdout
 
 
 # --------------------------------------------------------------------------- truncated
