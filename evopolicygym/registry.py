@@ -4,27 +4,50 @@ The kernel never imports a concrete Benchmark: a package registers a factory
 under a name, and ``load_benchmark("name")`` or ``load_benchmark("name:arg")``
 calls it (``gymnasium:CartPole-v1`` passes ``CartPole-v1`` to the ``gymnasium``
 factory). Keyword parameters come from ``--param key=value`` on the CLI.
+
+A name no installed family registers is one line of error: for an id of the catalog, the
+family missing and the command installing it; otherwise the nearest known id ("did you
+mean"), installed or not.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Mapping
-from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, metadata
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
-from evopolicygym.benchmark import Benchmark
+from evopolicygym.benchmark import (
+    TASKS,
+    Benchmark,
+    family_installed,
+    family_of_distribution,
+    install_command,
+    install_hint,
+)
 
-__all__ = ["BenchmarkParameterError", "UnknownBenchmark", "baseline_dir", "benchmark_names", "load_benchmark"]
+__all__ = [
+    "BenchmarkNotInstalled",
+    "BenchmarkParameterError",
+    "UnknownBenchmark",
+    "baseline_dir",
+    "benchmark_names",
+    "known_benchmark_names",
+    "load_benchmark",
+]
 
 GROUP = "evopolicygym.benchmarks"
-# Extras that install a store or an executor, not Benchmarks.
-_NOT_FAMILIES = frozenset({"postgres", "ray"})
 
 
 class UnknownBenchmark(LookupError):
     """No registered factory has that name."""
+
+
+class BenchmarkNotInstalled(UnknownBenchmark):
+    """The catalog knows the name, but the family providing it is not installed (or does
+    not import): the message says which and the command installing it."""
 
 
 class BenchmarkParameterError(ValueError):
@@ -40,14 +63,23 @@ def benchmark_names() -> list[str]:
     return sorted(_entry_points())
 
 
+def known_benchmark_names() -> list[str]:
+    """Registered names and the catalog's (every family's ids), installed or not."""
+    return sorted(set(_entry_points()) | set(TASKS))
+
+
 def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchmark:
     """Build the Benchmark named by ``ref`` (``name`` or ``name:argument``)."""
     name, _, argument = ref.partition(":")
     found = _entry_points().get(name)
     if found is None:
-        known = ", ".join(benchmark_names()) or "none"
-        raise UnknownBenchmark(f"unknown benchmark {ref!r} (registered: {known}){_family_hint()}")
-    factory: Callable[..., Benchmark] = found.load()
+        raise _unknown(ref, name, argument)
+    try:
+        factory: Callable[..., Benchmark] = found.load()
+    except ImportError as exc:
+        # An installed family whose own dependencies do not import (a wheel missing for
+        # this platform, a half-finished install): the user's environment, not a bug.
+        raise BenchmarkNotInstalled(_unimportable(name, found, exc)) from exc
     args = (argument,) if argument else ()
     kwargs = dict(params or {})
     try:
@@ -59,18 +91,36 @@ def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchma
     return factory(*args, **kwargs)
 
 
-def _family_hint() -> str:
-    """Where more Benchmarks come from: the families this distribution offers as extras."""
-    try:
-        extras = metadata("evopolicygym").get_all("Provides-Extra") or []
-    except PackageNotFoundError:
-        return ""
-    families = [extra for extra in extras if extra not in _NOT_FAMILIES]
-    if not families:
-        return ""
-    first, *others = families
-    also = f" (also {', '.join(others)}, or --all-extras)" if others else " (or --all-extras)"
-    return f"; more install as families: uv sync --extra {first}{also}"
+def _unknown(ref: str, name: str, argument: str) -> UnknownBenchmark:
+    """The one-line error for a name no installed family registers: the extra installing
+    it where the catalog knows it, else the nearest known id, else the known ids."""
+    task = TASKS.get(name)
+    if task is not None:
+        family = task.family
+        if family_installed(family):
+            return BenchmarkNotInstalled(f"benchmark {name!r} ({family} family): {install_hint(family)}")
+        return BenchmarkNotInstalled(
+            f"benchmark {name!r} needs the {family} family, which is not installed: {install_hint(family)}"
+        )
+    known = known_benchmark_names()
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        suggestion = f"{close[0]}:{argument}" if argument else close[0]
+        return UnknownBenchmark(f"unknown benchmark {ref!r}; did you mean {suggestion!r}?")
+    return UnknownBenchmark(
+        f"unknown benchmark {ref!r} (known: {', '.join(known)}; "
+        "'evopolicy benchmarks list' says which are installed)"
+    )
+
+
+def _unimportable(name: str, found: EntryPoint, exc: ImportError) -> str:
+    dist = found.dist.name if found.dist is not None else None
+    task = TASKS.get(name)
+    family = task.family if task is not None else family_of_distribution(dist) if dist else None
+    command = install_command(family) if family is not None else None
+    where = f"the {family} family" if family is not None else (dist or "its distribution")
+    again = f": {command}" if command else ""
+    return f"benchmark {name!r} cannot be imported ({exc}); reinstall {where}{again}"
 
 
 def _takes_argument(factory: Callable[..., Any]) -> bool:

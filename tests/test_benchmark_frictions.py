@@ -1,24 +1,74 @@
-"""A newcomer's first steps with Benchmarks (issue 27): the conformance check's synthetic
-score labelled as such; an Episode cut at the step limit called ``truncated``, also in Runs
-recorded when it was ``timed_out``."""
+"""A newcomer's first steps with Benchmarks (issue 27): every catalog task listed with the
+extra installing it, and that one line when an uninstalled one is asked for; "did you mean"
+for a near id; the conformance check's synthetic score labelled as such; an Episode cut at
+the step limit called ``truncated``, also in Runs recorded when it was ``timed_out``.
+
+Every family is installed where these tests run in CI, so a family is hidden the way a
+fresh clone synced without its extra lacks it: in a fresh interpreter whose
+``importlib.metadata`` does not find the family's distribution (no entry points, no
+metadata) and where its module does not import.
+"""
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
 import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from click.testing import CliRunner, Result
 
+from evopolicygym.benchmark import CORE16, TASKS, family_installed, family_of_distribution
 from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 from evopolicygym.records.events import NewEvent, current_terminations, decode_event
 from evopolicygym.records.location import open_store
-from evopolicygym.registry import load_benchmark
+from evopolicygym.registry import GROUP, load_benchmark
+
+# The families a default install lacks: everything but classic (which comes with evopolicygym).
+OPTIONAL = ("box2d", "cards", "driving", "minigrid", "mujoco", "robotics")
+
+_WITHOUT = """
+import runpy, sys
+from importlib import metadata
+hidden = set(sys.argv[1].split(","))
+modules_only = sys.argv[2] == "modules"
+discover = metadata.Distribution.discover
+def visible(**kwargs):
+    for found in discover(**kwargs):
+        name = (found.metadata["Name"] or "").replace("_", "-").lower()
+        if name not in hidden:
+            yield found
+if not modules_only:
+    metadata.Distribution.discover = staticmethod(visible)
+for name in hidden:
+    sys.modules[name.replace("-", "_")] = None
+sys.argv = ["evopolicy", *sys.argv[3:]]
+runpy.run_module("evopolicygym.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def without(
+    families: tuple[str, ...], *args: str, modules_only: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``evopolicy ARGS`` in a fresh interpreter where ``families`` are not installed (or,
+    ``modules_only``, installed but not importable)."""
+    hidden = ",".join(f"evopolicygym-{family}" for family in families)
+    mode = "modules" if modules_only else "dists"
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT, hidden, mode, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
 
 
 def invoke(*args: str) -> Result:
@@ -28,6 +78,12 @@ def invoke(*args: str) -> Result:
     result = CliRunner(**options).invoke(main, list(args), prog_name="evopolicy")
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
     return result
+
+
+def only_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
 
 
 POLICY = """
@@ -47,6 +103,108 @@ def balancing_program(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "policy.py").write_text(POLICY)
     return root
+
+
+# --------------------------------------------------------------------------- the catalog
+
+
+def test_the_catalog_names_every_registered_task_of_a_family() -> None:
+    """Each id a family registers is in TASKS under that family, so `benchmarks list` can
+    name it where the family is not installed; Core16 is drawn from the same table."""
+    for ep in entry_points(group=GROUP):
+        family = family_of_distribution(ep.dist.name) if ep.dist is not None else None
+        if family is not None:
+            assert ep.name in TASKS, f"{ep.name} ({family}) is missing from catalog.TASKS"
+            assert TASKS[ep.name].family == family
+    for family in (*OPTIONAL, "classic"):
+        ids = {t.id for t in TASKS.values() if t.family == family}
+        assert ids, family
+        if family_installed(family):
+            registered = {ep.name for ep in entry_points(group=GROUP)}
+            assert ids <= registered, (family, ids - registered)
+    assert {"leduc", "holdem_limit"} <= {t.id for t in TASKS.values() if t.family == "cards"}
+    assert {"lunar-lander", "bipedal", "racing"} == {
+        t.id for t in TASKS.values() if t.family == "box2d"
+    }
+    assert all(
+        TASKS[m.id].environment == m.environment and TASKS[m.id].family == m.family for m in CORE16
+    )
+    assert TASKS["continuouscar"].alias_of == load_benchmark("continuouscar").spec.id
+
+
+def test_list_names_uninstalled_tasks_with_the_command_installing_them() -> None:
+    done = without(OPTIONAL, "benchmarks", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["benchmark_id"]: row for row in json.loads(done.stdout)}
+    assert set(TASKS) <= set(rows)
+    for name in ("leduc", "holdem_limit", "lunar-lander", "bipedal", "racing", "ant5", "parking"):
+        family = TASKS[name].family
+        assert rows[name]["installed"] is False, name
+        assert rows[name]["install"] == f"uv sync --extra {family}"
+        assert rows[name]["family"] == family
+        assert rows[name]["description"] == TASKS[name].description
+    assert rows["lunar-lander"]["environment"] == "LunarLander-v3"
+    assert rows["bipedal"]["suites"] == ["core16"] and rows["leduc"]["suites"] == []
+    for name in ("cartpole", "acrobot", "continuouscar"):
+        assert rows[name]["installed"] is True and rows[name]["install"] is None
+    table = without(OPTIONAL, "benchmarks", "list", "--family", "box2d")
+    assert table.returncode == 0, table.stderr
+    lines = {line.split()[0]: line for line in table.stdout.splitlines() if line.strip()}
+    for name in ("lunar-lander", "bipedal", "racing"):
+        assert "no: uv sync --extra box2d" in lines[name], table.stdout
+    assert "cartpole" not in lines
+
+
+def test_asking_for_an_uninstalled_task_says_its_extra_in_one_line(tmp_path: Path) -> None:
+    program = balancing_program(tmp_path / "program")
+    store = tmp_path / "store"
+    expected = "error: benchmark 'bipedal' needs the box2d family, which is not installed: uv sync --extra box2d"
+    commands = [
+        ("evaluate", str(program), "--benchmark", "bipedal"),
+        ("run", "--benchmark", "bipedal", "--agent", "reference", "--budget", "2",
+         "--store", str(store), "--allow-uncontained-agent"),
+        ("benchmarks", "show", "bipedal"),
+        ("benchmarks", "check", "bipedal"),
+    ]  # fmt: skip
+    for args in commands:
+        done = without(("box2d",), *args)
+        assert done.returncode == 1, (args, done.stderr)
+        assert only_line(done.stderr) == expected, args
+        assert done.stdout == ""
+    assert not store.exists()  # refused before anything was recorded
+    # A near miss of an uninstalled id is suggested too: the catalog's ids count.
+    near = without(("box2d",), "benchmarks", "show", "bipedl")
+    assert near.returncode == 1
+    assert only_line(near.stderr) == "error: unknown benchmark 'bipedl'; did you mean 'bipedal'?"
+
+
+def test_an_installed_family_that_does_not_import_says_how_to_reinstall_it() -> None:
+    done = without(("box2d",), "benchmarks", "show", "lunar-lander", modules_only=True)
+    assert done.returncode == 1
+    line = only_line(done.stderr)
+    assert line.startswith("error: benchmark 'lunar-lander' cannot be imported (")
+    assert line.endswith("); reinstall the box2d family: uv sync --extra box2d")
+
+
+# --------------------------------------------------------------------------- did you mean
+
+
+def test_a_near_id_gets_a_did_you_mean(tmp_path: Path) -> None:
+    program = balancing_program(tmp_path / "program")
+    result = invoke("evaluate", str(program), "--benchmark", "cartpol")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == "error: unknown benchmark 'cartpol'; did you mean 'cartpole'?\n"
+    typo = invoke("benchmarks", "show", "gymnasum:CartPole-v1")
+    assert typo.exit_code == 1
+    assert (
+        typo.stderr
+        == "error: unknown benchmark 'gymnasum:CartPole-v1'; did you mean 'gymnasium:CartPole-v1'?\n"
+    )
+    far = invoke("benchmarks", "show", "zzzz")
+    assert far.exit_code == 1
+    line = only_line(far.stderr)
+    assert line.startswith("error: unknown benchmark 'zzzz' (known: acrobot, ")
+    assert "lunar-lander" in line and "did you mean" not in line
 
 
 # --------------------------------------------------------------------------- check's synthetic score

@@ -18,6 +18,7 @@ from evopolicygym.benchmark import (
     CORE16,
     FAMILIES,
     RANDOM_POLICY_DIR,
+    TASKS,
     BenchmarkError,
     CatalogEntry,
     EpisodeRecord,
@@ -99,7 +100,8 @@ def test_list_suite_core16_names_all_sixteen_and_how_to_install_the_rest() -> No
     assert reacher["installed"] is MUJOCO and reacher["family"] == "mujoco"
     if not MUJOCO:
         assert reacher["install"] == install_hint("mujoco") == "uv sync --extra mujoco"
-        assert reacher["description"].startswith("Reacher-v5; not installed: ")
+        assert reacher["description"] == TASKS["reacher5"].description
+        assert reacher["environment"] == "Reacher-v5"
     if MINIGRID:
         assert by_id["minigrid_fourrooms"]["installed"] is True
         assert by_id["minigrid_fourrooms"]["environment"] == "MiniGrid-FourRooms-v0"

@@ -84,12 +84,10 @@ def test_version_and_help() -> None:
 def test_benchmarks_list() -> None:
     result = invoke("benchmarks", "list")
     assert result.exit_code == 0, result.output
+    # Every family's tasks are listed, installed or not (lunar-lander with box2d, leduc and
+    # holdem_limit with cards), each saying whether it is installed and how to install it.
     names = {"cartpole", "frozen-lake", "acrobot", "mountain-car-continuous"}
-    # lunar-lander comes with the box2d family, listed only where that family is installed.
-    if importlib.util.find_spec("evopolicygym_box2d") is not None:
-        names.add("lunar-lander")
-    elif os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail("the box2d family is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
+    names |= {"lunar-lander", "bipedal", "leduc", "holdem_limit"}
     for name in [*names, "gymnasium", "gymnasium:<EnvId>"]:
         assert name in result.stdout
     rows = ok_json(invoke("benchmarks", "list", "--json"))
@@ -98,6 +96,12 @@ def test_benchmarks_list() -> None:
     assert names | {"gymnasium"} <= set(by_name)
     assert all(row["description"] for row in rows)
     assert "Balance a pole" in by_name["cartpole"]["description"]
+    box2d = importlib.util.find_spec("evopolicygym_box2d") is not None
+    if not box2d and os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
+        pytest.fail("the box2d family is missing but EVOPOLICY_REQUIRE_EXTRAS=1")
+    assert by_name["lunar-lander"]["installed"] is box2d
+    assert by_name["lunar-lander"]["install"] == (None if box2d else "uv sync --extra box2d")
+    assert by_name["cartpole"]["installed"] is True and by_name["cartpole"]["install"] is None
 
 
 def test_show_cartpole_json() -> None:
@@ -198,8 +202,8 @@ def test_evaluate_gymnasium_family(swing: Path) -> None:
         (["evaluate", "baseline", "--benchmark", "gymnasium"], 1, "use gymnasium:<id>"),
         (["benchmarks", "show", "gymnasium:NoSuchEnv-v0"], 1, "NoSuchEnv-v0"),
         (["benchmarks", "check", "nope"], 1, "unknown benchmark"),
-        # a Benchmark of a family not installed: the message says how to install families
-        (["benchmarks", "show", "nope"], 1, "more install as families: uv sync --extra "),
+        # an id known nowhere: the known ids, and where to see which are installed
+        (["benchmarks", "show", "nope"], 1, "'evopolicy benchmarks list' says which are installed"),
         (["no-such-command"], 2, "no-such-command"),
     ],
 )

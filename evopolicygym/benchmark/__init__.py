@@ -7,7 +7,8 @@
 - ``check_benchmark`` (``conformance``): the checks any Benchmark must pass.
 - The catalog (``catalog``): ``CatalogEntry`` (a Benchmark's family, suites, aliases,
   difficulty profiles (``Profile``) and measured ``ReferenceScores``, declared as its ``catalog``
-  attribute) and the static tables of suites (``SUITES``, ``CORE16``) and ``FAMILIES``.
+  attribute) and the static tables of every family's ids (``TASKS``), suites (``SUITES``,
+  ``CORE16``) and ``FAMILIES``.
 - Helpers a Benchmark needs at the Policy boundary and for seeds: ``encode_value``,
   ``tensor_to_array``, ``PolicyValueError``, ``TensorValue``, ``derive_seed``.
 - The Gymnasium adapter (``gymnasium_adapter``): ``GymnasiumBenchmark`` turns any
@@ -32,7 +33,9 @@ from evopolicygym.benchmark.catalog import (
     FAMILIES,
     RANDOM_POLICY_DIR,
     SUITES,
+    TASKS,
     CatalogEntry,
+    CatalogTask,
     Family,
     FirstStepOnly,
     Profile,
@@ -40,6 +43,8 @@ from evopolicygym.benchmark.catalog import (
     SuiteMember,
     catalog_entry,
     family_installed,
+    family_of_distribution,
+    install_command,
     install_hint,
     pick_profile,
 )
@@ -97,11 +102,13 @@ __all__ = [
     "RANDOM_POLICY_DIR",
     "SUITES",
     "SUMMARY_TERMINATION",
+    "TASKS",
     "Artifact",
     "Benchmark",
     "BenchmarkError",
     "BenchmarkSpec",
     "CatalogEntry",
+    "CatalogTask",
     "CheckResult",
     "ConformanceReport",
     "Environment",
@@ -131,6 +138,8 @@ __all__ = [
     "domain_summary",
     "encode_value",
     "family_installed",
+    "family_of_distribution",
+    "install_command",
     "install_hint",
     "make_gymnasium_benchmark",
     "pick_profile",

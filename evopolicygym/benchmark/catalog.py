@@ -1,10 +1,11 @@
 """The catalog: which family a Benchmark belongs to, the suites it is in, its difficulty
-profiles and its measured reference scores, plus the static table of the suites' ids.
+profiles and its measured reference scores, plus the static tables of every family's ids
+(``TASKS``) and the suites' (``CORE16``).
 
 A Benchmark declares its entry as a ``catalog`` attribute (a ``CatalogEntry``); the
-kernel reads it with ``catalog_entry(benchmark)`` and never needs it. The suites and the
-families that provide them are known here statically, so ``evopolicy benchmarks list
---suite core16`` names every id and says how to install its family even when that family's
+kernel reads it with ``catalog_entry(benchmark)`` and never needs it. The tasks, the suites
+and the families that provide them are known here statically, so ``evopolicy benchmarks
+list`` names every id and says how to install its family even when that family's
 distribution is not installed.
 """
 
@@ -24,7 +25,9 @@ __all__ = [
     "FAMILIES",
     "RANDOM_POLICY_DIR",
     "SUITES",
+    "TASKS",
     "CatalogEntry",
+    "CatalogTask",
     "Family",
     "FirstStepOnly",
     "Profile",
@@ -32,6 +35,8 @@ __all__ = [
     "SuiteMember",
     "catalog_entry",
     "family_installed",
+    "family_of_distribution",
+    "install_command",
     "install_hint",
     "pick_profile",
 ]
@@ -142,34 +147,101 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+class CatalogTask(msgspec.Struct, frozen=True, kw_only=True):
+    """A Benchmark id one of the project's families registers, known here whether or not the
+    family is installed: its family, the environment behind it and what it asks of a policy.
+    ``alias_of`` names the Benchmark an alias builds (Core16's ``continuouscar``)."""
+
+    id: str
+    family: str
+    environment: str
+    description: str
+    alias_of: str | None = None
+
+
+# Every id the families register (a test holds this to their entry points), so `benchmarks
+# list` names them all and `--benchmark ID` says which extra installs a missing one.
+TASKS: dict[str, CatalogTask] = {
+    t.id: t
+    for t in (
+        CatalogTask(id="cartpole", family="classic", environment="CartPole-v1",
+                    description="Balance a pole on a cart by pushing it left or right, for up to 500 steps."),
+        CatalogTask(id="frozen-lake", family="classic", environment="FrozenLake-v1",
+                    description="Walk across a slippery frozen lake to the goal without falling into a hole."),
+        CatalogTask(id="acrobot", family="classic", environment="Acrobot-v1",
+                    description="Swing the two-link Acrobot's tip above the target height as fast as possible."),
+        CatalogTask(id="mountain-car-continuous", family="classic", environment="MountainCarContinuous-v0",
+                    description="Drive an underpowered car up the right hill to the flag, spending little force."),
+        CatalogTask(id="continuouscar", family="classic", environment="MountainCarContinuous-v0",
+                    description="Drive an underpowered car up the right hill to the flag, spending little force.",
+                    alias_of="mountain-car-continuous"),
+        CatalogTask(id="lunar-lander", family="box2d", environment="LunarLander-v3",
+                    description="Land the lunar module softly on the pad with four discrete engine actions."),
+        CatalogTask(id="bipedal", family="box2d", environment="BipedalWalker-v3",
+                    description="Walk a two-legged robot to the end of the course with four joint torques."),
+        CatalogTask(id="racing", family="box2d", environment="CarRacing-v3",
+                    description="Drive a car round a random track from 96x96 RGB frames seen from above."),
+        CatalogTask(id="reacher5", family="mujoco", environment="Reacher-v5",
+                    description="Move a two-joint arm's fingertip onto a random target in the plane."),
+        CatalogTask(id="halfcheetah5", family="mujoco", environment="HalfCheetah-v5",
+                    description="Make a planar two-legged cheetah run forward as fast as it can."),
+        CatalogTask(id="ant5", family="mujoco", environment="Ant-v5",
+                    description="Make a four-legged ant walk forward without falling over."),
+        CatalogTask(id="pusher5", family="mujoco", environment="Pusher-v5",
+                    description="Push a cylinder on a table to a goal with a seven-joint arm."),
+        CatalogTask(id="minigrid_doorkey", family="minigrid", environment="MiniGrid-DoorKey-16x16-v0",
+                    description="Pick up the key, unlock the door and reach the goal square."),
+        CatalogTask(id="minigrid_keycorridor", family="minigrid", environment="MiniGrid-KeyCorridorS4R3-v0",
+                    description="Find the key, unlock the room off the corridor and pick up its ball."),
+        CatalogTask(id="minigrid_fourrooms", family="minigrid", environment="MiniGrid-FourRooms-v0",
+                    description="Reach the goal square in four rooms joined by gaps, from a random start."),
+        CatalogTask(id="minigrid_obstructedmaze", family="minigrid", environment="MiniGrid-ObstructedMaze-1Q-v1",
+                    description="Pick up the ball behind locked, blocked doors whose keys hide in boxes."),
+        CatalogTask(id="parking", family="driving", environment="parking-v0",
+                    description="Park the car in the goal spot of a parking lot, steering continuously."),
+        CatalogTask(id="roundabout", family="driving", environment="roundabout-v0",
+                    description="Drive through a busy roundabout without colliding, as fast as is safe."),
+        CatalogTask(id="fetch_push", family="robotics", environment="FetchPush-v4",
+                    description="Push the block on the table to the goal with the Fetch arm."),
+        CatalogTask(id="fetch_pickandplace", family="robotics", environment="FetchPickAndPlace-v4",
+                    description="Pick the block up with the Fetch arm and place it at the goal."),
+        CatalogTask(id="leduc", family="cards", environment="OpenSpiel leduc_poker",
+                    description="Leduc poker, heads-up, against a fixed opponent: win chips over a match."),
+        CatalogTask(id="holdem_limit", family="cards", environment="OpenSpiel universal_poker (limit Hold'em)",
+                    description="Heads-up limit Texas Hold'em against a fixed opponent: win chips over a match."),
+    )
+}  # fmt: skip
+
+
 class SuiteMember(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     environment: str
     family: str
 
 
+def _members(*ids: str) -> tuple[SuiteMember, ...]:
+    return tuple(SuiteMember(id=i, environment=TASKS[i].environment, family=TASKS[i].family) for i in ids)
+
+
 # The paper's Core16: eight capability families, two tasks each (the control pair and the
 # box2d pair share the classic/box2d distributions here).
-CORE16: tuple[SuiteMember, ...] = tuple(
-    SuiteMember(id=i, environment=e, family=f)
-    for i, e, f in (
-        ("acrobot", "Acrobot-v1", "classic"),
-        ("continuouscar", "MountainCarContinuous-v0", "classic"),
-        ("bipedal", "BipedalWalker-v3", "box2d"),
-        ("racing", "CarRacing-v3", "box2d"),
-        ("reacher5", "Reacher-v5", "mujoco"),
-        ("halfcheetah5", "HalfCheetah-v5", "mujoco"),
-        ("ant5", "Ant-v5", "mujoco"),
-        ("pusher5", "Pusher-v5", "mujoco"),
-        ("minigrid_doorkey", "MiniGrid-DoorKey-16x16-v0", "minigrid"),
-        ("minigrid_keycorridor", "MiniGrid-KeyCorridorS4R3-v0", "minigrid"),
-        ("minigrid_fourrooms", "MiniGrid-FourRooms-v0", "minigrid"),
-        ("minigrid_obstructedmaze", "MiniGrid-ObstructedMaze-1Q-v1", "minigrid"),
-        ("parking", "parking-v0", "driving"),
-        ("roundabout", "roundabout-v0", "driving"),
-        ("fetch_push", "FetchPush-v4", "robotics"),
-        ("fetch_pickandplace", "FetchPickAndPlace-v4", "robotics"),
-    )
+CORE16: tuple[SuiteMember, ...] = _members(
+    "acrobot",
+    "continuouscar",
+    "bipedal",
+    "racing",
+    "reacher5",
+    "halfcheetah5",
+    "ant5",
+    "pusher5",
+    "minigrid_doorkey",
+    "minigrid_keycorridor",
+    "minigrid_fourrooms",
+    "minigrid_obstructedmaze",
+    "parking",
+    "roundabout",
+    "fetch_push",
+    "fetch_pickandplace",
 )
 
 SUITES: dict[str, tuple[SuiteMember, ...]] = {"core16": CORE16}
@@ -203,6 +275,16 @@ def _extras_installing(dist: str) -> list[str]:
     return found
 
 
+def install_command(family: str) -> str | None:
+    """The command installing a family (``uv sync --extra <extra>``), installed or not; None
+    where the installed project offers no extra for it."""
+    known = FAMILIES.get(family)
+    if known is None:
+        return None
+    extras = _extras_installing(known.distribution)
+    return f"uv sync --extra {extras[0]}" if extras else None
+
+
 def install_hint(family: str) -> str:
     """How to get a family's Benchmarks: a command that works when pasted, or why there is
     none yet."""
@@ -211,10 +293,13 @@ def install_hint(family: str) -> str:
         return f"no family {family!r} is known to this project"
     if family_installed(family):
         return f"not provided by the installed {known.distribution} yet"
-    extras = _extras_installing(known.distribution)
-    if extras:
-        return f"uv sync --extra {extras[0]}"
-    return f"the {family} family is not packaged yet ({known.distribution})"
+    return install_command(family) or f"the {family} family is not packaged yet ({known.distribution})"
+
+
+def family_of_distribution(name: str) -> str | None:
+    """The family a distribution provides (``evopolicygym-box2d`` -> ``box2d``), if any."""
+    normalized = re.sub(r"[-_.]+", "-", name).lower()
+    return next((f.name for f in FAMILIES.values() if f.distribution == normalized), None)
 
 
 class FirstStepOnly:

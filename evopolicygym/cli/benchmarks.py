@@ -17,18 +17,20 @@ from evopolicygym.benchmark import (
 from evopolicygym.benchmark import (
     RANDOM_POLICY_DIR,
     SUITES,
+    TASKS,
     Benchmark,
     FirstStepOnly,
     SuiteMember,
     catalog_entry,
     check_benchmark,
+    install_command,
     install_hint,
 )
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.loading import FAMILIES, load
 from evopolicygym.cli.options import param_option
 from evopolicygym.cli.output import emit_json, human_block, one_line, print_table, printable
-from evopolicygym.registry import baseline_dir, benchmark_names
+from evopolicygym.registry import BenchmarkNotInstalled, baseline_dir, benchmark_names
 
 __all__ = ["benchmarks", "spec_view"]
 
@@ -37,7 +39,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON t
 
 @click.group()
 def benchmarks() -> None:
-    """Inspect the registered Benchmarks."""
+    """Inspect the Benchmarks: every family's, installed or not."""
 
 
 suite_option = click.option(
@@ -69,10 +71,10 @@ def _known_family(family: str | None) -> None:
 @family_option
 @json_option
 def list_benchmarks(suite: str | None, family: str | None, as_json: bool) -> None:
-    """List registered Benchmarks with their family and a one-line description.
+    """List every Benchmark of the catalog and every registered one, with its family,
+    whether it is installed (if not, the command installing it) and a one-line description.
 
-    With --suite or --family, list the catalog's Benchmarks of that suite or family,
-    saying which are installed and how to install the others.
+    With --suite or --family, only the Benchmarks of that suite (in its order) or family.
     """
     _known_suite(suite)
     _known_family(family)
@@ -80,69 +82,68 @@ def list_benchmarks(suite: str | None, family: str | None, as_json: bool) -> Non
     if as_json:
         emit_json(rows)
         return
-    # The name (what --benchmark takes) is never broken; the description wraps.
+    # The name (what --benchmark takes) and the install command are never broken; the
+    # description wraps.
     headers = ["name", "family", "installed", "description"]
     table_rows = []
     for row in rows:
         style = "" if row["available"] else "red"
-        installed = "yes" if row["installed"] else "no"
+        installed = "yes" if row["installed"] else f"no: {row['install']}"
         description = row["description"]
         if row.get("alias_of"):
             description = f"(= {row['alias_of']}) {description}"
         cells = [row["benchmark_id"], row["family"] or "-", installed, description]
         table_rows.append([Text(printable(str(cell), cell=True), style=style) for cell in cells])
-    print_table(Console(), headers, table_rows)
+    print_table(Console(), headers, table_rows, keys=(0, 2))
 
 
 def _catalog_rows(suite: str | None, family: str | None) -> list[dict[str, Any]]:
     """Registered Benchmarks (all, or the suite's or family's) plus the catalog's ids that
     are not installed, each saying how to install it."""
-    names = benchmark_names()
-    registered = set(names)
+    registered = set(benchmark_names())
     if suite is not None:
-        members = SUITES[suite]
-        rows = [
+        return [
             _describe(m.id, suite_member=(m.environment, m.family))
             if m.id in registered
-            else _missing(m.id, m.environment, m.family, suite)
-            for m in members
+            else _missing(m.id)
+            for m in SUITES[suite]
             if family is None or m.family == family
         ]
-        return rows
-    rows = [_describe(name) for name in names]
+    # Only a Benchmark the catalog does not place is built to learn its family.
+    rows = [
+        _describe(name)
+        for name in sorted(registered)
+        if family is None or name not in TASKS or TASKS[name].family == family
+    ]
+    rows += [_missing(name) for name in TASKS if name not in registered]
     if family is not None:
         rows = [row for row in rows if row["family"] == family]
-    listed = {row["benchmark_id"] for row in rows}
-    for suite_name, members in SUITES.items():
-        for m in members:
-            if m.id not in registered and m.id not in listed and (family is None or m.family == family):
-                rows.append(_missing(m.id, m.environment, m.family, suite_name))
-                listed.add(m.id)
     return rows
 
 
-def _missing(benchmark_id: str, environment: str, family: str, suite: str) -> dict[str, Any]:
-    hint = install_hint(family)
+def _missing(benchmark_id: str) -> dict[str, Any]:
+    task = TASKS[benchmark_id]
     return {
         "benchmark_id": benchmark_id,
-        "description": f"{environment}; not installed: {hint}",
+        "description": task.description,
         "available": False,
         "installed": False,
-        "install": hint,
-        "family": family,
-        "suites": [suite],
-        "environment": environment,
-        "alias_of": None,
+        "install": install_hint(task.family),
+        "family": task.family,
+        "suites": [name for name, members in SUITES.items() if any(m.id == benchmark_id for m in members)],
+        "environment": task.environment,
+        "alias_of": task.alias_of,
     }
 
 
 def _describe(name: str, suite_member: tuple[str, str] | None = None) -> dict[str, Any]:
     environment, member_family = suite_member or (None, None)
+    task = TASKS.get(name)
     row: dict[str, Any] = {
         "benchmark_id": name,
         "installed": True,
         "install": None,
-        "family": member_family,
+        "family": member_family or (task.family if task is not None else None),
         "suites": [],
         "environment": environment,
         "alias_of": None,
@@ -152,6 +153,10 @@ def _describe(name: str, suite_member: tuple[str, str] | None = None) -> dict[st
     try:
         benchmark = load(name, {})
         spec = benchmark.spec
+    except BenchmarkNotInstalled as exc:  # registered, but its family does not import
+        command = install_command(row["family"]) if row["family"] else None
+        return {**row, "description": one_line(str(exc)), "available": False, "installed": False,
+                "install": command or "reinstall its distribution"}  # fmt: skip
     except Exception as exc:  # a broken third-party factory must not hide the others
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         return {**row, "description": f"unavailable: {one_line(message)}", "available": False}
@@ -163,6 +168,8 @@ def _describe(name: str, suite_member: tuple[str, str] | None = None) -> dict[st
         row["alias_of"] = spec.id
     if row["environment"] is None and isinstance(spec.metadata.get("env_id"), str):
         row["environment"] = spec.metadata["env_id"]
+    if row["environment"] is None and task is not None:
+        row["environment"] = task.environment
     return {**row, "description": one_line(spec.description), "available": True}
 
 
