@@ -98,7 +98,9 @@ def _unknown(ref: str, name: str, argument: str) -> UnknownBenchmark:
     if task is not None:
         family = task.family
         if family_installed(family):
-            return BenchmarkNotInstalled(f"benchmark {name!r} ({family} family): {install_hint(family)}")
+            return BenchmarkNotInstalled(
+                f"benchmark {name!r} ({family} family): {install_hint(family)}"
+            )
         return BenchmarkNotInstalled(
             f"benchmark {name!r} needs the {family} family, which is not installed: {install_hint(family)}"
         )
@@ -125,9 +127,14 @@ def _unimportable(name: str, found: EntryPoint, exc: ImportError) -> str:
 
 def _takes_argument(factory: Callable[..., Any]) -> bool:
     params = list(inspect.signature(factory).parameters.values())
-    return bool(params) and params[0].default is inspect.Parameter.empty and params[0].kind in (
-        inspect.Parameter.POSITIONAL_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    return (
+        bool(params)
+        and params[0].default is inspect.Parameter.empty
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
     )
 
 

@@ -370,14 +370,19 @@ def test_a_gymnasium_id_derives_its_failure_score_from_reward_bounds() -> None:
     assert [e["return"] for e in feedback.content["episodes"]] == [95.0, -10.0, -99.9, -99.9]
     assert feedback.content["below_failure_score"] == 0
     assert make_gymnasium_benchmark("MountainCar-v0").spec.failure_score == -200.0
-    assert make_gymnasium_benchmark("Acrobot-v1", max_episode_steps=100).spec.failure_score == -100.0
+    assert (
+        make_gymnasium_benchmark("Acrobot-v1", max_episode_steps=100).spec.failure_score == -100.0
+    )
     assert make_gymnasium_benchmark("CartPole-v1").spec.failure_score == 0.0
     pendulum = make_gymnasium_benchmark("Pendulum-v1").spec.failure_score
     assert pendulum == pytest.approx(-(math.pi**2 + 6.4 + 0.004) * 200)
     # A given failure return wins over the derived one, and enters the environment digest.
     given = make_gymnasium_benchmark("MountainCar-v0", failure_return="-1000")
     assert given.spec.failure_score == -1000.0
-    assert given.spec.environment_digest != make_gymnasium_benchmark("MountainCar-v0").spec.environment_digest
+    assert (
+        given.spec.environment_digest
+        != make_gymnasium_benchmark("MountainCar-v0").spec.environment_digest
+    )
 
 
 def test_a_completed_return_under_the_failure_score_is_scored_at_it() -> None:
@@ -389,13 +394,19 @@ def test_a_completed_return_under_the_failure_score_is_scored_at_it() -> None:
     assert feedback.content["failure_score"] == -5.0
 
 
-def test_a_gymnasium_id_without_known_bounds_is_not_evaluated_until_given_one(tmp_path: Path) -> None:
+def test_a_gymnasium_id_without_known_bounds_is_not_evaluated_until_given_one(
+    tmp_path: Path,
+) -> None:
     import gymnasium
 
     from evopolicygym.evaluation import EvaluationConfig, evaluate
     from evopolicygym.program import Program
 
-    gymnasium.register(id="EpgTest/Unbounded-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=50)
+    gymnasium.register(
+        id="EpgTest/Unbounded-v0",
+        entry_point="gymnasium.envs.classic_control:CartPoleEnv",
+        max_episode_steps=50,
+    )
     unknown = make_gymnasium_benchmark("EpgTest/Unbounded-v0")
     assert unknown.spec.failure_score is None  # described, not evaluated
     program = Program.from_files({"policy.py": "def make_policy(c):\n    return lambda o: 0\n"})
@@ -579,7 +590,10 @@ def test_an_id_registered_on_import_is_named_with_its_module() -> None:
     evopolicy = [sys.executable, "-c", "from evopolicygym.cli import main; main()"]
     done = subprocess.run(
         [*evopolicy, "benchmarks", "show", "gymnasium:MiniGrid-Empty-5x5-v0"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
@@ -594,7 +608,10 @@ def test_an_id_named_with_its_module_works_where_it_is_installed() -> None:
     evopolicy = [sys.executable, "-c", "from evopolicygym.cli import main; main()"]
     named = subprocess.run(
         [*evopolicy, "benchmarks", "show", "gymnasium:minigrid:MiniGrid-Empty-5x5-v0", "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert named.returncode == 0, named.stderr
 
@@ -607,8 +624,11 @@ def test_lunar_lander_says_whether_each_episode_landed_or_crashed() -> None:
     benchmark = _lunar_lander()
     baseline = benchmark.baseline_dir()
     assert baseline is not None
-    result = evaluate(Program.from_directory(baseline), benchmark,
-                      EvaluationConfig(split="validation", seed=3, episodes=3, jobs=1))
+    result = evaluate(
+        Program.from_directory(baseline),
+        benchmark,
+        EvaluationConfig(split="validation", seed=3, episodes=3, jobs=1),
+    )
     content = result.feedback.content
     assert isinstance(content, dict)
     ends = [e["termination"] for e in content["episodes"]]

@@ -38,8 +38,20 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 def test_catalog_lists_both_in_core16_with_profiles_and_references() -> None:
     listing = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "benchmarks", "list", "--suite", "core16", "--family", "box2d"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "benchmarks",
+            "list",
+            "--suite",
+            "core16",
+            "--family",
+            "box2d",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     for name in ("bipedal", "racing"):
         line = next(row for row in listing.splitlines() if row.startswith(name))
@@ -49,9 +61,16 @@ def test_catalog_lists_both_in_core16_with_profiles_and_references() -> None:
     assert walker.suites == ("core16",) and car.suites == ("core16",)
     assert [p.name for p in walker.profiles] == ["normal", "hardcore"]
     assert [p.name for p in car.profiles] == ["standard", "randomized"]
-    others = [catalog_entry(load_benchmark(n, {"profile": p})) for n, p in (("bipedal", "hardcore"), ("racing", "randomized"))]
+    others = [
+        catalog_entry(load_benchmark(n, {"profile": p}))
+        for n, p in (("bipedal", "hardcore"), ("racing", "randomized"))
+    ]
     for entry in (walker, car, *others):
-        assert entry is not None and entry.reference is not None and entry.reference.split == "assessment"
+        assert (
+            entry is not None
+            and entry.reference is not None
+            and entry.reference.split == "assessment"
+        )
         assert entry.reference.baseline > entry.reference.random
     # Another profile, or racing's shortened Episodes, is not Core16's member and carries no
     # reference measured on something else.
@@ -60,9 +79,10 @@ def test_catalog_lists_both_in_core16_with_profiles_and_references() -> None:
     assert catalog_entry(hard).suites == ()  # type: ignore[union-attr]
     short = catalog_entry(load_benchmark("racing", {"max_episode_steps": SHORT}))
     assert short is not None and short.suites == () and short.reference is None
-    assert load_benchmark("racing", {"profile": "randomized"}).spec.environment_digest != load_benchmark(
-        "racing"
-    ).spec.environment_digest
+    assert (
+        load_benchmark("racing", {"profile": "randomized"}).spec.environment_digest
+        != load_benchmark("racing").spec.environment_digest
+    )
 
 
 def test_bad_parameters_are_one_line_errors() -> None:
@@ -77,7 +97,9 @@ def test_bad_parameters_are_one_line_errors() -> None:
 def test_conformance() -> None:
     report = check_benchmark(load_benchmark("bipedal"))
     assert report.ok, [c for c in report.checks if not c.ok]
-    report = check_benchmark(load_benchmark("racing", {"max_episode_steps": SHORT}), episodes=1, steps=25)
+    report = check_benchmark(
+        load_benchmark("racing", {"max_episode_steps": SHORT}), episodes=1, steps=25
+    )
     assert report.ok, [c for c in report.checks if not c.ok]
 
 
@@ -92,9 +114,18 @@ def test_bipedal_baseline_walks_where_random_falls(evaluator: Evaluator) -> None
             summary = episode["summary"]
             assert episode["termination"] in ("fell", "reached_end", "truncated")
             assert summary["fell"] == (episode["termination"] == "fell")
-            assert summary["forward_velocity"] == pytest.approx(summary["distance"] / episode["length"] * 50, abs=1e-3)
-        assert content["domain"]["fell_rate"] == sum(e["summary"]["fell"] for e in content["episodes"]) / 3
-    assert ours.feedback.content["domain"]["mean_distance"] > 20 > random.feedback.content["domain"]["mean_distance"]
+            assert summary["forward_velocity"] == pytest.approx(
+                summary["distance"] / episode["length"] * 50, abs=1e-3
+            )
+        assert (
+            content["domain"]["fell_rate"]
+            == sum(e["summary"]["fell"] for e in content["episodes"]) / 3
+        )
+    assert (
+        ours.feedback.content["domain"]["mean_distance"]
+        > 20
+        > random.feedback.content["domain"]["mean_distance"]
+    )
 
 
 def test_racing_baseline_drives_where_random_wanders(evaluator: Evaluator) -> None:
@@ -109,12 +140,19 @@ def test_racing_baseline_drives_where_random_wanders(evaluator: Evaluator) -> No
         assert "frames_png" not in summary  # moved into the artifact
         assert summary["lap_complete"] is False and summary["left_playfield"] is False
         assert 0 < summary["tiles_visited"] < summary["track_tiles"]
-        assert summary["track_completion"] == pytest.approx(summary["tiles_visited"] / summary["track_tiles"], abs=1e-4)
+        assert summary["track_completion"] == pytest.approx(
+            summary["tiles_visited"] / summary["track_tiles"], abs=1e-4
+        )
         assert 0 <= summary["off_track_steps"] <= episode["length"] == int(SHORT)
         # -0.1 a frame and 1000/N a new tile: the return is what the tiles say.
-        expected = -0.1 * episode["length"] + 1000 * summary["tiles_visited"] / summary["track_tiles"]
+        expected = (
+            -0.1 * episode["length"] + 1000 * summary["tiles_visited"] / summary["track_tiles"]
+        )
         assert episode["return"] == pytest.approx(expected, abs=1e-3)
-    assert content["domain"]["mean_tiles_visited"] > random.feedback.content["domain"]["mean_tiles_visited"]
+    assert (
+        content["domain"]["mean_tiles_visited"]
+        > random.feedback.content["domain"]["mean_tiles_visited"]
+    )
     artifacts = {a.name: a for a in ours.feedback.artifacts}
     assert set(artifacts) == {"trace.jsonl", "frames.png"}
     strip = artifacts["frames.png"]
@@ -133,7 +171,9 @@ def test_the_frame_strip_decodes_to_the_frames() -> None:
     # One IDAT: each row a filter byte 0 then RGB.
     idat = data.index(b"IDAT")
     (length,) = struct.unpack(">I", data[idat - 4 : idat])
-    rows = np.frombuffer(zlib.decompress(data[idat + 4 : idat + 4 + length]), dtype=np.uint8).reshape(4, 1 + 11 * 3)
+    rows = np.frombuffer(
+        zlib.decompress(data[idat + 4 : idat + 4 + length]), dtype=np.uint8
+    ).reshape(4, 1 + 11 * 3)
     assert (rows[:, 0] == 0).all()
     image = rows[:, 1:].reshape(4, 11, 3)
     assert (image[:, 3] == 0).all() and (image[:, 7] == 0).all()  # the gaps
@@ -141,8 +181,12 @@ def test_the_frame_strip_decodes_to_the_frames() -> None:
     assert (image[:, 8:] == 80).all()
 
 
-@pytest.mark.parametrize(("name", "params"), [("bipedal", {}), ("racing", {"max_episode_steps": "30"})])
-def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator, name: str, params: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "params"), [("bipedal", {}), ("racing", {"max_episode_steps": "30"})]
+)
+def test_the_same_episode_twice_gives_identical_traces(
+    evaluator: Evaluator, name: str, params: dict[str, str]
+) -> None:
     benchmark = load_benchmark(name, params)
     program = Program.from_directory(baseline(name))
     config = EvaluationConfig(split="validation", episodes=1, seed=3, jobs=1, trace_steps=10_000)
@@ -151,11 +195,18 @@ def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator, nam
     assert first.steps == second.steps and first.total_reward == second.total_reward
     assert first.summary == second.summary
     for a, b in zip(first.trace, second.trace, strict=True):
-        assert (a.action, a.reward, a.terminated, a.truncated) == (b.action, b.reward, b.terminated, b.truncated)
+        assert (a.action, a.reward, a.terminated, a.truncated) == (
+            b.action,
+            b.reward,
+            b.terminated,
+            b.truncated,
+        )
         assert np.array_equal(np.asarray(a.observation), np.asarray(b.observation))
 
 
-def test_racing_frames_reach_the_policy_as_uint8_arrays(evaluator: Evaluator, tmp_path: Path) -> None:
+def test_racing_frames_reach_the_policy_as_uint8_arrays(
+    evaluator: Evaluator, tmp_path: Path
+) -> None:
     """The observation crosses the boundary as one tensor and arrives as a read-only NumPy
     array of the frame's shape and dtype (not nested lists)."""
     (tmp_path / "policy.py").write_text(
@@ -176,8 +227,12 @@ def test_racing_frames_reach_the_policy_as_uint8_arrays(evaluator: Evaluator, tm
 def test_racing_baseline_finds_the_road_in_randomized_colours(evaluator: Evaluator) -> None:
     """No road is grey there: the driver waits for the opening zoom, learns the road's colour
     from the start line and then follows it."""
-    ours = run(evaluator, "racing", baseline("racing"), 1, profile="randomized", max_episode_steps="200")
-    random = run(evaluator, "racing", RANDOM_POLICY_DIR, 1, profile="randomized", max_episode_steps="200")
+    ours = run(
+        evaluator, "racing", baseline("racing"), 1, profile="randomized", max_episode_steps="200"
+    )
+    random = run(
+        evaluator, "racing", RANDOM_POLICY_DIR, 1, profile="randomized", max_episode_steps="200"
+    )
     (mine,), (theirs,) = ours.feedback.content["episodes"], random.feedback.content["episodes"]
     assert mine["termination"] == "truncated"
     assert mine["summary"]["tiles_visited"] > theirs["summary"]["tiles_visited"]

@@ -106,13 +106,23 @@ def test_list_suite_core16_names_all_sixteen_and_how_to_install_the_rest() -> No
         assert by_id["minigrid_fourrooms"]["installed"] is True
         assert by_id["minigrid_fourrooms"]["environment"] == "MiniGrid-FourRooms-v0"
     human = invoke("benchmarks", "list", "--suite", "core16")
-    assert human.exit_code == 0 and "fetch_pickandplace" in human.stdout and "continuouscar" in human.stdout
+    assert (
+        human.exit_code == 0
+        and "fetch_pickandplace" in human.stdout
+        and "continuouscar" in human.stdout
+    )
 
 
 def test_list_family_and_bad_filters() -> None:
     rows = ok_json(invoke("benchmarks", "list", "--family", "classic", "--json"))
     names = {r["benchmark_id"] for r in rows}
-    assert {"cartpole", "frozen-lake", "acrobot", "mountain-car-continuous", "continuouscar"} <= names
+    assert {
+        "cartpole",
+        "frozen-lake",
+        "acrobot",
+        "mountain-car-continuous",
+        "continuouscar",
+    } <= names
     assert all(r["family"] == "classic" for r in rows)
     robotics = ok_json(invoke("benchmarks", "list", "--family", "robotics", "--json"))
     assert sorted(r["benchmark_id"] for r in robotics) == ["fetch_pickandplace", "fetch_push"]
@@ -153,12 +163,18 @@ def test_catalog_entry_refuses_unordered_or_unknown_profiles() -> None:
 @needs_minigrid
 def test_profiles_are_in_the_parameters_digest_and_shown() -> None:
     default = ok_json(invoke("benchmarks", "show", "minigrid_doorkey", "--json"))
-    small = ok_json(invoke("benchmarks", "show", "minigrid_doorkey", "--param", "profile=5x5", "--json"))
+    small = ok_json(
+        invoke("benchmarks", "show", "minigrid_doorkey", "--param", "profile=5x5", "--json")
+    )
     assert default["profile"] == "16x16" and default["difficulty"] == 3
     assert small["profile"] == "5x5" and small["difficulty"] == 0
     assert [p["name"] for p in default["profiles"]] == ["5x5", "6x6", "8x8", "16x16"]
     assert [p["difficulty"] for p in default["profiles"]] == [0, 1, 2, 3]
-    assert small["environment_parameters"] == {"view": "full", "max_episode_steps": 250, "profile": "5x5"}
+    assert small["environment_parameters"] == {
+        "view": "full",
+        "max_episode_steps": 250,
+        "profile": "5x5",
+    }
     assert default["environment_digest"] != small["environment_digest"]
     # Only Core16's environment is the suite's member and carries the measured references.
     assert default["suites"] == ["core16"] and small["suites"] == []
@@ -166,7 +182,9 @@ def test_profiles_are_in_the_parameters_digest_and_shown() -> None:
     assert small["reference_scores"] is None
     human = invoke("benchmarks", "show", "minigrid_doorkey")
     assert human.exit_code == 0 and "16x16  (this one)" in human.stdout
-    line = one_line_error(invoke("benchmarks", "show", "minigrid_doorkey", "--param", "profile=99x99"))
+    line = one_line_error(
+        invoke("benchmarks", "show", "minigrid_doorkey", "--param", "profile=99x99")
+    )
     assert "unknown profile '99x99'" in line and "5x5, 6x6, 8x8, 16x16" in line
 
 
@@ -196,7 +214,10 @@ def test_a_benchmark_declared_not_deterministic_passes_replay_and_says_so() -> N
     declared = build(False)
     checks = {c.name: c for c in check_benchmark(declared).checks}
     assert checks["replay determinism and close"].ok
-    assert checks["replay determinism and close"].detail == "declared not deterministic: 2 of 2 Episodes differed when replayed"
+    assert (
+        checks["replay determinism and close"].detail
+        == "declared not deterministic: 2 of 2 Episodes differed when replayed"
+    )
     assert declared.spec.metadata["deterministic"] is False
     spec = declared.plan("train", 0, 1)[0]
     record = EpisodeRecord(spec=spec, policy_seed=1, status="ok", total_reward=-5.0, steps=3)
@@ -214,15 +235,25 @@ def test_frozen_lake_profiles_name_its_maps_and_keep_its_digest() -> None:
     assert default.spec.environment_digest == canonical_digest(
         {
             "id": "frozen-lake",
-            "environment_parameters": {"map_name": "4x4", "is_slippery": True, "max_episode_steps": 100},
+            "environment_parameters": {
+                "map_name": "4x4",
+                "is_slippery": True,
+                "max_episode_steps": 100,
+            },
             "failure_score": 0.0,
         }
     )
     calm = load_benchmark("frozen-lake", {"profile": "8x8-calm"})
     same = load_benchmark("frozen-lake", {"map": "8x8", "slippery": "false"})
-    assert calm.spec.environment_digest == same.spec.environment_digest != default.spec.environment_digest
+    assert (
+        calm.spec.environment_digest
+        == same.spec.environment_digest
+        != default.spec.environment_digest
+    )
     assert same.spec.metadata["profile"] == "8x8-calm" and same.spec.metadata["difficulty"] == 1
-    line = one_line_error(invoke("benchmarks", "show", "frozen-lake", "--param", "profile=8x8", "--param", "map=4x4"))
+    line = one_line_error(
+        invoke("benchmarks", "show", "frozen-lake", "--param", "profile=8x8", "--param", "map=4x4")
+    )
     assert "not both" in line
     assert "4x4-calm, 8x8-calm, 4x4, 8x8" in one_line_error(
         invoke("benchmarks", "show", "frozen-lake", "--param", "profile=icy")
@@ -237,15 +268,30 @@ def test_termination_and_domain_summary_over_records() -> None:
     spec = benchmark.plan("train", 0, 1)[0]
 
     def record(status: str, summary: dict[str, Any], **kw: Any) -> EpisodeRecord:
-        return EpisodeRecord(spec=spec, policy_seed=1, status=status, total_reward=0.0, steps=5, summary=summary, **kw)  # type: ignore[arg-type]
+        return EpisodeRecord(
+            spec=spec,
+            policy_seed=1,
+            status=status,
+            total_reward=0.0,
+            steps=5,
+            summary=summary,
+            **kw,
+        )  # type: ignore[arg-type]
 
     records = [
         record("ok", {"termination": "reached_goal", "goal": True, "steps_to_key": 4}),
-        record("ok", {"termination": "truncated", "goal": False, "steps_to_key": None}, truncated=True),
+        record(
+            "ok", {"termination": "truncated", "goal": False, "steps_to_key": None}, truncated=True
+        ),
         record("timeout", {"termination": "truncated", "goal": False, "steps_to_key": 1}),
         record("ok", {}, terminated=True),
     ]
-    assert [termination_of(r) for r in records] == ["reached_goal", "truncated", "policy_timeout", "terminated"]
+    assert [termination_of(r) for r in records] == [
+        "reached_goal",
+        "truncated",
+        "policy_timeout",
+        "terminated",
+    ]
     # Failed Episodes are left out; None is no value.
     assert domain_summary(records) == {"goal_rate": 0.5, "mean_steps_to_key": 4.0}
 
@@ -254,14 +300,18 @@ def test_classic_feedback_says_why_episodes_ended() -> None:
     """Through the real runner: the Environment's summary reaches the Feedback."""
     benchmark = load_benchmark("acrobot")
     program = Program.from_directory(baseline_dir(benchmark))  # type: ignore[arg-type]
-    result = evaluate(program, benchmark, EvaluationConfig(split="assessment", episodes=2, seed=0, jobs=1))
+    result = evaluate(
+        program, benchmark, EvaluationConfig(split="assessment", episodes=2, seed=0, jobs=1)
+    )
     content = result.feedback.content
     assert [e["termination"] for e in content["episodes"]] == ["reached_goal", "reached_goal"]
     assert content["terminations"] == {"reached_goal": 2}
     assert content["mean_length"] == sum(e.steps for e in result.episodes) / 2
     assert all(r.summary == {"termination": "reached_goal"} for r in result.records)
     random = Program.from_directory(RANDOM_POLICY_DIR)
-    timed = evaluate(random, benchmark, EvaluationConfig(split="assessment", episodes=1, seed=0, jobs=1))
+    timed = evaluate(
+        random, benchmark, EvaluationConfig(split="assessment", episodes=1, seed=0, jobs=1)
+    )
     assert timed.feedback.content["terminations"] == {"truncated": 1}
     assert timed.episodes[0].steps == 500
 
@@ -270,20 +320,26 @@ def test_classic_feedback_says_why_episodes_ended() -> None:
 
 
 def test_check_suite_core16_measures_baselines_against_random() -> None:
-    report = ok_json(invoke("benchmarks", "check", "--suite", "core16", "--episodes", "1", "--json"))
+    report = ok_json(
+        invoke("benchmarks", "check", "--suite", "core16", "--episodes", "1", "--json")
+    )
     assert report["ok"] is True and report["episodes"] == 1
     rows = {r["benchmark_id"]: r for r in report["benchmarks"]}
     assert list(rows) == [m.id for m in CORE16]
     installed = [r for r in rows.values() if r["installed"]]
     assert {"acrobot", "continuouscar"} <= {r["benchmark_id"] for r in installed}
     if MINIGRID:
-        assert {"minigrid_doorkey", "minigrid_obstructedmaze"} <= {r["benchmark_id"] for r in installed}
+        assert {"minigrid_doorkey", "minigrid_obstructedmaze"} <= {
+            r["benchmark_id"] for r in installed
+        }
     for row in installed:
         assert row["ok"] is True and row["conformance"] is True, row
         assert row["baseline"] > row["random"]
         assert row["steps_per_s"] > 0 and row["fixed_cost_s"] > 0
     if MUJOCO:
-        assert {"reacher5", "halfcheetah5", "ant5", "pusher5"} <= {r["benchmark_id"] for r in installed}
+        assert {"reacher5", "halfcheetah5", "ant5", "pusher5"} <= {
+            r["benchmark_id"] for r in installed
+        }
     else:
         assert rows["ant5"] == {
             "benchmark_id": "ant5", "family": "mujoco", "installed": False,
@@ -293,14 +349,27 @@ def test_check_suite_core16_measures_baselines_against_random() -> None:
 
 def test_check_needs_an_id_or_a_suite() -> None:
     assert "--suite" in one_line_error(invoke("benchmarks", "check"))
-    assert "not both" in one_line_error(invoke("benchmarks", "check", "acrobot", "--suite", "core16"))
+    assert "not both" in one_line_error(
+        invoke("benchmarks", "check", "acrobot", "--suite", "core16")
+    )
     assert "core16" in one_line_error(invoke("benchmarks", "check", "--suite", "nope"))
 
 
 def test_check_one_benchmark_against_random_with_a_profile() -> None:
     """`check ID --baseline`: what a family records as its reference scores, for one profile."""
-    report = ok_json(invoke("benchmarks", "check", "frozen-lake", "--param", "profile=4x4-calm",
-                            "--baseline", "--episodes", "2", "--json"))
+    report = ok_json(
+        invoke(
+            "benchmarks",
+            "check",
+            "frozen-lake",
+            "--param",
+            "profile=4x4-calm",
+            "--baseline",
+            "--episodes",
+            "2",
+            "--json",
+        )
+    )
     assert report["ok"] is True and report["benchmark_id"] == "frozen-lake"
     assert report["baseline"] == 1.0 and report["random"] < 1.0  # the calm 4x4 map is solved
     assert report["baseline_terminations"] == {"reached_goal": 2}
@@ -309,4 +378,6 @@ def test_check_one_benchmark_against_random_with_a_profile() -> None:
     human = invoke("benchmarks", "check", "acrobot", "--baseline", "--episodes", "1")
     assert human.exit_code == 0, human.output
     assert "baseline: " in human.stdout and "random: -500 on 1 assessment Episode " in human.stdout
-    assert "not both" in one_line_error(invoke("benchmarks", "check", "--suite", "core16", "--baseline"))
+    assert "not both" in one_line_error(
+        invoke("benchmarks", "check", "--suite", "core16", "--baseline")
+    )

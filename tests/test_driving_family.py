@@ -34,14 +34,22 @@ def test_catalog_entries_and_profiles() -> None:
         assert entry is not None and entry.family == "driving" and entry.suites == ("core16",)
         assert [p.difficulty for p in entry.profiles] == list(range(len(entry.profiles)))
         reference = entry.reference
-        assert reference is not None and reference.split == "assessment" and reference.baseline > reference.random
+        assert (
+            reference is not None
+            and reference.split == "assessment"
+            and reference.baseline > reference.random
+        )
     hurried = load_benchmark("parking", {"profile": "hurried"})
     assert hurried.spec.max_episode_steps == 100  # 20 s at 5 decisions a second
     assert catalog_entry(hurried).suites == ()  # type: ignore[union-attr]
     assert hurried.spec.environment_digest != load_benchmark("parking").spec.environment_digest
     assert load_benchmark("roundabout", {"profile": "long"}).spec.max_episode_steps == 30
     space = load_benchmark("parking").spec.observation_space
-    assert space["type"] == "dict" and set(space["spaces"]) == {"observation", "achieved_goal", "desired_goal"}
+    assert space["type"] == "dict" and set(space["spaces"]) == {
+        "observation",
+        "achieved_goal",
+        "desired_goal",
+    }
 
 
 def test_the_parking_baseline_parks_and_random_does_not(evaluator: Evaluator) -> None:
@@ -67,7 +75,11 @@ def test_the_roundabout_baseline_collides_less_than_random(evaluator: Evaluator)
     assert ours.feedback.content["domain"]["collided_rate"] == 0.0
     assert ours.feedback.score > random.feedback.score
     for episode in ours.feedback.content["episodes"]:
-        assert episode["length"] == 11 and set(episode["summary"]) == {"collided", "mean_speed", "on_road"}
+        assert episode["length"] == 11 and set(episode["summary"]) == {
+            "collided",
+            "mean_speed",
+            "on_road",
+        }
         assert 0 < episode["summary"]["mean_speed"] <= 16.5
 
 
@@ -75,10 +87,17 @@ def test_the_roundabout_baseline_collides_less_than_random(evaluator: Evaluator)
 def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator, name: str) -> None:
     program = RANDOM_POLICY_DIR if name == "parking" else baseline(name)
     params = {"profile": "hurried"} if name == "parking" else {}
-    first, second = (run(evaluator, name, program, 1, "validation", **params).records[0] for _ in range(2))
+    first, second = (
+        run(evaluator, name, program, 1, "validation", **params).records[0] for _ in range(2)
+    )
     assert first.trace and first.steps > 5
     assert first.steps == second.steps and first.total_reward == second.total_reward
     assert first.summary == second.summary
     for a, b in zip(first.trace, second.trace, strict=True):
-        assert (a.action, a.reward, a.terminated, a.truncated) == (b.action, b.reward, b.terminated, b.truncated)
+        assert (a.action, a.reward, a.terminated, a.truncated) == (
+            b.action,
+            b.reward,
+            b.terminated,
+            b.truncated,
+        )
         assert repr(a.observation) == repr(b.observation)

@@ -20,7 +20,12 @@ from evopolicygym.registry import load_benchmark
 
 require_family("minigrid")
 
-TASKS = ("minigrid_doorkey", "minigrid_keycorridor", "minigrid_fourrooms", "minigrid_obstructedmaze")
+TASKS = (
+    "minigrid_doorkey",
+    "minigrid_keycorridor",
+    "minigrid_fourrooms",
+    "minigrid_obstructedmaze",
+)
 
 
 run = functools.partial(family_run, trace_steps=200)  # EvaluationConfig's default
@@ -73,7 +78,9 @@ def test_random_times_out_and_fourrooms_has_no_key_fields(evaluator: Evaluator) 
     (episode,) = lost.feedback.content["episodes"]
     assert episode["termination"] == "truncated" and episode["truncated"] is True
     assert episode["summary"]["goal_reached"] is False and episode["return"] == 0.0
-    assert episode["summary"]["door_unlocked"] is False and episode["summary"]["steps_to_door"] is None
+    assert (
+        episode["summary"]["door_unlocked"] is False and episode["summary"]["steps_to_door"] is None
+    )
     rooms = run(evaluator, "minigrid_fourrooms", baseline("minigrid_fourrooms"), 1)
     (summary,) = [e["summary"] for e in rooms.feedback.content["episodes"]]
     assert set(summary) == {"goal_reached", "final_distance"}
@@ -89,13 +96,22 @@ def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator) -> 
     assert first.steps == second.steps and first.total_reward == second.total_reward
     assert first.summary == second.summary
     for a, b in zip(first.trace, second.trace, strict=True):
-        assert (a.action, a.reward, a.terminated, a.truncated) == (b.action, b.reward, b.terminated, b.truncated)
+        assert (a.action, a.reward, a.terminated, a.truncated) == (
+            b.action,
+            b.reward,
+            b.terminated,
+            b.truncated,
+        )
         assert (a.observation["image"] == b.observation["image"]).all()
 
 
 @pytest.mark.parametrize(
     ("name", "profile"),
-    [("minigrid_keycorridor", "S3R1"), ("minigrid_doorkey", "5x5"), ("minigrid_obstructedmaze", "Full")],
+    [
+        ("minigrid_keycorridor", "S3R1"),
+        ("minigrid_doorkey", "5x5"),
+        ("minigrid_obstructedmaze", "Full"),
+    ],
 )
 def test_the_baseline_solves_the_smallest_and_the_largest_profiles(
     evaluator: Evaluator, name: str, profile: str
@@ -127,9 +143,15 @@ def test_profiles_order_difficulty_and_pick_environments() -> None:
         assert [p.difficulty for p in entry.profiles] == list(range(len(entry.profiles)))
     corridor = load_benchmark("minigrid_keycorridor", {"profile": "S3R1"})
     assert corridor.spec.metadata["env_id"] == "MiniGrid-KeyCorridorS3R1-v0"
-    assert corridor.spec.observation_space["spaces"]["image"]["shape"] == [7, 3, 3]  # 7 wide, 3 high
+    assert corridor.spec.observation_space["spaces"]["image"]["shape"] == [
+        7,
+        3,
+        3,
+    ]  # 7 wide, 3 high
     long = load_benchmark("minigrid_fourrooms", {"profile": "long"})
-    assert long.spec.max_episode_steps == 400 and long.spec.environment_parameters["max_steps"] == 400
+    assert (
+        long.spec.max_episode_steps == 400 and long.spec.environment_parameters["max_steps"] == 400
+    )
 
 
 def test_run_on_doorkey_with_the_reference_agent_finishes_offline(tmp_path: Path) -> None:

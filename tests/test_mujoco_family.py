@@ -69,7 +69,9 @@ def test_halfcheetah_runs_forward(evaluator: Evaluator) -> None:
     summary = episode["summary"]
     assert episode["termination"] == "truncated" and episode["length"] == 1000
     assert set(summary) == {"distance", "forward_velocity"}
-    assert summary["distance"] > 20 and summary["forward_velocity"] == pytest.approx(summary["distance"] / 50, abs=1e-5)
+    assert summary["distance"] > 20 and summary["forward_velocity"] == pytest.approx(
+        summary["distance"] / 50, abs=1e-5
+    )
     assert episode["return"] > 500
 
 
@@ -105,7 +107,12 @@ def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator) -> 
     assert first.steps == second.steps and first.total_reward == second.total_reward
     assert first.summary == second.summary
     for a, b in zip(first.trace, second.trace, strict=True):
-        assert (a.action, a.reward, a.terminated, a.truncated) == (b.action, b.reward, b.terminated, b.truncated)
+        assert (a.action, a.reward, a.terminated, a.truncated) == (
+            b.action,
+            b.reward,
+            b.terminated,
+            b.truncated,
+        )
         assert (a.observation == b.observation).all()
 
 
@@ -116,7 +123,9 @@ def test_profiles_order_difficulty_and_change_the_environment() -> None:
         assert entry.profile == "standard"
         assert [p.difficulty for p in entry.profiles] == list(range(len(entry.profiles)))
     long = load_benchmark("reacher5", {"profile": "long"})
-    assert long.spec.max_episode_steps == 100 and long.spec.environment_parameters["profile"] == "long"
+    assert (
+        long.spec.max_episode_steps == 100 and long.spec.environment_parameters["profile"] == "long"
+    )
     assert long.spec.failure_score == 2 * load_benchmark("reacher5").spec.failure_score  # type: ignore[operator]
     assert catalog_entry(long).suites == ()  # type: ignore[union-attr]
     noisy = load_benchmark("ant5", {"profile": "noisy"})
@@ -128,9 +137,13 @@ def test_profiles_order_difficulty_and_change_the_environment() -> None:
 
 def test_gymnasium_mujoco_ids_work_with_the_extra(evaluator: Evaluator) -> None:
     """The mujoco extra still serves gymnasium:<id> for MuJoCo environments outside Core16."""
-    hopper = load_benchmark("gymnasium:Hopper-v5", {"max_episode_steps": "20", "failure_return": "-1000"})
+    hopper = load_benchmark(
+        "gymnasium:Hopper-v5", {"max_episode_steps": "20", "failure_return": "-1000"}
+    )
     assert hopper.spec.action_space["shape"] == [3]
     result = evaluator.evaluate(
-        Program.from_directory(RANDOM_POLICY_DIR), hopper, EvaluationConfig(split="train", episodes=1, seed=0, jobs=1)
+        Program.from_directory(RANDOM_POLICY_DIR),
+        hopper,
+        EvaluationConfig(split="train", episodes=1, seed=0, jobs=1),
     )
     assert result.failures == 0 and 0 < result.records[0].steps <= 20

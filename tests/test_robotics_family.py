@@ -33,9 +33,16 @@ def test_catalog_entries_and_profiles() -> None:
         benchmark = load_benchmark(name)
         entry = catalog_entry(benchmark)
         assert entry is not None and entry.family == "robotics" and entry.suites == ("core16",)
-        assert [p.name for p in entry.profiles] == ["long", "standard"] and entry.profile == "standard"
+        assert [p.name for p in entry.profiles] == [
+            "long",
+            "standard",
+        ] and entry.profile == "standard"
         reference = entry.reference
-        assert reference is not None and reference.episodes == 32 and reference.baseline > reference.random
+        assert (
+            reference is not None
+            and reference.episodes == 32
+            and reference.baseline > reference.random
+        )
         assert benchmark.spec.max_episode_steps == 50 and benchmark.spec.failure_score == -51.0
         space = benchmark.spec.observation_space
         assert set(space["spaces"]) == {"observation", "achieved_goal", "desired_goal"}
@@ -46,7 +53,9 @@ def test_catalog_entries_and_profiles() -> None:
 
 
 @pytest.mark.parametrize("name", TASKS)
-def test_the_scripted_baseline_reaches_the_goal_and_random_does_not(evaluator: Evaluator, name: str) -> None:
+def test_the_scripted_baseline_reaches_the_goal_and_random_does_not(
+    evaluator: Evaluator, name: str
+) -> None:
     ours = run(evaluator, name, baseline(name), 3)
     random = run(evaluator, name, RANDOM_POLICY_DIR, 3)
     assert ours.failures == 0 and random.failures == 0
@@ -64,7 +73,9 @@ def test_the_scripted_baseline_reaches_the_goal_and_random_does_not(evaluator: E
 
 @pytest.mark.parametrize("name", TASKS)
 def test_the_same_episode_twice_gives_identical_traces(evaluator: Evaluator, name: str) -> None:
-    first, second = (run(evaluator, name, baseline(name), 1, "validation").records[0] for _ in range(2))
+    first, second = (
+        run(evaluator, name, baseline(name), 1, "validation").records[0] for _ in range(2)
+    )
     assert first.trace and first.steps == 50
     assert first.total_reward == second.total_reward and first.summary == second.summary
     for a, b in zip(first.trace, second.trace, strict=True):

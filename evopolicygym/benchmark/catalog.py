@@ -107,7 +107,9 @@ def pick_profile(benchmark_id: str, profiles: tuple[Profile, ...], name: str) ->
         if profile.name == name:
             return profile
     known = ", ".join(p.name for p in profiles)
-    raise BenchmarkError(f"{benchmark_id}: unknown profile {name!r} (profiles, easiest first: {known})")
+    raise BenchmarkError(
+        f"{benchmark_id}: unknown profile {name!r} (profiles, easiest first: {known})"
+    )
 
 
 def catalog_entry(benchmark: Any) -> CatalogEntry | None:
@@ -135,14 +137,42 @@ FAMILIES: dict[str, Family] = {
             extra=None,
             description="Gymnasium classic control and toy-text tasks",
         ),
-        Family(name="box2d", distribution="evopolicygym-box2d", extra="box2d", description="Box2D physics tasks"),
-        Family(name="mujoco", distribution="evopolicygym-mujoco", extra="mujoco", description="MuJoCo locomotion and manipulation"),
-        Family(name="minigrid", distribution="evopolicygym-minigrid", extra="minigrid", description="MiniGrid gridworlds"),
-        Family(name="driving", distribution="evopolicygym-driving", extra="driving", description="highway-env driving"),
         Family(
-            name="robotics", distribution="evopolicygym-robotics", extra="robotics", description="gymnasium-robotics Fetch arm"
+            name="box2d",
+            distribution="evopolicygym-box2d",
+            extra="box2d",
+            description="Box2D physics tasks",
         ),
-        Family(name="cards", distribution="evopolicygym-cards", extra="cards", description="imperfect-information card games"),
+        Family(
+            name="mujoco",
+            distribution="evopolicygym-mujoco",
+            extra="mujoco",
+            description="MuJoCo locomotion and manipulation",
+        ),
+        Family(
+            name="minigrid",
+            distribution="evopolicygym-minigrid",
+            extra="minigrid",
+            description="MiniGrid gridworlds",
+        ),
+        Family(
+            name="driving",
+            distribution="evopolicygym-driving",
+            extra="driving",
+            description="highway-env driving",
+        ),
+        Family(
+            name="robotics",
+            distribution="evopolicygym-robotics",
+            extra="robotics",
+            description="gymnasium-robotics Fetch arm",
+        ),
+        Family(
+            name="cards",
+            distribution="evopolicygym-cards",
+            extra="cards",
+            description="imperfect-information card games",
+        ),
     )
 }
 
@@ -220,7 +250,9 @@ class SuiteMember(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _members(*ids: str) -> tuple[SuiteMember, ...]:
-    return tuple(SuiteMember(id=i, environment=TASKS[i].environment, family=TASKS[i].family) for i in ids)
+    return tuple(
+        SuiteMember(id=i, environment=TASKS[i].environment, family=TASKS[i].family) for i in ids
+    )
 
 
 # The paper's Core16: eight capability families, two tasks each (the control pair and the
@@ -293,7 +325,9 @@ def install_hint(family: str) -> str:
         return f"no family {family!r} is known to this project"
     if family_installed(family):
         return f"not provided by the installed {known.distribution} yet"
-    return install_command(family) or f"the {family} family is not packaged yet ({known.distribution})"
+    return (
+        install_command(family) or f"the {family} family is not packaged yet ({known.distribution})"
+    )
 
 
 def family_of_distribution(name: str) -> str | None:

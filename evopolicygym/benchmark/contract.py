@@ -34,8 +34,16 @@ __all__ = [
 ]
 
 ScoreDirection = Literal["maximize", "minimize"]
-EpisodeStatus = Literal["ok", "exception", "timeout", "invalid_action", "protocol_error", "resource_limit"]
-FAILURE_STATUSES: tuple[str, ...] = ("exception", "timeout", "invalid_action", "protocol_error", "resource_limit")
+EpisodeStatus = Literal[
+    "ok", "exception", "timeout", "invalid_action", "protocol_error", "resource_limit"
+]
+FAILURE_STATUSES: tuple[str, ...] = (
+    "exception",
+    "timeout",
+    "invalid_action",
+    "protocol_error",
+    "resource_limit",
+)
 # The key of an Episode summary naming why the Episode ended (a Benchmark-defined word such as
 # reached_goal, truncated (cut at the step limit), fell, collided, crashed, terminated). A
 # policy that missed its deadline is ``policy_timeout``, another thing.
@@ -76,7 +84,9 @@ class BenchmarkSpec(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         score = self.failure_score
         if score is not None and (
-            isinstance(score, bool) or not isinstance(score, float | int) or not math.isfinite(score)
+            isinstance(score, bool)
+            or not isinstance(score, float | int)
+            or not math.isfinite(score)
         ):
             raise BenchmarkError(f"failure_score must be a finite number, got {score!r}")
 
@@ -157,7 +167,11 @@ class Feedback(msgspec.Struct, frozen=True, kw_only=True):
     artifacts: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.score, bool) or not isinstance(self.score, float | int) or not math.isfinite(self.score):
+        if (
+            isinstance(self.score, bool)
+            or not isinstance(self.score, float | int)
+            or not math.isfinite(self.score)
+        ):
             raise BenchmarkError(f"feedback score must be a finite number, got {self.score!r}")
 
 

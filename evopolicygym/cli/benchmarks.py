@@ -130,7 +130,9 @@ def _missing(benchmark_id: str) -> dict[str, Any]:
         "installed": False,
         "install": install_hint(task.family),
         "family": task.family,
-        "suites": [name for name, members in SUITES.items() if any(m.id == benchmark_id for m in members)],
+        "suites": [
+            name for name, members in SUITES.items() if any(m.id == benchmark_id for m in members)
+        ],
         "environment": task.environment,
         "alias_of": task.alias_of,
     }
@@ -192,9 +194,12 @@ def spec_view(benchmark: Benchmark) -> dict[str, Any]:
         view["difficulty"] = entry.difficulty
         # Easiest first; --param profile=NAME picks one.
         view["profiles"] = [
-            {"name": p.name, "difficulty": p.difficulty, "description": p.description} for p in entry.profiles
+            {"name": p.name, "difficulty": p.difficulty, "description": p.description}
+            for p in entry.profiles
         ]
-        view["reference_scores"] = None if entry.reference is None else msgspec.to_builtins(entry.reference)
+        view["reference_scores"] = (
+            None if entry.reference is None else msgspec.to_builtins(entry.reference)
+        )
         view["deterministic"] = entry.deterministic
     return view
 
@@ -217,11 +222,14 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
         if key == "baseline" and value is None:
             shown = "none packaged"
         if key == "profiles":
-            shown = "\n".join(
-                f"{p['difficulty']}  {p['name']}{'  (this one)' if p['name'] == view.get('profile') else ''}"
-                f"{'  ' + p['description'] if p['description'] else ''}"
-                for p in value
-            ) or "-"
+            shown = (
+                "\n".join(
+                    f"{p['difficulty']}  {p['name']}{'  (this one)' if p['name'] == view.get('profile') else ''}"
+                    f"{'  ' + p['description'] if p['description'] else ''}"
+                    for p in value
+                )
+                or "-"
+            )
         if key == "reference_scores" and value is not None:
             shown = (
                 f"baseline {value['baseline']:g}, uniform random {value['random']:g} "
@@ -314,13 +322,17 @@ def check(
         Console().print(table)
         if measured is not None:
             for who in ("baseline", "random"):
-                click.echo(printable(
-                    f"{who}: {measured[who]:.6g} on {episodes} assessment Episode{'s' if episodes != 1 else ''} "
-                    f"(seed 0; failures {measured[who + '_failures']}, ends {human_block(measured[who + '_terminations'])}, "
-                    f"domain {human_block(measured[who + '_domain'])})"
-                ))
-            click.echo(f"baseline steps/s {measured['steps_per_s']:,.0f}, "
-                       f"fixed cost per Episode {measured['fixed_cost_s'] * 1000:,.1f} ms")
+                click.echo(
+                    printable(
+                        f"{who}: {measured[who]:.6g} on {episodes} assessment Episode{'s' if episodes != 1 else ''} "
+                        f"(seed 0; failures {measured[who + '_failures']}, ends {human_block(measured[who + '_terminations'])}, "
+                        f"domain {human_block(measured[who + '_domain'])})"
+                    )
+                )
+            click.echo(
+                f"baseline steps/s {measured['steps_per_s']:,.0f}, "
+                f"fixed cost per Episode {measured['fixed_cost_s'] * 1000:,.1f} ms"
+            )
     if problems:
         if not as_json:
             click.echo(f"check failed: {'; '.join(problems)}", err=True)
@@ -345,7 +357,10 @@ def _check_suite(
             )
             continue
         if not as_json:
-            click.echo(f"checking {member.id} ({episodes} Episode{'s' if episodes != 1 else ''} each)...", err=True)
+            click.echo(
+                f"checking {member.id} ({episodes} Episode{'s' if episodes != 1 else ''} each)...",
+                err=True,
+            )
         rows.append(_check_member(member, episodes, jobs))
     ok = all(row["ok"] for row in rows)
     if as_json:
@@ -384,7 +399,12 @@ def _check_suite(
 
 
 def _check_member(member: SuiteMember, episodes: int, jobs: int) -> dict[str, Any]:
-    row: dict[str, Any] = {"benchmark_id": member.id, "family": member.family, "installed": True, "install": None}
+    row: dict[str, Any] = {
+        "benchmark_id": member.id,
+        "family": member.family,
+        "installed": True,
+        "install": None,
+    }
     try:
         benchmark = load(member.id, {})
         entry = catalog_entry(benchmark)
@@ -407,11 +427,15 @@ def _against_random(benchmark: Benchmark, episodes: int, jobs: int) -> dict[str,
     baseline = baseline_dir(benchmark)
     if baseline is None:
         raise CliError(f"{benchmark.spec.id}: no baseline program packaged")
-    config = EvaluationConfig(split="assessment", episodes=episodes, seed=0, jobs=jobs, trace_steps=0)
+    config = EvaluationConfig(
+        split="assessment", episodes=episodes, seed=0, jobs=jobs, trace_steps=0
+    )
     with Evaluator() as evaluator:
         ours = evaluator.evaluate(Program.from_directory(baseline), benchmark, config)
         random = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
-        first = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), FirstStepOnly(benchmark), config)
+        first = evaluator.evaluate(
+            Program.from_directory(RANDOM_POLICY_DIR), FirstStepOnly(benchmark), config
+        )
     steps = sum(e.steps for e in ours.episodes)
     played_s = sum(e.duration_s for e in ours.episodes)
     problems = []

@@ -63,7 +63,9 @@ def _require_box2d(benchmark_id: str) -> None:
     try:
         import Box2D  # noqa: F401
     except ImportError as exc:
-        raise BenchmarkError(f"{benchmark_id} needs the box2d extra: uv sync --extra box2d") from exc
+        raise BenchmarkError(
+            f"{benchmark_id} needs the box2d extra: uv sync --extra box2d"
+        ) from exc
 
 
 # --- bipedal ------------------------------------------------------------------------------------
@@ -76,7 +78,9 @@ class WalkerTracker(EpisodeTracker):
     def __init__(self) -> None:
         self.start_x = 0.0
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         self.start_x = float(env.unwrapped.hull.position.x)  # type: ignore[attr-defined]
 
     def termination(self, end: EpisodeEnd) -> str:
@@ -102,7 +106,12 @@ class WalkerTracker(EpisodeTracker):
 
 
 BIPEDAL_PROFILES: tuple[Profile, ...] = (
-    Profile(name="normal", difficulty=0, parameters={"hardcore": False}, description="gently rolling terrain"),
+    Profile(
+        name="normal",
+        difficulty=0,
+        parameters={"hardcore": False},
+        description="gently rolling terrain",
+    ),
     Profile(
         name="hardcore",
         difficulty=1,
@@ -115,8 +124,12 @@ BIPEDAL_PROFILES: tuple[Profile, ...] = (
 # against random's -94.39 (half fall, the rest stay up until the limit); on hardcore's stumps
 # and pits the gait falls in 31 of 32 Episodes, but further on than random.
 BIPEDAL_REFERENCES: dict[str, ReferenceScores] = {
-    "normal": ReferenceScores(baseline=289.90, random=-94.39, split="assessment", seed=0, episodes=32),
-    "hardcore": ReferenceScores(baseline=-73.45, random=-94.29, split="assessment", seed=0, episodes=32),
+    "normal": ReferenceScores(
+        baseline=289.90, random=-94.39, split="assessment", seed=0, episodes=32
+    ),
+    "hardcore": ReferenceScores(
+        baseline=-73.45, random=-94.29, split="assessment", seed=0, episodes=32
+    ),
 }
 
 
@@ -165,11 +178,18 @@ class RacingTracker(EpisodeTracker):
         if frame.ndim == 3 and frame.shape[2] == 3:
             self.frames.append(np.ascontiguousarray(frame[::2, ::2], dtype=np.uint8))  # 48x48
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         self._keep(observation)
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         car = env.unwrapped.car  # type: ignore[attr-defined]
         self.steps = t
@@ -238,8 +258,12 @@ class RacingBenchmark(GymnasiumBenchmark):
         feedback = super().score(plain)
         if not isinstance(strip, bytes):
             return feedback
-        frames = Artifact(name=FRAMES_ARTIFACT, media_type="image/png", data=strip, retention="bulk")
-        return Feedback(score=feedback.score, content=feedback.content, artifacts=(*feedback.artifacts, frames))
+        frames = Artifact(
+            name=FRAMES_ARTIFACT, media_type="image/png", data=strip, retention="bulk"
+        )
+        return Feedback(
+            score=feedback.score, content=feedback.content, artifacts=(*feedback.artifacts, frames)
+        )
 
 
 RACING_PROFILES: tuple[Profile, ...] = (
@@ -259,13 +283,19 @@ RACING_PROFILES: tuple[Profile, ...] = (
 # Measured as bipedal's, on only 8 Episodes: one is 1000 rendered frames, about 30 s here
 # (both policies drive until the step limit in all 8); randomized on 4.
 RACING_REFERENCES: dict[str, ReferenceScores] = {
-    "standard": ReferenceScores(baseline=624.72, random=-32.72, split="assessment", seed=0, episodes=8),
-    "randomized": ReferenceScores(baseline=527.35, random=-32.80, split="assessment", seed=0, episodes=4),
+    "standard": ReferenceScores(
+        baseline=624.72, random=-32.72, split="assessment", seed=0, episodes=8
+    ),
+    "randomized": ReferenceScores(
+        baseline=527.35, random=-32.80, split="assessment", seed=0, episodes=4
+    ),
 }
 RACING_STEPS = 1000
 
 
-def racing(profile: str | None = None, max_episode_steps: int | str = RACING_STEPS) -> GymnasiumBenchmark:
+def racing(
+    profile: str | None = None, max_episode_steps: int | str = RACING_STEPS
+) -> GymnasiumBenchmark:
     """``max_episode_steps`` shortens Episodes (a quick look, tests; ``--param
     max_episode_steps=100``): the references are for the full 1000 steps only."""
     _require_box2d("racing")
@@ -274,7 +304,9 @@ def racing(profile: str | None = None, max_episode_steps: int | str = RACING_STE
     if isinstance(steps, str) and steps.strip().isdigit():
         steps = int(steps)  # from the command line
     if type(steps) is not int or not 0 < steps <= RACING_STEPS:
-        raise BenchmarkError(f"racing: max_episode_steps must be an integer from 1 to {RACING_STEPS}, got {max_episode_steps!r}")
+        raise BenchmarkError(
+            f"racing: max_episode_steps must be an integer from 1 to {RACING_STEPS}, got {max_episode_steps!r}"
+        )
     max_episode_steps = steps
     full = max_episode_steps == RACING_STEPS
     return RacingBenchmark(
@@ -289,7 +321,9 @@ def racing(profile: str | None = None, max_episode_steps: int | str = RACING_STE
         # The worst reachable return: -0.1 every step and -100 for leaving the playfield.
         failure_return=-0.1 * max_episode_steps - 100.0,
         success_threshold=900.0,
-        metadata={"observation": "96x96x3 uint8 RGB frame, the car at columns 46-49, rows 66-77; rows 84-95 the dashboard"},
+        metadata={
+            "observation": "96x96x3 uint8 RGB frame, the car at columns 46-49, rows 66-77; rows 84-95 the dashboard"
+        },
         baseline=str(BASELINES_DIR / "racing"),
         catalog=CatalogEntry(
             family="box2d",

@@ -55,8 +55,12 @@ FROZEN_LAKE_MAPS: dict[str, list[str]] = {
 # Measured with evaluate() on the assessment split, seed 0, 32 Episodes: the baseline
 # program against a uniform-random policy (evopolicy benchmarks check --suite core16
 # measures them again).
-ACROBOT_REFERENCE = ReferenceScores(baseline=-89.656, random=-492.438, split="assessment", seed=0, episodes=32)
-CONTINUOUS_CAR_REFERENCE = ReferenceScores(baseline=89.319, random=-33.546, split="assessment", seed=0, episodes=32)
+ACROBOT_REFERENCE = ReferenceScores(
+    baseline=-89.656, random=-492.438, split="assessment", seed=0, episodes=32
+)
+CONTINUOUS_CAR_REFERENCE = ReferenceScores(
+    baseline=89.319, random=-33.546, split="assessment", seed=0, episodes=32
+)
 
 
 def _baseline(benchmark_id: str) -> str:
@@ -98,7 +102,10 @@ class FrozenLakeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def _lake(name: str, difficulty: int, map: str, slippery: bool, text: str) -> Profile:
     return Profile(
-        name=name, difficulty=difficulty, parameters={"map_name": map, "is_slippery": slippery}, description=text
+        name=name,
+        difficulty=difficulty,
+        parameters={"map_name": map, "is_slippery": slippery},
+        description=text,
     )
 
 
@@ -179,7 +186,10 @@ def mountain_car_continuous() -> GymnasiumBenchmark:
         success_threshold=90.0,
         baseline=_baseline("mountain-car-continuous"),
         catalog=CatalogEntry(
-            family="classic", suites=("core16",), aliases=("continuouscar",), reference=CONTINUOUS_CAR_REFERENCE
+            family="classic",
+            suites=("core16",),
+            aliases=("continuouscar",),
+            reference=CONTINUOUS_CAR_REFERENCE,
         ),
         termination=_reached_goal,
     )

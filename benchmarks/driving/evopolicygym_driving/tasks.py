@@ -35,7 +35,9 @@ BASELINES_DIR = Path(__file__).resolve().parent / "baselines"
 
 gymnasium.register_envs(highway_env)
 # highway-env marks roundabout-v0 out of date (v1 has configurable traffic); Core16 names v0.
-warnings.filterwarnings("ignore", message=".*roundabout-v0 is out of date", category=DeprecationWarning)
+warnings.filterwarnings(
+    "ignore", message=".*roundabout-v0 is out of date", category=DeprecationWarning
+)
 
 PROFILES: dict[str, tuple[Profile, ...]] = {
     "parking": (
@@ -121,8 +123,12 @@ DESCRIPTIONS = {
 # each step costs the distance left, so a quick crash can cost less than a slow parking. Roundabout: the
 # baseline collided in none, random in 4.
 REFERENCES = {
-    "parking": ReferenceScores(baseline=-9.1406, random=-40.3016, split="assessment", seed=0, episodes=16),
-    "roundabout": ReferenceScores(baseline=10.0573, random=8.6562, split="assessment", seed=0, episodes=16),
+    "parking": ReferenceScores(
+        baseline=-9.1406, random=-40.3016, split="assessment", seed=0, episodes=16
+    ),
+    "roundabout": ReferenceScores(
+        baseline=10.0573, random=8.6562, split="assessment", seed=0, episodes=16
+    ),
 }
 
 
@@ -146,7 +152,12 @@ class DrivingTracker(EpisodeTracker):
         self.speeds: list[float] = []
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         self.speeds.append(float(info.get("speed", 0.0)))
 
@@ -179,7 +190,9 @@ class DrivingTracker(EpisodeTracker):
 
 def _task(benchmark_id: str, env_id: str, profile: str | None) -> GymnasiumBenchmark:
     profiles = PROFILES[benchmark_id]
-    chosen = pick_profile(benchmark_id, profiles, DEFAULT_PROFILES[benchmark_id] if profile is None else profile)
+    chosen = pick_profile(
+        benchmark_id, profiles, DEFAULT_PROFILES[benchmark_id] if profile is None else profile
+    )
     config = {**DEFAULT_CONFIG[benchmark_id], **chosen.parameters}
     steps = int(config["duration"]) * POLICY_FREQUENCY[benchmark_id]
     # Below any return: a parking step costs at most about 1 (the walls bound the distance)

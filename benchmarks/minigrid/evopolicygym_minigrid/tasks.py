@@ -87,7 +87,9 @@ class MiniGridTracker(EpisodeTracker):
         self.steps_to_key: int | None = None
         self.steps_to_door: int | None = None
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         grid = env.unwrapped.grid  # type: ignore[attr-defined]
         objects = [o for o in grid.grid if o is not None]
         self.doors = [o for o in objects if isinstance(o, Door)]
@@ -96,7 +98,12 @@ class MiniGridTracker(EpisodeTracker):
         self.has_keys = bool(self.locked) or any(isinstance(o, Key) for o in objects)
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         if self.steps_to_key is None and isinstance(env.unwrapped.carrying, Key):  # type: ignore[attr-defined]
             self.steps_to_key = t
@@ -134,7 +141,12 @@ def _distance_to_goal(env: gymnasium.Env[Any, Any]) -> int | None:
     else:
         grid = base.grid  # type: ignore[attr-defined]
         position = next(
-            ((i % grid.width, i // grid.width) for i, o in enumerate(grid.grid) if isinstance(o, Goal)), None
+            (
+                (i % grid.width, i // grid.width)
+                for i, o in enumerate(grid.grid)
+                if isinstance(o, Goal)
+            ),
+            None,
         )
         if position is None:
             return 0 if target is not None else None  # the object is carried: reached
@@ -151,11 +163,18 @@ def _profiles(rows: tuple[tuple[str, str, str], ...], **extra: Any) -> tuple[Pro
 # Each task's profiles, easiest first; the default is Core16's environment.
 PROFILES: dict[str, tuple[Profile, ...]] = {
     "minigrid_doorkey": _profiles(
-        tuple((f"{n}x{n}", f"MiniGrid-DoorKey-{n}x{n}-v0", f"a {n}x{n} room split by a locked door") for n in (5, 6, 8, 16))
+        tuple(
+            (f"{n}x{n}", f"MiniGrid-DoorKey-{n}x{n}-v0", f"a {n}x{n} room split by a locked door")
+            for n in (5, 6, 8, 16)
+        )
     ),
     "minigrid_keycorridor": _profiles(
         tuple(
-            (f"S{s}R{r}", f"MiniGrid-KeyCorridorS{s}R{r}-v0", f"{r} row{'s' if r > 1 else ''} of rooms of size {s} along a corridor")
+            (
+                f"S{s}R{r}",
+                f"MiniGrid-KeyCorridorS{s}R{r}-v0",
+                f"{r} row{'s' if r > 1 else ''} of rooms of size {s} along a corridor",
+            )
             for s, r in ((3, 1), (3, 2), (3, 3), (4, 3), (5, 3), (6, 3))
         )
     ),
@@ -177,11 +196,23 @@ PROFILES: dict[str, tuple[Profile, ...]] = {
         (
             ("1Dl", "MiniGrid-ObstructedMaze-1Dl-v0", "two rooms, a locked door, the key in sight"),
             ("1Dlh", "MiniGrid-ObstructedMaze-1Dlh-v0", "two rooms, the key hidden in a box"),
-            ("1Dlhb", "MiniGrid-ObstructedMaze-1Dlhb-v0", "two rooms, the key in a box, the door blocked by a ball"),
+            (
+                "1Dlhb",
+                "MiniGrid-ObstructedMaze-1Dlhb-v0",
+                "two rooms, the key in a box, the door blocked by a ball",
+            ),
             ("2Dl", "MiniGrid-ObstructedMaze-2Dl-v0", "three rooms, two locked doors"),
             ("2Dlh", "MiniGrid-ObstructedMaze-2Dlh-v0", "three rooms, keys hidden in boxes"),
-            ("2Dlhb", "MiniGrid-ObstructedMaze-2Dlhb-v1", "three rooms, keys in boxes, doors blocked"),
-            ("1Q", "MiniGrid-ObstructedMaze-1Q-v1", "one quarter of a 3x3 maze: blocked locked doors, keys in boxes"),
+            (
+                "2Dlhb",
+                "MiniGrid-ObstructedMaze-2Dlhb-v1",
+                "three rooms, keys in boxes, doors blocked",
+            ),
+            (
+                "1Q",
+                "MiniGrid-ObstructedMaze-1Q-v1",
+                "one quarter of a 3x3 maze: blocked locked doors, keys in boxes",
+            ),
             ("2Q", "MiniGrid-ObstructedMaze-2Q-v1", "two quarters of the maze"),
             ("Full", "MiniGrid-ObstructedMaze-Full-v1", "the whole 3x3 maze"),
         )
@@ -218,7 +249,9 @@ REFERENCES: dict[str, ReferenceScores] = {
 # The same with view=partial: the baseline maps as it goes (FourRooms costs it most); the
 # random policy never looks, so it scores as with the full view.
 PARTIAL_REFERENCES: dict[str, ReferenceScores] = {
-    name: ReferenceScores(baseline=ours, random=REFERENCES[name].random, split="assessment", seed=0, episodes=32)
+    name: ReferenceScores(
+        baseline=ours, random=REFERENCES[name].random, split="assessment", seed=0, episodes=32
+    )
     for name, ours in (
         ("minigrid_doorkey", 0.9808),
         ("minigrid_keycorridor", 0.8857),
@@ -232,7 +265,9 @@ def _task(benchmark_id: str, profile: str | None, view: str) -> GymnasiumBenchma
     if view not in VIEWS:
         raise BenchmarkError(f"{benchmark_id}: view is 'full' or 'partial', not {view!r}")
     profiles = PROFILES[benchmark_id]
-    chosen = pick_profile(benchmark_id, profiles, DEFAULT_PROFILES[benchmark_id] if profile is None else profile)
+    chosen = pick_profile(
+        benchmark_id, profiles, DEFAULT_PROFILES[benchmark_id] if profile is None else profile
+    )
     parameters = dict(chosen.parameters)
     env_id = parameters.pop("env_id")
     max_steps = parameters.get("max_steps")

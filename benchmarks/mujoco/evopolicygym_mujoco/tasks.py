@@ -73,11 +73,18 @@ class ReacherTracker(EpisodeTracker):
     def __init__(self) -> None:
         self.distance: float | None = None
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         self.distance = _distance(env, "fingertip", "target")
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         self.distance = _distance(env, "fingertip", "target")
 
@@ -103,7 +110,9 @@ class LocomotionTracker(EpisodeTracker):
         self.start = 0.0
         self.dt = 0.0
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         base = env.unwrapped
         self.start = float(base.data.qpos[0])  # type: ignore[attr-defined]
         self.dt = float(base.dt)  # type: ignore[attr-defined]
@@ -135,7 +144,9 @@ class PusherTracker(EpisodeTracker):
     def __init__(self) -> None:
         self.initial = 0.0
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         self.initial = _distance(env, "object", "goal")
 
     def termination(self, end: EpisodeEnd) -> str:
@@ -154,26 +165,71 @@ class PusherTracker(EpisodeTracker):
 # Each task's profiles, easiest first; the default is Core16's environment as Gymnasium makes it.
 PROFILES: dict[str, tuple[Profile, ...]] = {
     "reacher5": (
-        Profile(name="long", difficulty=0, parameters={"max_episode_steps": 100}, description="100 steps to reach the target"),
-        Profile(name="standard", difficulty=1, parameters={"max_episode_steps": 50}, description="50 steps, as Gymnasium has it"),
+        Profile(
+            name="long",
+            difficulty=0,
+            parameters={"max_episode_steps": 100},
+            description="100 steps to reach the target",
+        ),
+        Profile(
+            name="standard",
+            difficulty=1,
+            parameters={"max_episode_steps": 50},
+            description="50 steps, as Gymnasium has it",
+        ),
     ),
     "pusher5": (
-        Profile(name="long", difficulty=0, parameters={"max_episode_steps": 200}, description="200 steps to push the object"),
-        Profile(name="standard", difficulty=1, parameters={"max_episode_steps": 100}, description="100 steps, as Gymnasium has it"),
+        Profile(
+            name="long",
+            difficulty=0,
+            parameters={"max_episode_steps": 200},
+            description="200 steps to push the object",
+        ),
+        Profile(
+            name="standard",
+            difficulty=1,
+            parameters={"max_episode_steps": 100},
+            description="100 steps, as Gymnasium has it",
+        ),
     ),
     **{
         name: (
-            Profile(name="calm", difficulty=0, parameters={"reset_noise_scale": 0.0}, description="starts at rest in the same pose"),
-            Profile(name="standard", difficulty=1, parameters={"reset_noise_scale": 0.1}, description="Gymnasium's start noise (0.1)"),
-            Profile(name="noisy", difficulty=2, parameters={"reset_noise_scale": 0.3}, description="three times Gymnasium's start noise"),
+            Profile(
+                name="calm",
+                difficulty=0,
+                parameters={"reset_noise_scale": 0.0},
+                description="starts at rest in the same pose",
+            ),
+            Profile(
+                name="standard",
+                difficulty=1,
+                parameters={"reset_noise_scale": 0.1},
+                description="Gymnasium's start noise (0.1)",
+            ),
+            Profile(
+                name="noisy",
+                difficulty=2,
+                parameters={"reset_noise_scale": 0.3},
+                description="three times Gymnasium's start noise",
+            ),
         )
         for name in ("halfcheetah5", "ant5")
     },
 }
 DEFAULT_PROFILE = "standard"
-ENVIRONMENTS = {"reacher5": "Reacher-v5", "halfcheetah5": "HalfCheetah-v5", "ant5": "Ant-v5", "pusher5": "Pusher-v5"}
+ENVIRONMENTS = {
+    "reacher5": "Reacher-v5",
+    "halfcheetah5": "HalfCheetah-v5",
+    "ant5": "Ant-v5",
+    "pusher5": "Pusher-v5",
+}
 STEPS = {"reacher5": 50, "halfcheetah5": 1000, "ant5": 1000, "pusher5": 100}
-BASELINES = {"reacher5": "reacher", "halfcheetah5": "halfcheetah", "ant5": "ant", "pusher5": "pusher"}
+BASELINES = {
+    "reacher5": "reacher",
+    "halfcheetah5": "halfcheetah",
+    "ant5": "ant",
+    "pusher5": "pusher",
+}
 DESCRIPTIONS = {
     "reacher5": "Move a two-joint arm's fingertip onto a random target in the plane.",
     "halfcheetah5": "Make a planar two-legged cheetah run forward as fast as it can.",

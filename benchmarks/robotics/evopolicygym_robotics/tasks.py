@@ -56,8 +56,15 @@ gymnasium.register_envs(gymnasium_robotics)
 
 PROFILES: dict[str, tuple[Profile, ...]] = {
     name: (
-        Profile(name="long", difficulty=0, parameters={"max_steps": 100}, description="100 steps (4 s)"),
-        Profile(name="standard", difficulty=1, parameters={"max_steps": 50}, description="50 steps (2 s), as registered"),
+        Profile(
+            name="long", difficulty=0, parameters={"max_steps": 100}, description="100 steps (4 s)"
+        ),
+        Profile(
+            name="standard",
+            difficulty=1,
+            parameters={"max_steps": 50},
+            description="50 steps (2 s), as registered",
+        ),
     )
     for name in ("fetch_push", "fetch_pickandplace")
 }
@@ -81,8 +88,12 @@ DESCRIPTIONS = {
 # uniform-random program. The baselines end all 32 Episodes at the goal (push within 2.2 cm
 # on average, pick-and-place 0.7 cm); random reaches it in none (push) and 1 of 32.
 REFERENCES = {
-    "fetch_push": ReferenceScores(baseline=-23.75, random=-50.0, split="assessment", seed=0, episodes=32),
-    "fetch_pickandplace": ReferenceScores(baseline=-21.8438, random=-48.4375, split="assessment", seed=0, episodes=32),
+    "fetch_push": ReferenceScores(
+        baseline=-23.75, random=-50.0, split="assessment", seed=0, episodes=32
+    ),
+    "fetch_pickandplace": ReferenceScores(
+        baseline=-21.8438, random=-48.4375, split="assessment", seed=0, episodes=32
+    ),
 }
 
 
@@ -93,11 +104,18 @@ class FetchTracker(EpisodeTracker):
     def __init__(self) -> None:
         self.start: list[float] | None = None
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         self.start = [float(v) for v in observation["achieved_goal"]]
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         pass
 
