@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
+from evopolicygym.cli.evaluate import EXIT_ALL_FAILED
 from evopolicygym.evaluation import plan_episodes
 from evopolicygym.registry import load_benchmark
 
@@ -162,15 +163,17 @@ def test_evaluate_directory_human_output(swing: Path) -> None:
         assert text in result.stdout
 
 
-def test_evaluate_failing_episodes_still_exit_zero(tmp_path: Path) -> None:
+def test_evaluate_failing_episodes_exit_with_their_own_status(tmp_path: Path) -> None:
     (tmp_path / "policy.py").write_text(CRASHING_POLICY)
     args = ("evaluate", str(tmp_path), "--benchmark", "cartpole", "--episodes", "2", "--jobs", "1")
-    data = ok_json(invoke(*args, "--json"))
+    as_json = invoke(*args, "--json")
+    assert as_json.exit_code == EXIT_ALL_FAILED, as_json.output  # every Episode failed
+    data = json.loads(as_json.stdout)
     assert isinstance(data, dict)
     assert data["failures"] == 2
     assert {e["status"] for e in data["episodes"]} == {"exception"}
     human = invoke(*args)
-    assert human.exit_code == 0, human.output
+    assert human.exit_code == EXIT_ALL_FAILED, human.output
     assert "exception" in human.stdout
     assert "RuntimeError: boom boom" in human.stdout and "boom " * 20 not in human.stdout
 

@@ -12,8 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pg
 import pytest
+from test_cli import CRASHING_POLICY
 from test_cli_outcomes import CLI, SMALL
 from test_cli_output import cli
 from test_record_cli import (
@@ -27,8 +29,15 @@ from test_record_cli import (
 )
 from test_store_contract import open_backend  # noqa: F401 (every backend, PostgreSQL too)
 
+from evopolicygym.cli.evaluate import EXIT_ALL_FAILED
 from evopolicygym.program import Program
-from evopolicygym.records.events import AgentStarted, RunCreated, new_event
+from evopolicygym.records.events import (
+    AgentStarted,
+    EpisodeCompleted,
+    EvaluationStarted,
+    RunCreated,
+    new_event,
+)
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import AmbiguousRun, UnknownRun, latest_run, resolve_run, run_id_of
 from evopolicygym.records.store import EventStore
@@ -240,3 +249,89 @@ def test_a_piped_experiment_run_prints_a_line_per_run_as_it_ends(tmp_path: Path)
     assert "ended with an outcome" not in stderr
     footer = cli("experiment", "status", "piped", "--store", store)
     assert footer.stdout.splitlines()[-1] == "1 of 2 cells ended with an outcome; 0 have no Run yet"
+
+
+# --------------------------------------------------------------------------- failed Episodes
+
+# Fails the Episodes whose policy seed is even (of evaluation seed 0's first eight: some, not all).
+SOME_FAIL = """
+def make_policy(context):
+    if context.policy_seed % 2 == 0:
+        raise RuntimeError("even seed")
+    return Zero()
+
+
+class Zero:
+    def act(self, observation):
+        return 0
+"""
+
+
+def test_evaluate_exits_3_when_every_episode_failed_and_shows_the_failure_score(
+    tmp_path: Path,
+) -> None:
+    """acrobot's failure score is -500: a failed Episode is shown at it, never at the 0 it
+    played; every Episode failed is exit status 3, documented in --help."""
+    (tmp_path / "policy.py").write_text(CRASHING_POLICY)
+    args = ("evaluate", str(tmp_path), "--benchmark", "acrobot", "--episodes", "2", "--jobs", "1")
+    shown = invoke(*args)
+    assert shown.exit_code == EXIT_ALL_FAILED == 3, shown.output
+    rows = [
+        line.split() for line in shown.stdout.splitlines() if line.split()[:1] in (["0"], ["1"])
+    ]
+    assert [row[:5] for row in rows] == [
+        [str(i), "exception", "-500", "(failure", "score)"] for i in (0, 1)
+    ]
+    assert "every Episode failed (2 of 2)" in shown.stderr
+    as_json = invoke(*args, "--json")
+    assert as_json.exit_code == 3
+    data = json.loads(as_json.stdout)
+    assert [e["scored_return"] for e in data["episodes"]] == [-500.0, -500.0]
+    assert [e["total_reward"] for e in data["episodes"]] == [0.0, 0.0]  # as played, as recorded
+    assert data["feedback"]["score"] == -500.0
+    helped = invoke("evaluate", "--help").stdout
+    assert "Exit status:" in helped
+    assert "3    every Episode failed: the score is only the Benchmark's failure score" in helped
+
+
+def test_evaluate_with_some_episodes_failed_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "policy.py").write_text(SOME_FAIL)
+    args = ("evaluate", str(tmp_path), "--benchmark", "acrobot", "--episodes", "8", "--jobs", "1")
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert 0 < data["failures"] < 8
+    for episode in data["episodes"]:
+        played = episode["total_reward"]
+        assert episode["scored_return"] == (played if episode["status"] == "ok" else -500.0)
+    assert data["feedback"]["score"] == sum(e["scored_return"] for e in data["episodes"]) / 8
+
+
+def test_record_events_show_a_failed_episode_at_its_failure_score(tmp_path: Path) -> None:
+    with open_store(tmp_path / "store", create=True) as store:
+        created = _created("crashy")
+        spec = {**created.benchmark_spec, "failure_score": -500.0}
+        Writer(store).append(
+            "run-crashy",
+            msgspec.structs.replace(created, benchmark_spec=spec),
+            EvaluationStarted(
+                submission_id=1,
+                program_digest=created.initial_program_digest,
+                parent_program_digest=created.initial_program_digest,
+                indices=[0, 1],
+                budget_reserved=2,
+                budget_used=2,
+            ),
+            EpisodeCompleted(
+                submission_id=1, index=0, status="exception", total_reward=0.0, steps=0
+            ),
+            EpisodeCompleted(submission_id=1, index=1, status="ok", total_reward=-87.0, steps=88),
+        )
+    result = invoke("record", "events", "latest", "--store", str(tmp_path / "store"))
+    assert result.exit_code == 0, result.stderr
+    failed, completed = [line for line in result.stdout.splitlines() if "EpisodeCompleted" in line]
+    assert (
+        "EpisodeCompleted         total_reward=0 (failed: scored at the failure score -500) "
+        in failed
+    )
+    assert "scored" not in completed and "total_reward=-87" in completed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,17 @@ __all__ = ["evaluate", "result_view"]
 FAILURE_CHARS = 80
 MAX_EPISODES = 1_000_000  # as a Run's budget: planning more takes minutes before the first Episode
 EPISODE_ROWS = 20  # the rest are counted in one line; --json has every one
+
+# Exit statuses of `evaluate` (its --help; README): a score was measured, or it was not.
+EXIT_ALL_FAILED = 3  # every Episode failed: the score is the failure score, no measurement
+_EXIT_HELP = """\b
+Exit status:
+  0    the Program was evaluated (some Episodes may have failed: see failures)
+  1    an error before or around the evaluation (one line on stderr)
+  2    a usage error
+  3    every Episode failed: the score is only the Benchmark's failure score
+  130  interrupted by Ctrl-C or SIGTERM
+The same with --json."""
 
 
 @click.command(short_help="Evaluate a policy program on a Benchmark.")
@@ -86,9 +98,13 @@ def evaluate(
     PROGRAM may be the word 'baseline' for the Benchmark's packaged baseline
     (write ./baseline for a directory of that name).
 
+    A failed Episode counts at the Benchmark's failure score, and its return is shown as
+    that score, marked so.
+
     With --json, episodes[] holds each Episode as the log and the exports name it
-    (total_reward: the return as played; steps); feedback is what an Agent is shown
-    for this evaluation, whose content the Benchmark writes: for the Gymnasium ones,
+    (total_reward: the return as played; steps), and scored_return, the return the score
+    counted it at (a failed Episode at the failure score); feedback is what an Agent is
+    shown for this evaluation, whose content the Benchmark writes: for the Gymnasium ones,
     content.episodes[].return is the return as scored (a failed Episode at the failure
     score, none below it) and length its steps.
     """
@@ -119,6 +135,16 @@ def evaluate(
         emit_json(result_view(result, benchmark))
     else:
         _print_result(result, benchmark)
+    if result.episodes and result.failures == len(result.episodes):
+        click.echo(
+            f"every Episode failed ({len(result.episodes)} of {len(result.episodes)}): "
+            f"the score is the failure score, not a measurement",
+            err=True,
+        )
+        sys.exit(EXIT_ALL_FAILED)
+
+
+evaluate.help = f"{inspect.cleandoc(evaluate.help or '')}\n\n{_EXIT_HELP}"
 
 
 def _program_dir(program: str, benchmark: Benchmark) -> Path:
@@ -162,7 +188,36 @@ def _progress(*, enabled: bool, total: int) -> Iterator[Callable[[int, int], Non
 def result_view(result: EvaluationResult, benchmark: Benchmark) -> dict[str, Any]:
     view = result.public()
     view["score_direction"] = benchmark.spec.score_direction
+    scored = scored_returns(result, benchmark)
+    for episode in view["episodes"]:
+        episode["scored_return"] = scored.get(episode["index"])
     return view
+
+
+def scored_returns(result: EvaluationResult, benchmark: Benchmark) -> dict[int, float | None]:
+    """Each Episode's return as the score counted it, by index: as the Benchmark's Feedback
+    lists it (``content.episodes[]`` with ``index`` and ``return``, as the Gymnasium ones
+    do), else the failure score for a failed Episode and the return as played for another."""
+    listed: dict[int, float] = {}
+    content = result.feedback.content
+    for entry in content.get("episodes", ()) if isinstance(content, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+            value = entry.get("return")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                listed[entry["index"]] = float(value)
+    floor = benchmark.spec.failure_score
+    return {
+        e.index: listed.get(e.index, e.total_reward if e.status == "ok" else floor) for e in result.episodes
+    }
+
+
+def _return_cell(episode: Any, scored: float | None) -> str:
+    """The return an Episode is shown with: a failed one at the score it counted at."""
+    if episode.status != "ok":
+        return "-" if scored is None else f"{human(scored)} (failure score)"
+    if scored is not None and scored != episode.total_reward:
+        return f"{human(episode.total_reward)} (scored {human(scored)})"
+    return human(episode.total_reward)
 
 
 def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
@@ -172,6 +227,7 @@ def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
 
     console = Console()
     episodes = result.episodes
+    scored = scored_returns(result, benchmark)
     shown = list(episodes)
     if len(episodes) > EPISODE_ROWS:
         failed = [e for e in episodes if e.status != "ok"][:EPISODE_ROWS]
@@ -184,12 +240,13 @@ def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
             [
                 str(e.index),
                 Text(e.status, style="" if e.status == "ok" else "red"),
-                human(e.total_reward),
+                _return_cell(e, scored.get(e.index)),
                 str(e.steps),
                 clip(_last_line(e.failure or ""), FAILURE_CHARS) or "-",
             ]
             for e in shown
         ],
+        keys=(0, 1, 2),  # a status or a return read whole, never wrapped
     )
     if len(shown) < len(episodes):
         hidden = len(episodes) - len(shown)

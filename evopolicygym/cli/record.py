@@ -34,7 +34,7 @@ from evopolicygym.cli.output import (
 )
 from evopolicygym.cli.replay import replay
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, run_status, store_root
-from evopolicygym.records.events import Envelope
+from evopolicygym.records.events import Envelope, EventCodecError, RunCreated
 from evopolicygym.records.location import Store, open_store, store_exists
 from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
@@ -384,8 +384,9 @@ def _short(value: Any) -> str:
     return human(value, SHORT_CHARS)
 
 
-def payload_summary(envelope: Envelope) -> str:
-    """A one-line summary of a payload without Host-private fields."""
+def payload_summary(envelope: Envelope, failure_score: float | None = None) -> str:
+    """A one-line summary of a payload without Host-private fields; a failed Episode's
+    return followed by the ``failure_score`` it counted at (its recorded return was not)."""
     try:
         data = _RAW_JSON.decode(envelope.payload)
     except msgspec.DecodeError:
@@ -393,6 +394,9 @@ def payload_summary(envelope: Envelope) -> str:
     if not isinstance(data, dict):
         return "(payload is not an object)"
     parts: list[str] = []
+    if envelope.type == "EpisodeCompleted" and data.get("status") not in (None, "ok") and failure_score is not None:
+        # First, so a clipped line keeps it: what it played, then what it counted at.
+        parts.append(f"total_reward={_short(data.pop('total_reward', None))} (failed: scored at the failure score {human(failure_score)})")
     config = data.get("config")
     if isinstance(data.get("pool_blob"), str) and isinstance(config, dict):  # the pool is a blob
         parts.append(f"pool={config.get('episode_pool_size')}")
@@ -441,11 +445,24 @@ def _finished_before(store: Store, stream_id: str, after: int) -> bool:
     return last is not None and last.type == "RunFinished"
 
 
-def _event_line(envelope: Envelope) -> str:
+def _event_line(envelope: Envelope, failure_score: float | None = None) -> str:
     return printable(
         f"{envelope.position:>7}  v{envelope.stream_version:<5} {_iso(envelope.recorded_at)}  "
-        f"{envelope.type:<24} {payload_summary(envelope)}"
+        f"{envelope.type:<24} {payload_summary(envelope, failure_score)}"
     )
+
+
+def _failure_score(store: Store, stream_id: str) -> float | None:
+    """The failure score of the Run's Benchmark, as its RunCreated records it."""
+    first = next(iter(store.events.read_stream(stream_id, 0)), None)
+    try:
+        event = first.event() if first is not None else None
+    except EventCodecError:
+        return None
+    if not isinstance(event, RunCreated):
+        return None
+    score = event.benchmark_spec.get("failure_score")
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None
 
 
 @record.command(short_help="Print a Run's events.")
@@ -471,6 +488,7 @@ def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_versi
     """
     with open_existing(store_root(ctx)) as store:
         stream_id = resolve(store, run)
+        failure_score = None if as_json else _failure_score(store, stream_id)
         last = from_version
         try:
             while True:
@@ -479,7 +497,7 @@ def events(ctx: click.Context, run: str, as_json: bool, follow: bool, from_versi
                     line = (
                         _JSON_LINE.encode(envelope_json(envelope)).decode()
                         if as_json
-                        else _event_line(envelope)
+                        else _event_line(envelope, failure_score)
                     )
                     click.echo(line)
                     last = envelope.stream_version
