@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import html
 import importlib.util
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import click
-import pytest
+from requires import require_group
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "reference" / "cli.md"
@@ -33,13 +32,7 @@ PROG = "evopolicy"
 
 
 def _require_docs_group() -> None:
-    absent = [m for m in ("markdown", "mkdocs_click") if importlib.util.find_spec(m) is None]
-    if not absent:
-        return
-    reason = f"needs the docs dependency group ({', '.join(absent)} missing)"
-    if os.environ.get("EVOPOLICY_REQUIRE_EXTRAS") == "1":
-        pytest.fail(f"{reason}, but EVOPOLICY_REQUIRE_EXTRAS=1 requires it", pytrace=False)
-    pytest.skip(f"{reason}: uv sync --group docs")
+    require_group("docs", "markdown", "mkdocs_click")
 
 
 def _hook() -> ModuleType:
