@@ -15,9 +15,11 @@ from typing import Any
 import msgspec
 import pg
 import pytest
+from runlogs import write_run
 from test_cli import CRASHING_POLICY
 from test_cli_outcomes import CLI, SMALL
 from test_cli_output import cli
+from test_export import standard_run
 from test_record_cli import (
     Built,
     Writer,
@@ -335,3 +337,64 @@ def test_record_events_show_a_failed_episode_at_its_failure_score(tmp_path: Path
         in failed
     )
     assert "scored" not in completed and "total_reward=-87" in completed
+
+
+# --------------------------------------------------------------------------- empty export splits
+
+
+def test_an_export_whose_split_comes_out_empty_says_so_and_what_changes_it(tmp_path: Path) -> None:
+    """One task (a few Runs of one Benchmark are often that): at the default test fraction
+    it hashes to train, so the test split is empty; one warning line names --test-fraction
+    and --split-by, and the manifest and --json report record it."""
+    root = tmp_path / "store"
+    with open_store(root, create=True) as store:
+        write_run(store, standard_run("alpha"))
+        write_run(store, standard_run("beta"))
+    out = tmp_path / "out"
+    result = invoke(
+        "export", "--format", "sft", "--format", "programs", "-o", str(out), "--store", str(root)
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "warning: sft, programs: the test split is empty: its only split group (by task) hashes "
+        "to train at --test-fraction 0.1; raise --test-fraction, or --split-by run"
+    ]
+    manifest = json.loads((out / "export.json").read_text())
+    assert {name: c["empty_splits"] for name, c in manifest["configs"].items()} == {
+        "programs": ["test"],
+        "sft": ["test"],
+    }
+    again = invoke("export", "--format", "sft", "-o", str(out), "--store", str(root), "--json")
+    assert again.exit_code == 0  # unchanged, and still told
+    assert "the test split is empty" in again.stderr
+    assert json.loads(again.stdout)["warnings"] == [
+        "sft: the test split is empty: its only split group (by task) hashes to train at "
+        "--test-fraction 0.1; raise --test-fraction, or --split-by run"
+    ]
+    most = invoke(
+        "export",
+        "--format",
+        "sft",
+        "-o",
+        str(tmp_path / "most"),
+        "--store",
+        str(root),
+        "--test-fraction",
+        "0.99",
+    )
+    assert most.stderr.splitlines() == [
+        "warning: sft: the train split is empty: its only split group (by task) hashes to test "
+        "at --test-fraction 0.99; lower --test-fraction"
+    ]
+    asked = invoke(
+        "export",
+        "--format",
+        "sft",
+        "-o",
+        str(tmp_path / "none"),
+        "--store",
+        str(root),
+        "--test-fraction",
+        "0",
+    )
+    assert asked.exit_code == 0 and asked.stderr == ""  # no test split was asked for

@@ -809,13 +809,13 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
     args = ["export", "--store", str(tmp_path / "store"), "--format", "sft,dpo", "--format", "rl", "-o", str(out)]
     result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["runs"] == 1 and set(summary["configs"]) == {"sft", "dpo", "rl"}
     assert summary["configs"]["dpo"]["rows"]["train"] + summary["configs"]["dpo"]["rows"]["test"] == 3
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0 and "unchanged" in again.output
     by_run = CliRunner().invoke(main, [*args, "--split-by", "run", "--json"])  # a new grouping: rebuilt
-    assert by_run.exit_code == 0 and not any(c["unchanged"] for c in json.loads(by_run.output)["configs"].values())
+    assert by_run.exit_code == 0 and not any(c["unchanged"] for c in json.loads(by_run.stdout)["configs"].values())
     manifest = json.loads((out / "export.json").read_text())
     assert {c["split_by"] for c in manifest["configs"].values()} == {"run"}
 
@@ -980,7 +980,7 @@ def test_a_run_that_cannot_be_read_is_left_out_and_reported(store: Store, tmp_pa
         ["export", "--store", str(tmp_path / "store"), "--format", "sft,programs", "-o", str(tmp_path / "out"), "--json"],
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert summary["runs"] == 1
     assert [s.split(":")[0] for s in summary["skipped"]] == ["run-beta", "run-gamma"]
     assert "EventFromTheFuture" in summary["skipped"][1]

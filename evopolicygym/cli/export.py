@@ -22,6 +22,7 @@ from evopolicygym.records.events import TerminalReason
 from evopolicygym.records.location import resolve_store
 from evopolicygym_exporters import EXPORTERS, ExportError, ExportOptions, RunFilter, export
 from evopolicygym_exporters.base import DEFAULT_SHARD_BYTES, SPLIT_BY
+from evopolicygym_exporters.pipeline import ExportReport, split_warning
 
 __all__ = ["export_command"]
 
@@ -241,6 +242,7 @@ def export_command(
             pushed = push(Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr)
         except HubError as exc:
             raise CliError(str(exc)) from exc
+    _warn_empty_splits(report)  # once it all went well: an error stays the one line
     summary: dict[str, Any] = {
         "output": str(report.output),
         "runs": report.runs,
@@ -253,6 +255,7 @@ def export_command(
             for name, c in report.configs.items()
         },
         "skipped": report.skipped,
+        "warnings": [name_options(w, _OPTION_NAMES) for w in report.warnings],
         "pushed": pushed,
     }
     if as_json:
@@ -277,3 +280,14 @@ def export_command(
         console.print(f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}", markup=False)
     if pushed:
         console.print(f"pushed: {pushed}")
+
+
+def _warn_empty_splits(report: ExportReport) -> None:
+    """One line on stderr when a config's split came out empty (a few tasks can all hash to
+    train), naming the options that change it; configs alike are named together."""
+    alike: dict[str, list[str]] = {}
+    for name, splits in report.empty.items():
+        alike.setdefault(split_warning(report.configs[name], splits[0]), []).append(name)
+    if alike:
+        told = "; ".join(f"{', '.join(names)}: {why}" for why, names in alike.items())
+        click.echo(f"warning: {name_options(told, _OPTION_NAMES)}", err=True)

@@ -36,7 +36,7 @@ from evopolicygym_exporters.history import read_histories
 from evopolicygym_exporters.registry import EXPORTERS
 from evopolicygym_exporters.writer import ConfigWriter
 
-__all__ = ["MANIFEST", "ExportError", "ExportReport", "export"]
+__all__ = ["MANIFEST", "ExportError", "ExportReport", "empty_splits", "export", "split_warning"]
 
 MANIFEST = "export.json"
 # What a Run's recorded data can raise when it is damaged or too odd to export (a missing
@@ -57,7 +57,39 @@ class ExportReport:
     skipped: list[str] = field(default_factory=list)  # "<run>: <why>" for Runs left out
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
+    # Per config with rows, the splits that came out with none (see ``empty_splits``).
+    empty: dict[str, list[str]] = field(default_factory=dict)
 
+    @property
+    def warnings(self) -> list[str]:
+        """One line per config with an empty split: how its groups fell, and what changes it."""
+        return [f"{name}: {split_warning(self.configs[name], splits[0])}" for name, splits in self.empty.items()]
+
+
+def empty_splits(entry: dict[str, Any], test_fraction: float) -> list[str]:
+    """The splits of a config's manifest ``entry`` that hold no row while the config has
+    rows (so one at most); an empty ``test`` at a test fraction of 0 is what was asked."""
+    rows = {split: part["rows"] for split, part in entry["splits"].items()}
+    if not sum(rows.values()):
+        return []
+    return [split for split, count in rows.items() if not count and (split != "test" or test_fraction > 0)]
+
+
+def split_warning(entry: dict[str, Any], empty: str) -> str:
+    """Why the ``empty`` split of a config (its manifest ``entry``) has no row and what
+    changes that: ``the test split is empty: all 3 split groups (by task) hash to train at
+    test fraction 0.1; raise test fraction, ...`` (the CLI names its options for the words)."""
+    by = entry.get("split_by", "task")
+    groups = entry.get("split_groups", 0)
+    which = f"its only split group (by {by})" if groups == 1 else f"all {groups} split groups (by {by})"
+    other = "train" if empty == "test" else "test"
+    change = "raise test fraction" if empty == "test" else "lower test fraction"
+    if empty == "test" and by == "task":
+        change += ", or split by run"
+    return (
+        f"the {empty} split is empty: {which} {'hashes' if groups == 1 else 'hash'} to {other} "
+        f"at test fraction {entry.get('test_fraction', 0.0):g}; {change}"
+    )
 
 def _head(store: Store) -> tuple[int, str]:
     """The log's head the export was made from (``record head``; empty: 0 and "")."""
@@ -165,6 +197,10 @@ def export(
         for name in pending:
             shutil.rmtree(root / _building(name), ignore_errors=True)
 
+    for name, entry in report.configs.items():  # built now or kept from an earlier export
+        empty = empty_splits(entry, entry.get("test_fraction", options.test_fraction))
+        if empty:
+            report.empty[name] = empty
     manifest["configs"] = {k: manifest["configs"][k] for k in sorted(manifest["configs"])}
     text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
     _write_text(root / MANIFEST, text)
@@ -262,6 +298,8 @@ def _build(
                 "split_units": units.count(),
                 "splits": writers[name].finish(options.test_fraction),
             }
+            entry = manifest["configs"][name]
+            entry["empty_splits"] = empty_splits(entry, options.test_fraction)
     finally:
         for writer in writers.values():
             writer.close()
