@@ -35,7 +35,7 @@ _COMMANDS = {
     "agents": _Entry("evopolicygym.cli.agents:agents", "The Agent providers."),
     "benchmarks": _Entry(
         "evopolicygym.cli.benchmarks:benchmarks",
-        "Inspect the registered Benchmarks.",
+        "Inspect the Benchmarks: every family's, installed or not.",
         from_docstring=True,
     ),
     "evaluate": _Entry(
