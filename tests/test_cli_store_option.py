@@ -179,12 +179,12 @@ def test_query_and_resume_take_the_store_from_the_env(recorded: Recorded, tmp_pa
 
 
 def _hints(recorded: Recorded) -> list[str]:
-    """The commands quickstart prints: "replay it: ..." (with the live view, on stderr) and each
-    one under "What next:" (on stdout)."""
+    """The commands quickstart prints: "replay it: ..." (under the Run's outcome) and each one
+    under "What next:", all on stdout."""
     stdout = recorded.stdout
     replay = [
         line.split(": ", 1)[1]
-        for line in recorded.stderr.splitlines()
+        for line in stdout.splitlines()
         if line.startswith("replay it: ")
     ]
     after = stdout.split("\nWhat next:\n", 1)[1].splitlines()
