@@ -4,9 +4,11 @@
   ``::: mkdocs-click`` directive of reference/cli.md. The group loads its subcommands lazily
   (``evopolicygym.cli.group``), and so does ``experiment`` (its ``summary`` lives in another
   module); mkdocs-click lists a group's ``commands`` mapping when it has one, so it would miss
-  those. ``loaded(command)`` is a copy of each group whose ``commands`` holds what
-  ``list_commands``/``get_command`` give, the same objects ``evopolicy`` runs.
-  ``tests/test_docs_cli_reference.py`` checks every command and option is in the page.
+  those. ``loaded(command)`` copies each command with its help text as Markdown (click's
+  ``\\b`` paragraphs, the examples and exit statuses, as text blocks), and each group with a
+  ``commands`` mapping of what its ``list_commands``/``get_command`` give: the commands
+  ``evopolicy`` runs, options and all. ``tests/test_docs_cli_reference.py`` checks every
+  command and option is in the page.
 - ``<!-- reference: datasets -->``: each export config's columns and their types, from the
   exporters' own ``datasets.Features``.
 - ``<!-- reference: events -->``: each event type's payload fields, from the JSON Schemas
