@@ -65,10 +65,14 @@ def test_the_exit_statuses_are_documented() -> None:
     for command in ("run", "resume"):
         helped = CliRunner().invoke(main, [command, "--help"])
         assert "Exit status:" in helped.output and "130" in helped.output and "agent_failed" in helped.output
-    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
-    for documented in ("`0` only for a Run that finished", "`3` the Agent handed nothing off",
-                       "`4` a Host evaluation failed", "`130` interrupted"):
-        assert documented in readme
+    helped = CliRunner().invoke(main, ["evaluate", "--help"])
+    assert "every Episode failed" in helped.output
+    docs = Path(__file__).parents[1] / "docs" / "reference" / "runs.md"
+    reference = " ".join(docs.read_text().split())
+    for documented in ("| `0` | the Run finished", "| `3` | the Agent handed nothing off",
+                       "| `4` | a Host evaluation failed", "| `130` | interrupted",
+                       "`3` every Episode failed"):
+        assert documented in reference
 
 
 def test_resuming_a_finished_run_says_there_was_nothing_to_resume(tmp_path: Path) -> None:
