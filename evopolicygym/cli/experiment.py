@@ -102,7 +102,6 @@ class CliCellLauncher:
         self.allow_uncontained = allow_uncontained
         self.launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         self._containment: str | None = None
-        self.store: Store | None = None  # the runner's store, once it has created a Run
 
     def _identity(self, created: ExperimentCreated, agent_name: str, agent_seed: int) -> Any:
         from evopolicygym.agents.providers import agent_identity
@@ -174,7 +173,6 @@ class CliCellLauncher:
             )
         except (AgentError, SkillError, RunConfigError, RunError) as exc:
             raise ValueError(str(exc)) from exc
-        self.store = store  # the runner's, open while it runs: what _RunLines reads scores from
 
     def carry_argv(self, store: Path | StoreUrl, run_id: str) -> list[str]:
         from evopolicygym.experiments.runner import default_carry_argv
@@ -225,13 +223,12 @@ class _RunLines:
     fault and retried is told when its retry starts. Cells that had ended before this
     invocation are left to the count at the end."""
 
-    def __init__(self, launcher: CliCellLauncher, location: Path | StoreUrl, *, err: bool) -> None:
-        self.launcher = launcher
+    def __init__(self, location: Path | StoreUrl, *, err: bool) -> None:
         self.location = location
         self.err = err  # with --json, stdout holds the JSON alone
         self.carried: dict[str, tuple[str | None, int]] = {}  # cell -> its Run carried here
         self.told: set[tuple[str, str | None, int]] = set()
-        self._own: Store | None = None
+        self._own: Store | None = None  # opened beside the runner's, at the first line
 
     def update(self, outcome: Any) -> None:
         for p in outcome.cells:
@@ -270,16 +267,8 @@ class _RunLines:
 
         if run_id is None:
             return {}
-        # A second SQLite store in this process would open the log file beside the runner's
-        # connection, and closing that file drops the process's locks on it (POSIX), which
-        # the runner's later appends rely on: read through the runner's own store, or a
-        # PostgreSQL store of our own, or else in a process of its own.
-        store = self.launcher.store
         try:
-            if store is None and isinstance(self.location, StoreUrl):
-                store = self._own = self._own or open_store(self.location)
-            if store is None:
-                return self._facts_elsewhere(run_id)
+            store = self._own = self._own or open_store(self.location)
             stream = run_stream_id(run_id)
             info = next((i for i in store.events.streams(stream) if i.stream_id == stream), None)
         except StoreError:
@@ -293,22 +282,6 @@ class _RunLines:
             "assessment_score": summary.assessment_score,
             "validation_score": validation,
         }
-
-    def _facts_elsewhere(self, run_id: str) -> dict[str, Any]:
-        """``record show RUN --json``, in a process of its own."""
-        import json
-        import subprocess
-        import sys
-
-        done = subprocess.run(
-            [sys.executable, "-m", "evopolicygym.cli", "record", "show", run_id, "--store", str(self.location), "--json"],
-            capture_output=True, text=True, check=False, timeout=120,
-        )  # fmt: skip
-        try:
-            found: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {}
-        except ValueError:
-            return {}
-        return found
 
     def close(self) -> None:
         if self._own is not None:
@@ -429,7 +402,7 @@ def run_experiment(
     # function, which is only safe without other threads. Off a terminal, no live view.
     live = Live(progress.text, console=console, auto_refresh=False, transient=True)
     # Where stdout is not a terminal (a log, a pipe), a line per Run as it ends instead.
-    lines = None if click.get_text_stream("stdout").isatty() else _RunLines(launcher, location, err=as_json)
+    lines = None if click.get_text_stream("stdout").isatty() else _RunLines(location, err=as_json)
 
     def changed(outcome: Any) -> None:
         progress.update(outcome)
@@ -445,7 +418,6 @@ def run_experiment(
     except (ExperimentMismatch, ExperimentBusy, StoreError) as exc:
         raise CliError(str(exc)) from exc
     finally:
-        launcher.store = None  # closed with the runner
         if lines is not None:
             lines.close()
     _print_result(outcome, as_json=as_json, told=lines.told if lines is not None else set())

@@ -60,10 +60,14 @@ _SCHEMA = (
 _COLUMNS = ", ".join(Envelope.__struct_fields__)
 
 
-def _looks_like_sqlite(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        header = handle.read(16)
-    return header in (b"SQLite format 3\x00", b"")
+def _not_a_database(exc: sqlite3.Error) -> bool:
+    """SQLite's own word that a file is no SQLite database (its header is not one's).
+
+    The header is read through SQLite, never with a file of this process's own: SQLite's
+    locks are POSIX (fcntl) locks, which closing any descriptor of the file drops, every
+    connection's of this process included; another process would then take this one's
+    log for closed, checkpoint it and delete the write-ahead log it still appends to."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB
 
 
 def _create(path: Path) -> None:
@@ -111,7 +115,8 @@ def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
     """A SQLite file in WAL mode opened for reading on media this process may not write.
     Immutable (no lock, no -shm file needed) unless its writer left commits in the
     write-ahead log, which an immutable open would not see (the last events of a Host that
-    died, or the blobs they name): then read through the log, or refuse, saying why."""
+    died, or the blobs they name): then read through the log, or refuse, saying why. A file
+    that is no database at all is SQLite's ``DatabaseError``, for the caller to name."""
     uri = "file:" + quote(str(path.resolve()))
     wal = path.with_name(path.name + "-wal")
     options = {"uri": True, "timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False}
@@ -122,6 +127,8 @@ def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         conn.close()
+        if _not_a_database(exc):
+            raise  # no database at all: for the caller to say so
         raise StoreError(
             f"{what} {path} holds commits only in its write-ahead log (its writer did not close "
             f"it), which cannot be read here ({exc}): open the store once where it is writable"
@@ -142,8 +149,6 @@ class SQLiteEventStore:
             raise StoreError(f"no event log at {self.path}")
         if not self.path.parent.is_dir():
             raise StoreError(f"{self.path.parent} is not a directory")
-        if self.path.exists() and not _looks_like_sqlite(self.path):
-            raise StoreError(f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)")
         if create and (not self.path.exists() or self.path.stat().st_size == 0):
             try:
                 _create(self.path)
@@ -168,6 +173,8 @@ class SQLiteEventStore:
         except BaseException as exc:
             if raw is not None:
                 raw.close()
+            if isinstance(exc, sqlite3.Error) and _not_a_database(exc):
+                raise StoreError(f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)") from exc
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path}: cannot open the event log ({exc})") from exc
             raise
@@ -203,6 +210,8 @@ class SQLiteEventStore:
         try:
             row = self._raw.execute("SELECT value FROM store_meta WHERE key = 'format_version'").fetchone()
         except sqlite3.DatabaseError as exc:
+            if _not_a_database(exc):
+                raise  # said as __init__ says it
             raise StoreError(f"{self.path} is not an EvoPolicyGym event log ({exc})") from exc
         if row is None:
             raise StoreError(f"{self.path} is not an EvoPolicyGym event log (no format version)")
