@@ -24,13 +24,18 @@ import pg
 import pytest
 
 from evopolicygym.records.events import EpisodeCompleted, NewEvent, new_event
-from evopolicygym.records.postgres import PostgresEventStore
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import ANY_VERSION, EventStore, StoreError
 from evopolicygym.records.verify import verify_store
 
+# The store's module imports psycopg (the postgres extra): the module skips without it,
+# saying how to install it, or without a server, saying how to start one.
+pg.require_postgres()
+
+from evopolicygym.records.postgres import PostgresEventStore  # noqa: E402
+
 if TYPE_CHECKING:
-    import psycopg  # the postgres extra; imported where used, after pg.require_postgres
+    import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -66,11 +66,13 @@ def default_modules() -> frozenset[str]:
     return frozenset(modules)
 
 
-def _module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
-    """(line, top-level module) of every import that runs when the module is imported:
+def _module_level_imports(tree: ast.Module, package: str = "") -> list[tuple[int, str]]:
+    """(line, dotted module) of every import that runs when the module is imported:
     module-level statements and the bodies of module-level if/try/with, but not functions,
-    classes' methods, ``if TYPE_CHECKING:``, or what follows a module-level ``require...(...)``
-    call (it has skipped the module where the package is missing)."""
+    classes' methods, ``if TYPE_CHECKING:``, a ``try`` that catches ImportError, or what
+    follows a module-level ``require...(...)`` call (it has skipped the module where the
+    package is missing). ``from a import b`` gives ``a.b`` (b may be a submodule); relative
+    imports are resolved against ``package``."""
     found: list[tuple[int, str]] = []
 
     def walk(body: list[ast.stmt]) -> bool:
@@ -79,15 +81,22 @@ def _module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
             if _is_require(node):
                 return False
             if isinstance(node, ast.Import):
-                found.extend((node.lineno, alias.name.split(".")[0]) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.append((node.lineno, node.module.split(".")[0]))
+                found.extend((node.lineno, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                found.extend((node.lineno, f"{base}.{alias.name}") for alias in node.names)
             elif isinstance(node, ast.If):
                 if "TYPE_CHECKING" not in ast.unparse(node.test):
                     walk(node.body)
                 walk(node.orelse)
             elif isinstance(node, ast.Try):
-                walk(node.body)
+                if not any(
+                    "ImportError" in ast.unparse(h.type or ast.Name("")) for h in node.handlers
+                ):
+                    walk(node.body)
                 walk(node.orelse)
                 walk(node.finalbody)
             elif isinstance(node, ast.With | ast.ClassDef):
@@ -110,15 +119,67 @@ def _test_modules() -> list[Path]:
     return sorted(p for p in TESTS.glob("*.py"))
 
 
+def _source(dotted: str) -> tuple[Path, str] | None:
+    """The file of a first-party module this check follows (the default install's own
+    distributions and the test helpers), and its package; None for anything else."""
+    top, _, rest = dotted.partition(".")
+    roots = {
+        "evopolicygym": ROOT / "evopolicygym",
+        "evopolicygym_exporters": ROOT / "exporters" / top,
+    }
+    roots["evopolicygym_classic"] = ROOT / "benchmarks" / "classic" / "evopolicygym_classic"
+    if top == "tests" and rest:
+        top, _, rest = rest.partition(".")
+    if top not in roots:
+        path = TESTS / f"{top}.py"
+        return (path, "") if not rest and path.exists() else None
+    base = roots[top].joinpath(*rest.split(".")) if rest else roots[top]
+    if (base / "__init__.py").exists():
+        return base / "__init__.py", dotted
+    if base.with_suffix(".py").exists():
+        return base.with_suffix(".py"), dotted.rpartition(".")[0]
+    return None
+
+
+@cache
+def _imports_of(file: Path, package: str) -> list[tuple[int, str]]:
+    return _module_level_imports(
+        ast.parse(file.read_text(encoding="utf-8"), filename=str(file)), package
+    )
+
+
+def optional_imports(path: Path, package: str = "") -> list[str]:
+    """Each optional package importing ``path`` imports, as ``line: name (through ...)``,
+    following the first-party modules it imports (and their packages) at import time."""
+    allowed = default_modules() | set(sys.stdlib_module_names) | {"__future__", "tests"}
+    seen: set[Path] = set()
+    wrong: list[str] = []
+
+    def visit(file: Path, pkg: str, line: int | None, through: tuple[str, ...]) -> None:
+        if file in seen:
+            return
+        seen.add(file)
+        for at, dotted in _imports_of(file, pkg):
+            shown = at if line is None else line
+            parts = dotted.split(".")
+            # The module itself and every package above it run when it is imported.
+            for depth in range(1, len(parts) + 1):
+                name = ".".join(parts[:depth])
+                found = _source(name)
+                if found is not None:
+                    visit(*found, shown, (*through, name))
+                elif depth == 1 and name not in allowed and not (TESTS / f"{name}.py").exists():
+                    chain = f" (through {' > '.join(through)})" if through else ""
+                    wrong.append(f"{shown}: {name}{chain}")
+
+    visit(path, package, None, ())
+    return sorted(set(wrong))
+
+
 def test_no_test_module_imports_an_optional_package_at_import_time() -> None:
-    local = {p.stem for p in _test_modules()} | {"tests"}
-    allowed = default_modules() | set(sys.stdlib_module_names) | local | {"__future__"}
-    wrong = []
-    for path in _test_modules():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for line, module in _module_level_imports(tree):
-            if module not in allowed:
-                wrong.append(f"tests/{path.name}:{line} imports {module}")
+    wrong = [
+        f"tests/{path.name}:{found}" for path in _test_modules() for found in optional_imports(path)
+    ]
     assert not wrong, (
         "optional packages imported at import time (import them inside the test, after "
         "a `requires` call that skips with the command installing them):\n  " + "\n  ".join(wrong)
@@ -134,8 +195,23 @@ def test_the_check_knows_the_default_install_from_an_optional_package() -> None:
     assert not optional & modules
     tree = ast.parse(
         "import os\nimport ray\nif TYPE_CHECKING:\n    import psycopg\n"
-        "try:\n    from trl import x\nexcept ImportError:\n    pass\n"
+        "try:\n    from trl import x\nexcept AttributeError:\n    pass\n"
+        "try:\n    import mujoco\nexcept ImportError:\n    mujoco = None\n"
         "def f():\n    import mujoco\n"
         "require_extra('box2d')\nimport Box2D\n"
     )
-    assert _module_level_imports(tree) == [(1, "os"), (2, "ray"), (6, "trl")]
+    assert _module_level_imports(tree) == [(1, "os"), (2, "ray"), (6, "trl.x")]
+
+
+def test_the_check_follows_the_projects_own_modules(tmp_path: Path) -> None:
+    """A test importing a store module that imports psycopg imports psycopg."""
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "import pytest\nfrom evopolicygym.records.postgres import PostgresEventStore\n"
+    )
+    assert optional_imports(probe) == ["2: psycopg (through evopolicygym.records.postgres)"]
+    guarded = tmp_path / "test_guarded.py"
+    guarded.write_text(
+        "import pytest\nimport pg\npg.require_postgres()\nimport evopolicygym.records.postgres\n"
+    )
+    assert optional_imports(guarded) == []

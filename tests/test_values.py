@@ -372,7 +372,8 @@ def _rejected(value) -> None:
         np.zeros(2, dtype=[("a", "<f4")]),
         np.array(["2020-01-01"], dtype="datetime64[D]"),
     ],
-    ids=repr,
+    # repr, but stable across processes (pytest-xdist workers must collect the same ids).
+    ids=lambda value: "object()" if type(value) is object else repr(value),
 )
 def test_rejects_non_policy_values(value):
     _rejected(value)
