@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 from click.testing import CliRunner, Result
+from requires import require_extra
 
 from evopolicygym.benchmark import CORE16, TASKS, family_installed, family_of_distribution
 from evopolicygym.cli import main
@@ -179,6 +180,7 @@ def test_asking_for_an_uninstalled_task_says_its_extra_in_one_line(tmp_path: Pat
 
 
 def test_an_installed_family_that_does_not_import_says_how_to_reinstall_it() -> None:
+    require_extra("box2d")  # installed, then made to fail its import
     done = without(("box2d",), "benchmarks", "show", "lunar-lander", modules_only=True)
     assert done.returncode == 1
     line = only_line(done.stderr)

@@ -26,6 +26,9 @@ import pytest
 from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV
 from evopolicygym.records.location import STORE_ENV, open_store
 
+# Hundreds of CLI processes (~95 s): the end-to-end tier (`uv run pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 TIMEOUT = 120  # seconds: a row that hangs (or started real work) fails instead of blocking
 

@@ -191,6 +191,7 @@ def _hints(recorded: Recorded) -> list[str]:
     return replay + [line.strip() for line in after if line.startswith("    ")]
 
 
+@pytest.mark.slow
 def test_the_hints_quickstart_prints_work_when_pasted_elsewhere(
     recorded: Recorded, tmp_path: Path
 ) -> None:

@@ -460,14 +460,21 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_sigkilled_host_leaves_no_process_behind(tmp_path: Path) -> None:
+def test_sigkilled_host_leaves_no_process_behind() -> None:
+    import tempfile
+
+    tests = str(Path(__file__).parent)
+    # The killed Host cannot remove its fork server's directory: keep it in a directory of the
+    # test's, short (a pytest-xdist worker's tmp_path makes the server's socket path too long).
+    with tempfile.TemporaryDirectory(prefix="k") as short:
+        _kill_host_then_count(tests, {**os.environ, "TMPDIR": short})
+
+
+def _kill_host_then_count(tests: str, env: dict[str, str]) -> None:
     import signal
     import subprocess
     import sys
 
-    tests = str(Path(__file__).parent)
-    # The killed Host cannot remove its fork server's directory: keep it in tmp_path.
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
     host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE, env=env)
     assert host.stdout is not None
     assert host.stdout.readline().strip() == b"started"

@@ -35,6 +35,9 @@ from evopolicygym.records.experiments import experiment_runs, experiment_stream_
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import run_id_of, summarize
 
+# Experiments killed and rerun (~100 s): the end-to-end tier (`uv run pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 TIMEOUT = 600
 

@@ -30,7 +30,8 @@ from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.records.location import open_store
 
-pytestmark = pytest.mark.timeout(180)
+# Real git and LFS pushes to a local hub: the end-to-end tier (`uv run pytest -m slow`).
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 TOKEN = "hf_stubTokenForLoopbackTests0123456789"
 WRONG_TOKEN = "hf_wrongTokenThatTheHubRejects987654"

@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux's unshare is not installed")
+# Real read-only mounts (~35 s): the end-to-end tier (`uv run pytest -m slow`).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux's unshare is not installed"),
+]
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 READ_ONLY = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'

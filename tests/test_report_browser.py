@@ -34,9 +34,9 @@ def _chromium() -> str:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    executable = _chromium()  # skips, saying how to install it, before playwright is imported
     from playwright.sync_api import sync_playwright
 
-    executable = _chromium()
     with sync_playwright() as playwright:
         # --no-sandbox: chromium's own sandbox needs user namespaces a container may not give.
         launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])

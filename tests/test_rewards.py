@@ -22,6 +22,7 @@ from typing import Any
 
 import datasets
 import pytest
+from requires import require_group
 
 from evopolicygym.records.events import RunCreated
 from evopolicygym.records.location import Store, open_store
@@ -127,6 +128,7 @@ def grpo_reward_call(
     completion), the trainer state and the two logging hooks, then
     ``reward_func(prompts=, completions=, completion_ids=, **reward_kwargs)``; None reads as
     NaN and there must be one reward per completion."""
+    require_group("interop", "trl", "transformers")
     from transformers import TrainerState
 
     prompts = [x["prompt"] for x in inputs]
@@ -146,6 +148,7 @@ def grpo_reward_call(
 
 def test_the_reproduced_call_is_the_installed_trls() -> None:
     """The statements ``grpo_reward_call`` reproduces are in the installed GRPOTrainer."""
+    require_group("interop", "trl", "transformers")
     import trl
 
     source = (Path(trl.__file__).parent / "trainer" / "grpo_trainer.py").read_text(encoding="utf-8")

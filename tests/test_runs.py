@@ -213,6 +213,7 @@ runs = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(plans=runs, direction=st.sampled_from(["maximize", "minimize"]))
 def test_every_reader_of_a_run_agrees_with_its_summary(
     tmp_path_factory: pytest.TempPathFactory, plans: list[list[float] | None], direction: str
