@@ -26,6 +26,7 @@ from typing import Any, Self
 import psycopg
 import sqlalchemy.exc
 from psycopg import errors as pg_errors
+from psycopg import pq
 from sqlalchemy import create_engine, event
 from sqlalchemy.dialects.postgresql import dialect as postgresql_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -91,8 +92,11 @@ def _configure(dbapi_connection: psycopg.Connection[Any], _record: Any) -> None:
 
 
 def _broken(exc: BaseException, raw: psycopg.Connection[Any] | None) -> bool:
-    """The connection is gone (the server ended it, the network dropped): worth one reconnect."""
-    if raw is not None and (raw.closed or raw.broken):
+    """The connection is gone (the server ended it, the network dropped), or left where no
+    statement can run on it: worth one reconnect. A backend ended in the middle of an
+    append's pipeline can leave the client in pipeline mode ("cannot exit pipeline mode while
+    busy") without marking the connection broken: kept, it failed every later append."""
+    if raw is not None and (raw.closed or raw.broken or raw.pgconn.pipeline_status != pq.PipelineStatus.OFF):
         return True
     return isinstance(exc, pg_errors.AdminShutdown | pg_errors.ConnectionFailure | pg_errors.CannotConnectNow)
 
