@@ -91,6 +91,26 @@ def _cells(store: str | Path, experiment_id: str) -> dict[str, tuple[Any, ...]]:
     return rows
 
 
+def _processes_of(machine: Path) -> list[int]:
+    """Live processes of the node whose disk is ``machine`` (its XDG_CACHE_HOME, inherited)."""
+    marker = f"XDG_CACHE_HOME={machine / 'cache'}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0") and _alive_pid(entry):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _alive_pid(entry: Path) -> bool:
+    """Not a zombie (a killed process its parent has not reaped yet)."""
+    return (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _hosts_of(run_ids: set[str]) -> list[str]:
     """Command lines of live processes carrying any of ``run_ids`` (read from /proc)."""
     found = []
@@ -254,6 +274,10 @@ def test_a_node_killed_mid_experiment_its_runs_finish_on_another(
             assert process.poll() is None, "the experiment ended before a node could be killed"
             cluster.kill("node-1")
             victims = cluster.runs_on("node-1")  # its disk stays: what it held when it died
+            # SIGKILL reaches the node's Hosts a moment after remove_node returns: one may still
+            # append its RunFinished then. Which Runs the node left unfinished is read once none
+            # of its processes lives.
+            wait_until(lambda: not _processes_of(cluster.machine("node-1")), 30, "node-1's processes to die")
             with open_store(url) as opened:
                 unfinished = {
                     run_id
