@@ -15,6 +15,7 @@ import importlib
 import inspect
 import os
 import signal
+import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -402,7 +403,8 @@ def run_experiment(
     # function, which is only safe without other threads. Off a terminal, no live view.
     live = Live(progress.text, console=console, auto_refresh=False, transient=True)
     # Where stdout is not a terminal (a log, a pipe), a line per Run as it ends instead.
-    lines = None if click.get_text_stream("stdout").isatty() else _RunLines(location, err=as_json)
+    stdout_is_terminal = sys.stdout.isatty()  # CliRunner swaps sys.stdout too
+    lines = None if stdout_is_terminal else _RunLines(location, err=as_json)
 
     def changed(outcome: Any) -> None:
         progress.update(outcome)

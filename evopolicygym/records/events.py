@@ -546,7 +546,7 @@ def current_terminations(content: dict[str, Any]) -> dict[str, Any]:
     if isinstance(counts, dict):
         renamed: dict[str, Any] = {}
         for word, count in counts.items():
-            new = RENAMED_TERMINATIONS.get(word, word)
+            new = RENAMED_TERMINATIONS.get(str(word), str(word))
             both = isinstance(renamed.get(new), int) and isinstance(count, int)
             renamed[new] = renamed[new] + count if both else count
         content["terminations"] = renamed
