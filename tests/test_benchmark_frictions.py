@@ -11,7 +11,6 @@ metadata) and where its module does not import.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -19,14 +18,12 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 import msgspec
-from click.testing import CliRunner, Result
 from requires import require_extra
+from test_catalog import invoke
 
 from evopolicygym.benchmark import CORE16, TASKS, family_installed, family_of_distribution
-from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 from evopolicygym.records.events import NewEvent, current_terminations, decode_event
@@ -70,15 +67,6 @@ def without(
         timeout=300,
         env={**os.environ, "COLUMNS": "120"},
     )
-
-
-def invoke(*args: str) -> Result:
-    options: dict[str, Any] = {}
-    if "mix_stderr" in inspect.signature(CliRunner).parameters:
-        options["mix_stderr"] = False
-    result = CliRunner(**options).invoke(main, list(args), prog_name="evopolicy")
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    return result
 
 
 def only_line(stderr: str) -> str:
