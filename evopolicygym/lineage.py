@@ -61,7 +61,9 @@ class Edge:
     best_so_far_matched: bool | None  # beats every earlier one it shares indices with, there
 
 
-def _episode_scores(item: LineageInput, floor: float | None, maximize: bool) -> dict[int, float] | None:
+def _episode_scores(
+    item: LineageInput, floor: float | None, maximize: bool
+) -> dict[int, float] | None:
     """Per-index Episode scores, if the published score is their mean (else None)."""
     if not item.published or item.score is None:
         return None
@@ -93,7 +95,9 @@ def lineage(
 ) -> dict[int, Edge]:
     """Each Submission's ``Edge``, by Submission id (``lines_of`` loads a Program's lines)."""
     maximize = direction != "minimize"
-    per_episode = {s.submission_id: _episode_scores(s, failure_score, maximize) for s in submissions}
+    per_episode = {
+        s.submission_id: _episode_scores(s, failure_score, maximize) for s in submissions
+    }
 
     def matched(a: LineageInput, b: LineageInput) -> tuple[list[int], float | None, float | None]:
         shared = sorted(set(a.indices) & set(b.indices))
@@ -104,7 +108,11 @@ def lineage(
         sa, sb = per_episode[a.submission_id], per_episode[b.submission_id]
         if sa is None or sb is None:
             return shared, None, None
-        return shared, statistics.fmean(sa[i] for i in shared), statistics.fmean(sb[i] for i in shared)
+        return (
+            shared,
+            statistics.fmean(sa[i] for i in shared),
+            statistics.fmean(sb[i] for i in shared),
+        )
 
     found: dict[int, Edge] = {}
     published: list[LineageInput] = []
@@ -155,7 +163,9 @@ def lineage(
             matched_indices=shared,
             matched_score=mine,
             parent_matched_score=theirs,
-            beats_parent=None if mine is None or theirs is None else better(mine, theirs, direction),
+            beats_parent=None
+            if mine is None or theirs is None
+            else better(mine, theirs, direction),
             best_so_far=new_best,
             best_so_far_score=best,
             best_so_far_basis=best_basis,

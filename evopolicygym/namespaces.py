@@ -83,7 +83,11 @@ def mount_fs(fstype: str, target: str, flags: int, data: str = "") -> None:
     """A fresh filesystem of ``fstype`` (tmpfs, proc) on ``target``."""
     check(
         libc.mount(
-            fstype.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags), data.encode() or None
+            fstype.encode(),
+            target.encode(),
+            fstype.encode(),
+            ctypes.c_ulong(flags),
+            data.encode() or None,
         ),
         f"mount {fstype} on {target}",
     )

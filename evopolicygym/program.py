@@ -77,7 +77,9 @@ def _check_relpath(path: str) -> str:
         raise ProgramError(f"{path!r}: file name is not valid UTF-8") from exc
     # What no filesystem the Host writes programs to can hold (NAME_MAX, PATH_MAX): refused
     # here, as the Agent's doing, rather than failing the Host when the files are written.
-    if len(encoded) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+    if len(encoded) > MAX_PATH_BYTES or any(
+        len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")
+    ):
         shown = path if len(path) <= 80 else path[:77] + "..."
         raise ProgramError(
             f"{shown!r}: a path of at most {MAX_PATH_BYTES} bytes with names of at most "
@@ -131,7 +133,9 @@ class Program:
     def from_files(cls, files: Mapping[str, bytes | str]) -> Program:
         entries: list[tuple[str, bytes]] = []
         total = 0
-        directories = {"/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)}
+        directories = {
+            "/".join(p.split("/")[:i]) for p in files for i in range(1, p.count("/") + 1)
+        }
         for path, data in files.items():
             raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
             _check_relpath(path)
@@ -142,7 +146,9 @@ class Program:
                 # Capturing the written tree would drop it: the digest would not survive a round trip.
                 raise ProgramError(f"{path}: .git, __pycache__ and *.pyc are not part of a program")
             if len(raw) > MAX_FILE_BYTES:
-                raise ProgramError(f"{path}: {len(raw)} bytes exceeds the {MAX_FILE_BYTES}-byte file limit")
+                raise ProgramError(
+                    f"{path}: {len(raw)} bytes exceeds the {MAX_FILE_BYTES}-byte file limit"
+                )
             total += len(raw)
             entries.append((path, raw))
         if len(entries) > MAX_FILES:
@@ -159,7 +165,9 @@ class Program:
         try:
             root_stat = os.stat(root_path)
         except OSError as exc:
-            raise ProgramError(f"{root_path}: cannot read program directory ({exc.strerror})") from exc
+            raise ProgramError(
+                f"{root_path}: cannot read program directory ({exc.strerror})"
+            ) from exc
         if not stat.S_ISDIR(root_stat.st_mode):
             raise ProgramError(f"{root_path}: program must be a directory")
         listing = _list_tree(root_path)

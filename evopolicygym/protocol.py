@@ -73,6 +73,7 @@ def cli_shim(cli: Sequence[str]) -> bytes:
 
     return f'#!/bin/sh\n# The session commands of this Run (see TASK.md).\nexec {shlex.join(cli)} "$@"\n'.encode()
 
+
 # --------------------------------------------------------------------------- selectors
 
 _PART = re.compile(r"(\d{1,9})(?::(\d{1,9}))?", re.ASCII)  # ASCII digits only

@@ -226,7 +226,9 @@ _WORKSPACE_PATH = {"type": "string", "description": "path relative to the worksp
 
 # The tools the offline reference agent records its work as.
 REFERENCE_TOOLS: list[dict[str, Any]] = [
-    _function("read_file", "Read a text file of the workspace.", {"path": _WORKSPACE_PATH}, ["path"]),
+    _function(
+        "read_file", "Read a text file of the workspace.", {"path": _WORKSPACE_PATH}, ["path"]
+    ),
     _function(
         "write_file",
         "Write a text file of the workspace, replacing it.",
@@ -307,7 +309,9 @@ def _feedback_md(shown: Mapping[str, Any] | None) -> str:
         which = "every Episode" if traces == "all" else f"the first {traces} Episode(s)"
         steps = shown.get("trace_steps")
         cut = f", first {steps} steps" if steps else ""
-        parts.append(f"artifacts: step traces of {which}{cut} as `artifacts/episode-<index>.trace.jsonl`")
+        parts.append(
+            f"artifacts: step traces of {which}{cut} as `artifacts/episode-<index>.trace.jsonl`"
+        )
     elif traces == "benchmark":
         parts.append("artifacts")
     return (

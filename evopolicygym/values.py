@@ -62,7 +62,9 @@ def tensor_from_array(array: np.ndarray[Any, Any]) -> TensorValue:
     _check_dtype(array.dtype, "value")
     # Not np.ascontiguousarray unconditionally: it turns a 0-d array into shape (1,).
     contiguous = array if array.flags.c_contiguous else np.ascontiguousarray(array)
-    return TensorValue(contiguous.dtype.str, tuple(int(d) for d in contiguous.shape), contiguous.tobytes())
+    return TensorValue(
+        contiguous.dtype.str, tuple(int(d) for d in contiguous.shape), contiguous.tobytes()
+    )
 
 
 def _parse_dtype(name: str) -> np.dtype[Any]:
@@ -80,7 +82,9 @@ def _parse_dtype(name: str) -> np.dtype[Any]:
 def tensor_to_array(tensor: TensorValue, *, writable: bool = True) -> np.ndarray[Any, Any]:
     dtype = _parse_dtype(tensor.dtype)
     if len(tensor.shape) > MAX_DEPTH:
-        raise PolicyValueError(f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}")
+        raise PolicyValueError(
+            f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}"
+        )
     buffer: bytes | bytearray = bytearray(tensor.data) if writable else tensor.data
     count = math.prod(tensor.shape)
     if count * dtype.itemsize != len(tensor.data):
@@ -126,7 +130,11 @@ class _Walk:
         if isinstance(value, np.ndarray):
             return tensor_from_array(value)
         if isinstance(value, np.generic):
-            return self.normalize(value.item(), depth, path) if value.dtype.kind in "biuf" else _bad(path, value)
+            return (
+                self.normalize(value.item(), depth, path)
+                if value.dtype.kind in "biuf"
+                else _bad(path, value)
+            )
         if depth >= MAX_DEPTH and kind in (list, tuple, dict):
             raise PolicyValueError(f"{path}: nesting deeper than {MAX_DEPTH}")
         if kind is list:
@@ -228,7 +236,12 @@ def _array_ext(array: np.ndarray[Any, Any]) -> msgspec.msgpack.Ext:
     header = _HEADERS.get(key)
     if header is None:
         name = dtype.str.encode("ascii")
-        header = bytes([len(name)]) + name + bytes([array.ndim]) + b"".join(_DIM.pack(d) for d in array.shape)
+        header = (
+            bytes([len(name)])
+            + name
+            + bytes([array.ndim])
+            + b"".join(_DIM.pack(d) for d in array.shape)
+        )
         if len(_HEADERS) < 4096:
             _HEADERS[key] = header
     return msgspec.msgpack.Ext(_EXT_TENSOR, header + array.tobytes())
@@ -244,7 +257,9 @@ def encode_value(value: Any) -> bytes:
     else:
         frame = _ENCODER.encode(_Walk().lower(value, 0, "value"))
     if len(frame) > MAX_FRAME_BYTES:
-        raise PolicyValueError(f"value: encoded frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}")
+        raise PolicyValueError(
+            f"value: encoded frame of {len(frame)} bytes exceeds {MAX_FRAME_BYTES}"
+        )
     return frame
 
 
@@ -314,14 +329,18 @@ def _parse_array(data: memoryview, writable: bool) -> np.ndarray[Any, Any]:
         tensor = _parse_tensor(key)
         dtype = _parse_dtype(tensor.dtype)
         if len(tensor.shape) > MAX_DEPTH:
-            raise PolicyValueError(f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}")
+            raise PolicyValueError(
+                f"value: tensor has {len(tensor.shape)} dimensions, more than {MAX_DEPTH}"
+            )
         count = math.prod(tensor.shape)
         layout = (dtype, tensor.shape, count, count * dtype.itemsize)
         if len(_LAYOUTS) < 4096:
             _LAYOUTS[key] = layout
     dtype, shape, count, nbytes = layout
     if len(data) - offset != nbytes:
-        raise PolicyValueError(f"value: tensor of shape {shape} and dtype {dtype.str} needs {nbytes} bytes, got {len(data) - offset}")
+        raise PolicyValueError(
+            f"value: tensor of shape {shape} and dtype {dtype.str} needs {nbytes} bytes, got {len(data) - offset}"
+        )
     body = data[offset:]
     array = np.frombuffer(bytearray(body) if writable else body, dtype=dtype, count=count)
     return array.reshape(shape)

@@ -39,7 +39,10 @@ def overwrite_blob(blobs: BlobStore, digest: str, stored: bytes) -> None:
         path.write_bytes(stored)
         return
     with _pack(blobs) as conn:
-        assert conn.execute("UPDATE blobs SET data = ? WHERE digest = ?", (stored, digest)).rowcount == 1
+        assert (
+            conn.execute("UPDATE blobs SET data = ? WHERE digest = ?", (stored, digest)).rowcount
+            == 1
+        )
 
 
 def lose_program(blobs: BlobStore, digest: str) -> None:
@@ -61,6 +64,10 @@ def overwrite_program(blobs: BlobStore, digest: str, content: bytes) -> None:
         return
     tree = content[:-1] if content.endswith(b"\n") else content
     with _pack(blobs) as conn:
-        assert conn.execute(
-            "UPDATE programs SET tree = ? WHERE digest = ?", (tree.decode("ascii", "replace"), digest)
-        ).rowcount == 1
+        assert (
+            conn.execute(
+                "UPDATE programs SET tree = ? WHERE digest = ?",
+                (tree.decode("ascii", "replace"), digest),
+            ).rowcount
+            == 1
+        )

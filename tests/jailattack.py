@@ -73,14 +73,20 @@ def attack(target: dict[str, object]) -> dict[str, bool]:
     code, beacon = str(target["code"]), str(target["beacon"])
     with open("/proc/self/status") as handle:
         status = handle.read()
-    cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
+    cap_eff = int(
+        next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16
+    )
     done = {
         "store_readable": _store_seen(store),
         "host_visible": os.path.exists(f"/proc/{host_pid}"),
         "host_signalable": _succeeds(lambda: os.kill(host_pid, 0)),
-        "umounted": _succeeds(lambda: subprocess.run(["umount", store], capture_output=True, check=True))
+        "umounted": _succeeds(
+            lambda: subprocess.run(["umount", store], capture_output=True, check=True)
+        )
         and _store_seen(store),
-        "umounted_nested": bool(_shell(f"unshare -Urm sh -c 'umount {store} 2>/dev/null; ls -A {store}' 2>/dev/null")),
+        "umounted_nested": bool(
+            _shell(f"unshare -Urm sh -c 'umount {store} 2>/dev/null; ls -A {store}' 2>/dev/null")
+        ),
         "code_written": _succeeds(lambda: _write(os.path.join(code, "agent-was-here.py"))),
         "etc_written": _succeeds(lambda: _write("/etc/evopolicy-agent-was-here")),
         "sysctl_written": _succeeds(lambda: _rewrite("/proc/sys/kernel/domainname")),

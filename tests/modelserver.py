@@ -74,7 +74,9 @@ class ModelServer:
     script: list[Turn | HttpError]
     model: str = "test-model"
     # The answer once the script has run out (a CLI may retry a refused key).
-    exhausted: HttpError = field(default_factory=lambda: HttpError(400, "modelserver: script exhausted"))
+    exhausted: HttpError = field(
+        default_factory=lambda: HttpError(400, "modelserver: script exhausted")
+    )
     requests: list[dict[str, Any]] = field(default_factory=list)
     side_requests: list[dict[str, Any]] = field(default_factory=list)
     sent: list[Turn] = field(default_factory=list)
@@ -121,7 +123,10 @@ class ModelServer:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
@@ -161,11 +166,15 @@ class ModelServer:
         if isinstance(item, HttpError):
             self._json(handler, item.status, self._error_body(item))
             return
-        events = {"responses": self._responses, "messages": self._messages, "chat": self._chat}[self.dialect]
+        events = {"responses": self._responses, "messages": self._messages, "chat": self._chat}[
+            self.dialect
+        ]
         self._stream(handler, events(body, item))
 
     def _numbered(self, turn: Turn, number: int) -> Turn:
-        calls = tuple(c if c.id else replace(c, id=f"call_{number:02d}_{i}") for i, c in enumerate(turn.calls))
+        calls = tuple(
+            c if c.id else replace(c, id=f"call_{number:02d}_{i}") for i, c in enumerate(turn.calls)
+        )
         return replace(
             turn,
             calls=calls,
@@ -178,7 +187,9 @@ class ModelServer:
 
     def _error_body(self, error: HttpError) -> dict[str, Any]:
         if self.dialect == "messages":
-            kind = {401: "authentication_error", 429: "rate_limit_error"}.get(error.status, "invalid_request_error")
+            kind = {401: "authentication_error", 429: "rate_limit_error"}.get(
+                error.status, "invalid_request_error"
+            )
             if error.status >= 500:
                 kind = "api_error"
             return {"type": "error", "error": {"type": kind, "message": error.message}}
@@ -187,7 +198,9 @@ class ModelServer:
 
     # ------------------------------------------------------------------ the dialects
 
-    def _responses(self, body: dict[str, Any], turn: Turn) -> list[tuple[str | None, dict[str, Any]]]:
+    def _responses(
+        self, body: dict[str, Any], turn: Turn
+    ) -> list[tuple[str | None, dict[str, Any]]]:
         rid = f"resp_{next(self._ids)}"
         items: list[dict[str, Any]] = []
         if turn.reasoning:
@@ -219,13 +232,22 @@ class ModelServer:
                     "status": "completed",
                 }
             )
-        head = {"id": rid, "object": "response", "model": body.get("model"), "status": "in_progress", "output": []}
+        head = {
+            "id": rid,
+            "object": "response",
+            "model": body.get("model"),
+            "status": "in_progress",
+            "output": [],
+        }
         events: list[tuple[str | None, dict[str, Any]]] = [
             ("response.created", {"type": "response.created", "response": head})
         ]
         for index, item in enumerate(items):
             events.append(
-                ("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": item})
+                (
+                    "response.output_item.added",
+                    {"type": "response.output_item.added", "output_index": index, "item": item},
+                )
             )
             if item["type"] == "message":
                 events.append(
@@ -241,7 +263,10 @@ class ModelServer:
                     )
                 )
             events.append(
-                ("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item})
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                )
             )
         usage = {
             "input_tokens": turn.input_tokens,
@@ -254,7 +279,9 @@ class ModelServer:
         events.append(("response.completed", {"type": "response.completed", "response": done}))
         return events
 
-    def _messages(self, body: dict[str, Any], turn: Turn) -> list[tuple[str | None, dict[str, Any]]]:
+    def _messages(
+        self, body: dict[str, Any], turn: Turn
+    ) -> list[tuple[str | None, dict[str, Any]]]:
         usage = {
             "input_tokens": turn.input_tokens,
             "cache_creation_input_tokens": turn.cache_write_tokens,
@@ -277,7 +304,10 @@ class ModelServer:
         blocks: list[tuple[dict[str, Any], dict[str, Any]]] = []
         if turn.reasoning:
             blocks.append(
-                ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "thinking_delta", "thinking": turn.reasoning})
+                (
+                    {"type": "thinking", "thinking": "", "signature": ""},
+                    {"type": "thinking_delta", "thinking": turn.reasoning},
+                )
             )
         if turn.text:
             blocks.append(({"type": "text", "text": ""}, {"type": "text_delta", "text": turn.text}))
@@ -289,11 +319,26 @@ class ModelServer:
                 )
             )
         for index, (start, delta) in enumerate(blocks):
-            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
             if start["type"] == "thinking":
                 signature = {"type": "signature_delta", "signature": "c2lnbmF0dXJl"}
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": signature}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": signature},
+                    )
+                )
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         stop = "tool_use" if turn.calls else "end_turn"
         events.append(
@@ -327,9 +372,22 @@ class ModelServer:
         if turn.text:
             events.append(chunk({"content": turn.text}))
         for index, call in enumerate(turn.calls):
-            start = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+            start = {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
             events.append(chunk({"tool_calls": [start]}))
-            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": json.dumps(call.arguments)}}]}))
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": index, "function": {"arguments": json.dumps(call.arguments)}}
+                        ]
+                    }
+                )
+            )
         events.append(chunk({}, "tool_calls" if turn.calls else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {
@@ -339,12 +397,25 @@ class ModelServer:
                 "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
                 "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
             }
-            events.append((None, {"id": cid, "object": "chat.completion.chunk", "model": body.get("model"), "choices": [], "usage": usage}))
+            events.append(
+                (
+                    None,
+                    {
+                        "id": cid,
+                        "object": "chat.completion.chunk",
+                        "model": body.get("model"),
+                        "choices": [],
+                        "usage": usage,
+                    },
+                )
+            )
         return events
 
     # ------------------------------------------------------------------ the wire
 
-    def _stream(self, handler: BaseHTTPRequestHandler, events: list[tuple[str | None, dict[str, Any]]]) -> None:
+    def _stream(
+        self, handler: BaseHTTPRequestHandler, events: list[tuple[str | None, dict[str, Any]]]
+    ) -> None:
         parts = []
         for name, data in events:
             prefix = f"event: {name}\n" if name else ""

@@ -25,7 +25,11 @@ from rayutil import require_ray
 
 __all__ = ["LocalCluster", "local_cluster", "wait_until"]
 
-_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
+_HEALTH = {
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+    "health_check_initial_delay_ms": 0,
+}
 
 
 class LocalCluster:
@@ -95,4 +99,3 @@ def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.1)
         if time.monotonic() > deadline:
             pytest.fail(f"{what}: not within {timeout:.0f} s")
         time.sleep(interval)
-

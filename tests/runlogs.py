@@ -43,7 +43,9 @@ __all__ = ["CANARY", "POLICY", "Planned", "SynthRun", "policy_source", "write_ru
 
 CANARY = "canary-5b1f0e"  # planted in every Host-private or held-out value that can hold text
 CANARY_SEEDS = {"pool": 7_301_000_001, "validation": 7_301_000_002, "assessment": 7_301_000_003}
-POLICY = "def make_policy(context):\n    gain = {gain}\n    return lambda obs: int(gain * obs[0] > 0)\n"
+POLICY = (
+    "def make_policy(context):\n    gain = {gain}\n    return lambda obs: int(gain * obs[0] > 0)\n"
+)
 
 
 def policy_source(gain: float, structural: bool = False) -> str:
@@ -131,7 +133,12 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
                 "max_episodes_per_submission": run.pool_size,
                 "finish_budget_policy": "allow_early",
                 "train_split": "train",
-                "validation": {"enabled": True, "episodes_per_candidate": 2, "split": "validation", "max_candidates": 3},
+                "validation": {
+                    "enabled": True,
+                    "episodes_per_candidate": 2,
+                    "split": "validation",
+                    "max_candidates": 3,
+                },
                 "assessment": {"enabled": True, "episodes": 2, "split": "assessment"},
                 "seed": CANARY_SEEDS["pool"] - 1,
                 "episode_timeout": 30.0,
@@ -144,7 +151,11 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
                 "rules": 1 if run.reference_score is None else 2,
             },
             benchmark_id=run.benchmark_id,
-            benchmark_spec={"id": run.benchmark_id, "score_direction": run.direction, "primary_metric": "return"},
+            benchmark_spec={
+                "id": run.benchmark_id,
+                "score_direction": run.direction,
+                "primary_metric": "return",
+            },
             environment_digest="sha256:" + "e" * 64,
             initial_program_digest=initial.digest,
             agent=run.agent,
@@ -153,7 +164,10 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             seeds=dict(CANARY_SEEDS),
         ),
         AgentStarted(
-            attempt=1, command=["reference"], pid=1, tools=offered_tools(run.agent) if run.record_tools else None
+            attempt=1,
+            command=["reference"],
+            pid=1,
+            tools=offered_tools(run.agent) if run.record_tools else None,
         ),
     ]
     chunk = 0
@@ -186,11 +200,20 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
     for sid, planned in enumerate(run.submissions, start=1):
         program = _program(store, planned.files)
         for n in range(run.chatter):
-            messages.append(Message(role="assistant", content=f"Thinking about submission {sid}, step {n}. " * 8))
+            messages.append(
+                Message(
+                    role="assistant", content=f"Thinking about submission {sid}, step {n}. " * 8
+                )
+            )
         for path, text in planned.files.items():
             call("write_file", {"path": f"program/{path}", "content": text}, "ok")
         selector = ",".join(str(i) for i in planned.indices)
-        call("bash", {"command": f"evopolicy session submit --episodes {selector}"}, "", "Submitting.")
+        call(
+            "bash",
+            {"command": f"evopolicy session submit --episodes {selector}"},
+            "",
+            "Submitting.",
+        )
         submit_result = messages.pop()  # the tool result follows the Host's events
         flush()
         used += len(planned.indices)
@@ -207,15 +230,29 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
         if planned.rewards is None:
             # A Host-side error can quote the Episode it failed on: its seed and scenario.
             quoted = f"worker lost on seed {CANARY_SEEDS['pool'] * 10 + planned.indices[0]} ({secret}-pool-{planned.indices[0]})"
-            events.append(EvaluationFailed(submission_id=sid, error=quoted, budget_consumed=len(planned.indices)))
-            messages.append(Message(role="tool", content='{"error": "evaluation_failed"}', tool_call_id=submit_result.tool_call_id, name="bash"))
+            events.append(
+                EvaluationFailed(
+                    submission_id=sid, error=quoted, budget_consumed=len(planned.indices)
+                )
+            )
+            messages.append(
+                Message(
+                    role="tool",
+                    content='{"error": "evaluation_failed"}',
+                    tool_call_id=submit_result.tool_call_id,
+                    name="bash",
+                )
+            )
             continue
         for index, reward in zip(planned.indices, planned.rewards, strict=True):
             trace = None
             if planned.traced:
                 # The Episode's reward on its first step: rewards sum to its total, and
                 # Episodes of other totals are other rows.
-                steps = [_Step(1, reward if k == 0 else 0.0, False, False, [float(k), 0.0]) for k in range(3)]
+                steps = [
+                    _Step(1, reward if k == 0 else 0.0, False, False, [float(k), 0.0])
+                    for k in range(3)
+                ]
                 steps[-1] = _Step(0, 0.0, True, False, [3.0, 0.0])
                 trace = store.blobs.put(encode_trace([0.0, 0.0], steps))
             events.append(
@@ -249,17 +286,28 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
             )
         )
     if run.handoff == "agent":
-        call("bash", {"command": "evopolicy session finish " + " ".join(map(str, run.candidates))}, "")
+        call(
+            "bash",
+            {"command": "evopolicy session finish " + " ".join(map(str, run.candidates))},
+            "",
+        )
         finish_result = messages.pop()
         flush()
         events.append(FinishAccepted(request_id="finish-1", candidates=list(run.candidates)))
         messages.append(
-            Message(role="tool", content='{"accepted": true}', tool_call_id=finish_result.tool_call_id, name="bash")
+            Message(
+                role="tool",
+                content='{"accepted": true}',
+                tool_call_id=finish_result.tool_call_id,
+                name="bash",
+            )
         )
     flush()
     events.append(AgentExited(attempt=1, exit_code=0, reason="exited"))
     outcomes = [
-        EpisodeOutcome(index=i, status="error", total_reward=1.5, steps=3, failure=f"{secret}-held-out")
+        EpisodeOutcome(
+            index=i, status="error", total_reward=1.5, steps=3, failure=f"{secret}-held-out"
+        )
         for i in range(2)
     ]
     final = run.candidates[0]
@@ -267,17 +315,37 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
     legacy = run.reference_score is None
     events += [
         ValidationStarted(
-            candidates=list(run.candidates), split="validation", episodes=2, seed=CANARY_SEEDS["validation"],
+            candidates=list(run.candidates),
+            split="validation",
+            episodes=2,
+            seed=CANARY_SEEDS["validation"],
             handoff=None if legacy else run.handoff,  # type: ignore[arg-type]
         ),
         *(
             []
             if run.reference_score is None
-            else [ReferenceValidated(program_digest=initial.digest, score=run.reference_score, failures=0, episodes=outcomes)]
+            else [
+                ReferenceValidated(
+                    program_digest=initial.digest,
+                    score=run.reference_score,
+                    failures=0,
+                    episodes=outcomes,
+                )
+            ]
         ),
-        *(CandidateValidated(submission_id=c, score=1.5, failures=0, episodes=outcomes) for c in run.candidates),
-        FinalSubmissionSelected(submission_id=final, program_digest=final_digest, score=1.5, reason="best validation score"),
-        AssessmentStarted(submission_id=final, split="assessment", episodes=2, seed=CANARY_SEEDS["assessment"]),
+        *(
+            CandidateValidated(submission_id=c, score=1.5, failures=0, episodes=outcomes)
+            for c in run.candidates
+        ),
+        FinalSubmissionSelected(
+            submission_id=final,
+            program_digest=final_digest,
+            score=1.5,
+            reason="best validation score",
+        ),
+        AssessmentStarted(
+            submission_id=final, split="assessment", episodes=2, seed=CANARY_SEEDS["assessment"]
+        ),
         AssessmentCompleted(
             submission_id=final,
             score=run.assessment_score if run.assessment_score is not None else 0.0,

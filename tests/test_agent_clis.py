@@ -49,7 +49,10 @@ def clis() -> Path:
     """The directory of the installed CLIs' launchers (``bin/``); they are installed by
     ``bash .ci/agent-clis`` (npm and PyPI, minutes), never by the tests."""
     done = subprocess.run(
-        ["bash", str(ROOT / ".ci" / "agent-clis"), "--check"], capture_output=True, text=True, timeout=60
+        ["bash", str(ROOT / ".ci" / "agent-clis"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     if done.returncode != 0:
         _unavailable(done.stderr.strip()[-400:] or "the agent CLIs are not installed")
@@ -62,15 +65,27 @@ def _unavailable(why: str) -> None:
 
 def _need(clis: Path, name: str) -> None:
     if not (clis / name).exists():
-        absent = (clis.parent / "missing").read_text().split() if (clis.parent / "missing").exists() else []
-        _unavailable(f"{name} is not installed ({'the registry did not give it' if absent else 'unknown'})")
+        absent = (
+            (clis.parent / "missing").read_text().split()
+            if (clis.parent / "missing").exists()
+            else []
+        )
+        _unavailable(
+            f"{name} is not installed ({'the registry did not give it' if absent else 'unknown'})"
+        )
 
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 
 
 def run_command(
-    tmp_path: Path, clis: Path, agent: str, env: dict[str, str], *, model: str = "test-model", attempts: int = 1
+    tmp_path: Path,
+    clis: Path,
+    agent: str,
+    env: dict[str, str],
+    *,
+    model: str = "test-model",
+    attempts: int = 1,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``evopolicy run`` command line of a small cartpole Run of ``agent`` (inheriting the
     variables of ``env``) and the environment to run it in, the CLIs first on PATH."""
@@ -81,7 +96,12 @@ def run_command(
     for name in env:
         argv += ["--agent-env", name]
     (tmp_path / "home").mkdir(exist_ok=True)
-    return argv, {**os.environ, **env, "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home")}
+    return argv, {
+        **os.environ,
+        **env,
+        "PATH": f"{clis}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path / "home"),
+    }
 
 
 def run_agent(
@@ -99,7 +119,9 @@ def run_agent(
 
 def messages_of(events: list[Event]) -> list[Message]:
     """The live stream's messages."""
-    return [m for e in events if isinstance(e, AgentMessages) and e.source is None for m in e.messages]
+    return [
+        m for e in events if isinstance(e, AgentMessages) and e.source is None for m in e.messages
+    ]
 
 
 def session_transcript(events: list[Event], source: str) -> list[Message]:
@@ -109,7 +131,12 @@ def session_transcript(events: list[Event], source: str) -> list[Message]:
 
 
 def assert_as_sent(
-    messages: list[Message], server: ModelServer, *, model: str, anthropic: bool = False, reasoning_tokens: bool = True
+    messages: list[Message],
+    server: ModelServer,
+    *,
+    model: str,
+    anthropic: bool = False,
+    reasoning_tokens: bool = True,
 ) -> None:
     """Each model response the server sent is one assistant message, exactly."""
     said = [m for m in messages if m.role == "assistant"]
@@ -125,7 +152,12 @@ def assert_as_sent(
         usage = message.usage
         if anthropic:  # input_tokens there leaves out the cache; ours counts all the prompt
             expected = turn.input_tokens + turn.cached_tokens + turn.cache_write_tokens
-            assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+            assert (
+                usage.input_tokens,
+                usage.cached_tokens,
+                usage.cache_write_tokens,
+                usage.output_tokens,
+            ) == (
                 expected,
                 turn.cached_tokens,
                 turn.cache_write_tokens,
@@ -145,7 +177,10 @@ def assert_as_sent(
     # lacks the "Wall time: …" line it puts before a command's output when it sends it
     received = received_results(server)
     if server.dialect == "chat":
-        assert all(received[k].endswith(v) and received[k][: -len(v) or None].count("\n") <= 1 for k, v in results.items())
+        assert all(
+            received[k].endswith(v) and received[k][: -len(v) or None].count("\n") <= 1
+            for k, v in results.items()
+        )
     else:
         assert {k: received.get(k) for k in results} == results
 
@@ -153,7 +188,11 @@ def assert_as_sent(
 def _blocks_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "\n".join(b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") in ("text", "input_text", "output_text"))
+    return "\n".join(
+        b.get("text", "")
+        for b in content or ()
+        if isinstance(b, dict) and b.get("type") in ("text", "input_text", "output_text")
+    )
 
 
 def received_results(server: ModelServer) -> dict[str, str]:
@@ -166,7 +205,9 @@ def received_results(server: ModelServer) -> dict[str, str]:
                     out[item["call_id"]] = _blocks_text(item.get("output"))
         elif server.dialect == "messages":
             for message in body.get("messages") or ():
-                for block in message.get("content") if isinstance(message.get("content"), list) else ():
+                for block in (
+                    message.get("content") if isinstance(message.get("content"), list) else ()
+                ):
                     if block.get("type") == "tool_result":
                         out[block["tool_use_id"]] = _blocks_text(block.get("content"))
         else:
@@ -182,7 +223,18 @@ def sft_rows(tmp_path: Path, events: list[Event]) -> list[dict[str, Any]]:
 
     out = tmp_path / "export"
     done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "export",
+            "--store",
+            str(tmp_path / "store"),
+            "--format",
+            "sft",
+            "-o",
+            str(out),
+        ],
         capture_output=True,
         text=True,
     )
@@ -205,7 +257,10 @@ def assert_calls_precede(events: list[Event], tool: str) -> None:
         for i, event in enumerate(events):
             if isinstance(event, AgentMessages) and event.source is None:
                 for message in event.messages:
-                    if any(c.name == tool and words in json.dumps(c.arguments) for c in message.tool_calls):
+                    if any(
+                        c.name == tool and words in json.dumps(c.arguments)
+                        for c in message.tool_calls
+                    ):
                         return i
         raise AssertionError(f"no {tool} call with {words!r} in the live stream")
 
@@ -218,7 +273,11 @@ def assert_calls_precede(events: list[Event], tool: str) -> None:
 def assert_finished(events: list[Event], done: subprocess.CompletedProcess[str]) -> None:
     finished = [e for e in events if isinstance(e, RunFinished)]
     exits = [e for e in events if isinstance(e, AgentExited)]
-    assert finished and finished[0].reason == "finished", (done.stdout[-2000:], done.stderr[-2000:], exits)
+    assert finished and finished[0].reason == "finished", (
+        done.stdout[-2000:],
+        done.stderr[-2000:],
+        exits,
+    )
     assert finished[0].final_submission_id == 1
 
 
@@ -249,7 +308,16 @@ stream_max_retries = 0
 class Cli:
     """How the tier drives one CLI: its launcher's name, agent, API and shell tool."""
 
-    def __init__(self, name: str, agent: str, dialect: str, shell: str, key: str, source: str | None, model: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        agent: str,
+        dialect: str,
+        shell: str,
+        key: str,
+        source: str | None,
+        model: str,
+    ) -> None:
         self.name, self.agent, self.dialect, self.shell, self.key = name, agent, dialect, shell, key
         self.source, self.model = source, model
 
@@ -263,7 +331,12 @@ class Cli:
             codex_config(home, server)
             return {"CODEX_HOME": str(home), "LOOPBACK_KEY": KEY}
         if self.agent == "claude-code":
-            return {"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CLAUDE_CODE_MAX_RETRIES": "0"}
+            return {
+                "ANTHROPIC_BASE_URL": server.origin,
+                "ANTHROPIC_API_KEY": KEY,
+                "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+                "CLAUDE_CODE_MAX_RETRIES": "0",
+            }
         return {
             "KIMI_MODEL_NAME": self.model,
             "KIMI_MODEL_API_KEY": KEY,
@@ -274,7 +347,9 @@ class Cli:
 
 
 CODEX = Cli("codex", "codex", "responses", "exec_command", "cmd", "codex-rollout", "test-model")
-CLAUDE = Cli("claude", "claude-code", "messages", "Bash", "command", "claude-session", "claude-sonnet-4-5")
+CLAUDE = Cli(
+    "claude", "claude-code", "messages", "Bash", "command", "claude-session", "claude-sonnet-4-5"
+)
 KIMI = Cli("kimi", "kimi", "chat", "Bash", "command", "kimi-wire", "test-model")
 SCENARIO_CLIS = [CODEX, CLAUDE, KIMI]
 
@@ -282,9 +357,20 @@ SCENARIO_CLIS = [CODEX, CLAUDE, KIMI]
 def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     _need(clis, "codex")
     script: list[Turn | HttpError] = [
-        Turn(reasoning="Read the task first.", calls=(Call("exec_command", {"cmd": "cat TASK.md"}),)),
-        Turn(text="Adding a tunable gain.", calls=(Call("exec_command", {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}),)),
-        Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(
+            reasoning="Read the task first.", calls=(Call("exec_command", {"cmd": "cat TASK.md"}),)
+        ),
+        Turn(
+            text="Adding a tunable gain.",
+            calls=(Call("exec_command", {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}),),
+        ),
+        Turn(
+            calls=(
+                Call(
+                    "exec_command", {"cmd": "./evopolicy session submit --episodes 0:2 --parent 0"}
+                ),
+            )
+        ),
         Turn(calls=(Call("exec_command", {"cmd": "./evopolicy session finish 1"}),)),
         Turn(text="Finished with submission 1."),
     ]
@@ -298,12 +384,19 @@ def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     # own tool names and arguments (the patch body too), its usage and model.
     recorded = session_transcript(events, "codex-rollout")
     assert_as_sent(recorded, server, model="test-model")
-    assert not any("evopolicy-" in json.dumps(msgspec.to_builtins(m)) for m in recorded)  # no workspace path
+    assert not any(
+        "evopolicy-" in json.dumps(msgspec.to_builtins(m)) for m in recorded
+    )  # no workspace path
     rows = sft_rows(tmp_path, events)
     assert len(rows) == 1
     exported = [c["function"] for m in rows[0]["messages"] for c in m["tool_calls"] or ()]
-    assert {"name": "exec_command", "arguments": {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"}} in exported
-    assert [r["input_tokens"] for r in rows[0]["responses"]] == [t.input_tokens for t in server.sent]
+    assert {
+        "name": "exec_command",
+        "arguments": {"cmd": f"apply_patch <<'EOF'\n{POLICY_PATCH}EOF"},
+    } in exported
+    assert [r["input_tokens"] for r in rows[0]["responses"]] == [
+        t.input_tokens for t in server.sent
+    ]
     assert {r["model"] for r in rows[0]["responses"]} == {"test-model"}
     # the Submission joins the turn that asked for it (the third response), though codex
     # printed that call only after its result
@@ -316,23 +409,52 @@ def test_codex_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
 
 
 def _dump(messages: list[Message]) -> str:
-    return json.dumps([{"role": m.role, "content": m.content[:80], "calls": [(c.name, c.arguments) for c in m.tool_calls]} for m in messages], indent=1)[:6000]
+    return json.dumps(
+        [
+            {
+                "role": m.role,
+                "content": m.content[:80],
+                "calls": [(c.name, c.arguments) for c in m.tool_calls],
+            }
+            for m in messages
+        ],
+        indent=1,
+    )[:6000]
 
 
 def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     _need(clis, "claude")
     script: list[Turn | HttpError] = [
-        Turn(reasoning="Read the task first.", calls=(Call("Bash", {"command": "cat TASK.md", "description": "Read the task"}),)),
+        Turn(
+            reasoning="Read the task first.",
+            calls=(Call("Bash", {"command": "cat TASK.md", "description": "Read the task"}),),
+        ),
         Turn(
             text="Adding a tunable gain.",
             calls=(Call("Write", {"file_path": "program/notes.py", "content": "GAIN = 1.0\n"}),),
         ),
-        Turn(calls=(Call("Bash", {"command": "./evopolicy session submit --episodes 0:2 --parent 0", "description": "Submit"}),)),
-        Turn(calls=(Call("Bash", {"command": "./evopolicy session finish 1", "description": "Finish"}),)),
+        Turn(
+            calls=(
+                Call(
+                    "Bash",
+                    {
+                        "command": "./evopolicy session submit --episodes 0:2 --parent 0",
+                        "description": "Submit",
+                    },
+                ),
+            )
+        ),
+        Turn(
+            calls=(
+                Call("Bash", {"command": "./evopolicy session finish 1", "description": "Finish"}),
+            )
+        ),
         Turn(text="Finished with submission 1."),
     ]
     with ModelServer("messages", script, model="claude-sonnet-4-5") as server:
-        events, done = run_agent(tmp_path, clis, "claude-code", CLAUDE.env(server, tmp_path), model=CLAUDE.model)
+        events, done = run_agent(
+            tmp_path, clis, "claude-code", CLAUDE.env(server, tmp_path), model=CLAUDE.model
+        )
     assert_finished(events, done)
     messages = messages_of(events)
     calls = [(c.name, c.arguments.get("command")) for m in messages for c in m.tool_calls]
@@ -343,18 +465,30 @@ def test_claude_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     recorded = session_transcript(events, "claude-session")
     assert_as_sent(recorded, server, model="claude-sonnet-4-5", anthropic=True)
     rows = sft_rows(tmp_path, events)
-    assert [r["output_tokens"] for r in rows[0]["responses"]] == [t.output_tokens for t in server.sent]
+    assert [r["output_tokens"] for r in rows[0]["responses"]] == [
+        t.output_tokens for t in server.sent
+    ]
     assert [(o["submission_id"], o["turn"]) for o in rows[0]["submissions"]] == [(1, 2)]
     # Claude Code's record lists no tools: they are told from its calls, and said to be
-    assert rows[0]["tools_inferred"] and {t["function"]["name"] for t in rows[0]["tools"]} == {"Bash", "Write"}
+    assert rows[0]["tools_inferred"] and {t["function"]["name"] for t in rows[0]["tools"]} == {
+        "Bash",
+        "Write",
+    }
 
 
 def test_kimi_code_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     _need(clis, "kimi")
     script: list[Turn | HttpError] = [
         Turn(reasoning="Read the task first.", calls=(Call("Bash", {"command": "cat TASK.md"}),)),
-        Turn(text="Adding a tunable gain.", calls=(Call("Write", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),)),
-        Turn(calls=(Call("Bash", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(
+            text="Adding a tunable gain.",
+            calls=(Call("Write", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),),
+        ),
+        Turn(
+            calls=(
+                Call("Bash", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),
+            )
+        ),
         Turn(calls=(Call("Bash", {"command": "./evopolicy session finish 1"}),)),
         Turn(text="Finished with submission 1."),
     ]
@@ -385,10 +519,20 @@ def test_kimi_cli_1_51_runs_a_whole_run(tmp_path: Path, clis: Path) -> None:
     script: list[Turn | HttpError] = [
         Turn(
             reasoning="Read the task and the program at once.",
-            calls=(Call("Shell", {"command": "cat TASK.md"}), Call("ReadFile", {"path": "program/policy.py"})),
+            calls=(
+                Call("Shell", {"command": "cat TASK.md"}),
+                Call("ReadFile", {"path": "program/policy.py"}),
+            ),
         ),
-        Turn(text="Adding a tunable gain.", calls=(Call("WriteFile", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),)),
-        Turn(calls=(Call("Shell", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),)),
+        Turn(
+            text="Adding a tunable gain.",
+            calls=(Call("WriteFile", {"path": "program/notes.py", "content": "GAIN = 1.0\n"}),),
+        ),
+        Turn(
+            calls=(
+                Call("Shell", {"command": "./evopolicy session submit --episodes 0:2 --parent 0"}),
+            )
+        ),
         Turn(calls=(Call("Shell", {"command": "./evopolicy session finish 1"}),)),
         Turn(text="Finished with submission 1."),
     ]
@@ -430,11 +574,23 @@ def test_qoder_not_logged_in_is_one_clear_line(tmp_path: Path, clis: Path) -> No
     run_id = _run_id(tmp_path)
     for command in (["record", "show", run_id], ["record", "replay", run_id]):
         shown = subprocess.run(
-            [sys.executable, "-m", "evopolicygym.cli", command[0], "--store", str(tmp_path / "store"), *command[1:]],
+            [
+                sys.executable,
+                "-m",
+                "evopolicygym.cli",
+                command[0],
+                "--store",
+                str(tmp_path / "store"),
+                *command[1:],
+            ],
             capture_output=True,
             text=True,
         )
-        assert shown.returncode == 0 and "Not logged in" in shown.stdout, (command, shown.stdout, shown.stderr)
+        assert shown.returncode == 0 and "Not logged in" in shown.stdout, (
+            command,
+            shown.stdout,
+            shown.stderr,
+        )
 
 
 def _run_id(tmp_path: Path) -> str:
@@ -460,7 +616,9 @@ def test_two_parallel_calls_are_one_response(tmp_path: Path, clis: Path, cli: Cl
         Turn(text="Done."),
     ]
     with ModelServer(cli.dialect, script, model=cli.model) as server:  # type: ignore[arg-type]
-        events, done = run_agent(tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model)
+        events, done = run_agent(
+            tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model
+        )
     assert_finished(events, done)
     transcript = transcript_of(events, cli)
     said = [m for m in transcript if m.role == "assistant" and m.tool_calls]
@@ -469,28 +627,40 @@ def test_two_parallel_calls_are_one_response(tmp_path: Path, clis: Path, cli: Cl
     answered = [m.tool_call_id for m in transcript if m.role == "tool"]
     assert set(answered[:2]) == {c.id for c in server.sent[0].calls}
     assert_as_sent(
-        transcript, server, model=cli.model, anthropic=cli.dialect == "messages", reasoning_tokens=cli.agent != "kimi"
+        transcript,
+        server,
+        model=cli.model,
+        anthropic=cli.dialect == "messages",
+        reasoning_tokens=cli.agent != "kimi",
     )
 
 
 @pytest.mark.parametrize("status", [400, 401])
 @pytest.mark.parametrize("cli", SCENARIO_CLIS, ids=lambda c: c.name)
-def test_an_api_error_is_an_error_record_never_a_turn(tmp_path: Path, clis: Path, cli: Cli, status: int) -> None:
+def test_an_api_error_is_an_error_record_never_a_turn(
+    tmp_path: Path, clis: Path, cli: Cli, status: int
+) -> None:
     """A refused request mid-Run (400) or a refused key (401): the CLI stops, the Run ends
     without a final program, and the error is recorded as an error record with its status
     where the CLI tells it, never as an assistant turn in the record or the exports."""
     _need(clis, cli.name)
     words = "scripted refusal 7f3a"
-    script: list[Turn | HttpError] = [Turn(text="Reading.", calls=(cli.call("cat TASK.md"),))] if status == 400 else []
+    script: list[Turn | HttpError] = (
+        [Turn(text="Reading.", calls=(cli.call("cat TASK.md"),))] if status == 400 else []
+    )
     script.append(HttpError(status, words))
     refusal = HttpError(status, words)  # for a CLI that retries it
     with ModelServer(cli.dialect, script, model=cli.model, exhausted=refusal) as server:  # type: ignore[arg-type]
-        events, done = run_agent(tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model)
+        events, done = run_agent(
+            tmp_path, clis, cli.agent, cli.env(server, tmp_path), model=cli.model
+        )
         assert server.remaining == 0
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.final_submission_id is None
     everything = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
-    assert not [m for m in everything if m.role == "assistant" and words in m.content], _dump(everything)
+    assert not [m for m in everything if m.role == "assistant" and words in m.content], _dump(
+        everything
+    )
     faults = [m for m in everything if m.role == "error"]
     exited = next(e for e in events if isinstance(e, AgentExited))
     assert any(words in m.content for m in faults), _dump(everything)
@@ -503,7 +673,9 @@ def test_an_api_error_is_an_error_record_never_a_turn(tmp_path: Path, clis: Path
         assert words not in json.dumps(row["messages"])
 
 
-def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(tmp_path: Path, clis: Path) -> None:
+def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(
+    tmp_path: Path, clis: Path
+) -> None:
     """SIGKILL the Host while codex runs a command: codex dies with it, and ``resume``
     records that attempt's rollout (found by the stream recorded of it) before it starts
     the next attempt, which then finishes the Run."""
@@ -532,7 +704,13 @@ def test_the_record_of_an_attempt_the_host_died_under_is_read_on_resume(tmp_path
             if host.poll() is None:
                 host.kill()
         run_id = _run_id(tmp_path)
-        done = subprocess.run([*CLI, "resume", "--store", str(store), run_id], env=env, capture_output=True, text=True, timeout=400)
+        done = subprocess.run(
+            [*CLI, "resume", "--store", str(store), run_id],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
     with open_store(store) as opened:
         _, events = load_run(opened, run_id)

@@ -39,11 +39,19 @@ JAIL = Path(jail.__file__)
 NAMESPACES = JAIL.parent.parent / "namespaces.py"
 UNPRIVILEGED = "evojail"  # the non-root user of these tests, made when run as root
 
-pytestmark = pytest.mark.skipif(containment_disabled(), reason="containment turned off (EVOPOLICY_CONTAINMENT)")
+pytestmark = pytest.mark.skipif(
+    containment_disabled(), reason="containment turned off (EVOPOLICY_CONTAINMENT)"
+)
 
 
 def _nothing_succeeded(report: dict[str, bool]) -> None:
-    assert set(report) >= {"store_readable", "host_signalable", "umounted_nested", "code_written", "root"}
+    assert set(report) >= {
+        "store_readable",
+        "host_signalable",
+        "umounted_nested",
+        "code_written",
+        "root",
+    }
     assert {name: done for name, done in report.items() if done} == {}
 
 
@@ -58,11 +66,16 @@ def _unprivileged_user() -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(UNPRIVILEGED)
     except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", UNPRIVILEGED], check=True)
+        subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", UNPRIVILEGED],
+            check=True,
+        )
         return pwd.getpwnam(UNPRIVILEGED)
 
 
-def _jailed_attack(home: Path, python: str, jail_file: Path, attack_file: Path, user: pwd.struct_passwd | None) -> tuple[dict[str, bool], Path]:
+def _jailed_attack(
+    home: Path, python: str, jail_file: Path, attack_file: Path, user: pwd.struct_passwd | None
+) -> tuple[dict[str, bool], Path]:
     """A Host stand-in of ``user`` (a sleeping process: its pid is the one to attack) and
     the jail it starts, with the attack as the Agent. The attack's report and its beacon."""
     store, code, scratch = home / "store", home / "code", home / "scratch"
@@ -80,9 +93,28 @@ def _jailed_attack(home: Path, python: str, jail_file: Path, attack_file: Path, 
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch)}
     try:
         done = subprocess.run(
-            [python, "-I", "-S", str(jail_file), "--hide", str(store), "--read-only", str(code),
-             "--writable", str(scratch), "--", python, str(attack_file), json.dumps(target)],
-            capture_output=True, text=True, timeout=120, env=env, cwd=str(scratch), **ids,
+            [
+                python,
+                "-I",
+                "-S",
+                str(jail_file),
+                "--hide",
+                str(store),
+                "--read-only",
+                str(code),
+                "--writable",
+                str(scratch),
+                "--",
+                python,
+                str(attack_file),
+                json.dumps(target),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=str(scratch),
+            **ids,
         )
         assert host.poll() is None, "the Agent killed the Host"
     finally:
@@ -131,7 +163,7 @@ def test_a_hostile_agent_is_contained_when_its_host_is_not_root() -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-HOSTILE_AGENT = r'''
+HOSTILE_AGENT = r"""
 import json, os, subprocess, sys
 sys.path.insert(0, {attack_dir!r})
 from jailattack import attack
@@ -139,7 +171,7 @@ report = attack({target!r})
 print(json.dumps({{"role": "assistant", "content": json.dumps(report, sort_keys=True)}}), flush=True)
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
-'''
+"""
 
 
 def test_a_hostile_agent_in_a_run_cannot_reach_the_log_or_the_host(tmp_path: Path) -> None:
@@ -166,11 +198,19 @@ def test_a_hostile_agent_in_a_run_cannot_reach_the_log_or_the_host(tmp_path: Pat
     assert launcher.containment() == "namespaces"
     with open_store(store_dir, create=True) as store:
         identity = agent_identity("command", command=f"{sys.executable} {agent}")
-        run_id = create_run(store, "cartpole", config, identity, agent_containment=launcher.containment())
+        run_id = create_run(
+            store, "cartpole", config, identity, agent_containment=launcher.containment()
+        )
         RunHost(store, run_id, launcher=launcher).drive()
         _, events = load_run(store, run_id)
         assert verify_store(store).ok
-    said = [m.content for e in events if isinstance(e, AgentMessages) for m in e.messages if m.role == "assistant"]
+    said = [
+        m.content
+        for e in events
+        if isinstance(e, AgentMessages)
+        for m in e.messages
+        if m.role == "assistant"
+    ]
     assert len(said) == 1
     _nothing_succeeded(json.loads(said[0]))
     assert _beacon_stopped(beacon)
@@ -180,17 +220,22 @@ def test_a_hostile_agent_in_a_run_cannot_reach_the_log_or_the_host(tmp_path: Pat
 
 # --- failing closed ---------------------------------------------------------------------
 
-NO_USER_NAMESPACES = "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\""
+NO_USER_NAMESPACES = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
 
 
-def _without_user_namespaces(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _without_user_namespaces(
+    command: list[str], **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     """``command`` in a user namespace of its own that may create no further ones: as on a
     machine where unprivileged user namespaces are off, the jail cannot be set up."""
     if shutil.which("unshare") is None:
         pytest.skip("util-linux's unshare is not installed")
     return subprocess.run(
         ["unshare", "--user", "--map-root-user", "sh", "-c", NO_USER_NAMESPACES, "sh", *command],
-        capture_output=True, text=True, timeout=300, **kwargs,  # type: ignore[call-overload]
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,  # type: ignore[call-overload]
     )
 
 
@@ -200,7 +245,10 @@ def test_the_jail_refuses_to_start_an_agent_it_cannot_contain(tmp_path: Path) ->
         [sys.executable, "-I", "-S", str(JAIL), "--", "touch", str(marker)]
     )
     assert refused.returncode == jail.UNCONTAINED_EXIT
-    assert refused.stderr.startswith("jail: cannot contain the Agent (") and refused.stderr.count("\n") == 1
+    assert (
+        refused.stderr.startswith("jail: cannot contain the Agent (")
+        and refused.stderr.count("\n") == 1
+    )
     assert not marker.exists()
     allowed = _without_user_namespaces(
         [sys.executable, "-I", "-S", str(JAIL), "--allow-uncontained", "--", "touch", str(marker)]
@@ -209,28 +257,52 @@ def test_the_jail_refuses_to_start_an_agent_it_cannot_contain(tmp_path: Path) ->
     assert "the Agent runs without containment" in allowed.stderr
 
 
-FINISHING_AGENT = r'''
+FINISHING_AGENT = r"""
 import subprocess
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
-'''
+"""
 
 
-def test_a_run_whose_agent_cannot_be_contained_refuses_to_start_unless_allowed(tmp_path: Path) -> None:
+def test_a_run_whose_agent_cannot_be_contained_refuses_to_start_unless_allowed(
+    tmp_path: Path,
+) -> None:
     """`evopolicy run` where no jail can be set up: one line naming the way out and nothing
     recorded; with --allow-uncontained-agent it runs, and the record says so."""
     agent = tmp_path / "agent.py"
     agent.write_text(FINISHING_AGENT)
     store = tmp_path / "store"
     run = [
-        sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole", "--budget", "4",
-        "--validation-episodes", "2", "--max-candidates", "1", "--assessment-episodes", "2",
-        "--agent", "command", "--agent-command", f"{sys.executable} {agent}", "--store", str(store), "--json",
+        sys.executable,
+        "-m",
+        "evopolicygym.cli",
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--budget",
+        "4",
+        "--validation-episodes",
+        "2",
+        "--max-candidates",
+        "1",
+        "--assessment-episodes",
+        "2",
+        "--agent",
+        "command",
+        "--agent-command",
+        f"{sys.executable} {agent}",
+        "--store",
+        str(store),
+        "--json",
     ]
     refused = _without_user_namespaces(run)
     assert refused.returncode != 0
     lines = refused.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--allow-uncontained-agent" in lines[0] and "cannot be contained" in lines[0]
+    assert (
+        len(lines) == 1
+        and "--allow-uncontained-agent" in lines[0]
+        and "cannot be contained" in lines[0]
+    )
     if store.exists():
         with open_store(store) as opened:
             assert list(opened.events.read_all()) == []
@@ -238,13 +310,28 @@ def test_a_run_whose_agent_cannot_be_contained_refuses_to_start_unless_allowed(t
     assert allowed.returncode == 0, allowed.stderr
     run_id = json.loads(allowed.stdout)["run_id"]
     shown = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store), "show", run_id, "--json"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "record",
+            "--store",
+            str(store),
+            "show",
+            run_id,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(shown.stdout)["agent_containment"] == "none"
     human = subprocess.run(
         [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store), "show", run_id],
-        capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert "NONE: the Agent ran uncontained" in human.stdout
 

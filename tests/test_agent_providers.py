@@ -54,9 +54,14 @@ def test_every_cli_provider_gets_its_command_line_and_only_its_credentials(
     task = "# Task: evolve a policy\n"
     codex = launch_for(agent_identity("codex", model="gpt-5-codex", effort="high"), task)
     assert codex.argv[:3] == ["codex", "exec", "--json"]
-    assert codex.argv[codex.argv.index("--model") : codex.argv.index("--model") + 2] == ["--model", "gpt-5-codex"]
+    assert codex.argv[codex.argv.index("--model") : codex.argv.index("--model") + 2] == [
+        "--model",
+        "gpt-5-codex",
+    ]
     assert 'model_reasoning_effort="high"' in codex.argv and codex.argv[-1] == task
-    assert codex.env["OPENAI_API_KEY"].startswith("sk-openai") and "ANTHROPIC_API_KEY" not in codex.env
+    assert (
+        codex.env["OPENAI_API_KEY"].startswith("sk-openai") and "ANTHROPIC_API_KEY" not in codex.env
+    )
     assert codex.stream == "codex"
     claude = launch_for(agent_identity("claude-code", model="sonnet"), task)
     assert claude.argv[:3] == ["claude", "-p", task] and "stream-json" in claude.argv
@@ -87,7 +92,11 @@ def test_every_cli_provider_gets_its_command_line_and_only_its_credentials(
 def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "secret-value-0000")
     identity = agent_identity(
-        "chat", base_url="http://127.0.0.1:8000/v1/", model="tiny", api_key_env="MY_KEY", max_turns=7
+        "chat",
+        base_url="http://127.0.0.1:8000/v1/",
+        model="tiny",
+        api_key_env="MY_KEY",
+        max_turns=7,
     )
     assert identity.model == "tiny" and identity.options["base_url"] == "http://127.0.0.1:8000/v1"
     launch = launch_for(identity)
@@ -95,7 +104,10 @@ def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyP
     assert launch.argv[launch.argv.index("--base-url") + 1] == "http://127.0.0.1:8000/v1"
     assert launch.argv[launch.argv.index("--api-key-env") + 1] == "MY_KEY"
     assert launch.env["MY_KEY"] == "secret-value-0000" and "secret-value-0000" not in launch.argv
-    assert launch.argv[launch.argv.index("--max-turns") + 1] == "7" and "--max-tokens" not in launch.argv
+    assert (
+        launch.argv[launch.argv.index("--max-turns") + 1] == "7"
+        and "--max-tokens" not in launch.argv
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,7 +121,11 @@ def test_the_chat_provider_runs_the_built_in_harness(monkeypatch: pytest.MonkeyP
         ("chat", {"model": "m", "base_url": "ftp://x"}, "must be an http(s) URL"),
         ("codex", {"base_url": "http://x"}, "are for --agent chat"),
         ("codex", {"max_turns": 3}, "are for --agent chat"),
-        ("chat", {"model": "m", "base_url": "http://x", "max_tokens": 0}, "--max-tokens must be at least 1"),
+        (
+            "chat",
+            {"model": "m", "base_url": "http://x", "max_tokens": 0},
+            "--max-tokens must be at least 1",
+        ),
         ("codex", {"command": "x"}, "--agent-command is for --agent command"),
     ],
 )
@@ -120,7 +136,9 @@ def test_bad_identities_are_refused_before_a_run(
         agent_identity(provider, **kw)
 
 
-def test_a_missing_cli_is_an_error_before_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_missing_cli_is_an_error_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     for provider, executable in CLIS.items():
         with pytest.raises(AgentError, match=f"agent command not found: {executable}"):
@@ -128,7 +146,9 @@ def test_a_missing_cli_is_an_error_before_the_run(monkeypatch: pytest.MonkeyPatc
     result = CliRunner().invoke(
         main, ["run", "--benchmark", "cartpole", "--agent", "codex", "--store", str(tmp_path / "s")]
     )
-    assert result.exit_code == 1 and result.output.startswith("error: agent command not found: codex")
+    assert result.exit_code == 1 and result.output.startswith(
+        "error: agent command not found: codex"
+    )
     assert not (tmp_path / "s" / "events.db").exists() or "run-" not in result.output
 
 
@@ -136,14 +156,21 @@ def test_agents_list_names_every_provider(fake_clis: Path) -> None:
     result = CliRunner().invoke(main, ["agents", "list", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert set(rows) == set(PROVIDERS) == {"reference", "chat", "codex", "claude-code", "kimi", "qoder", "command"}
+    assert (
+        set(rows)
+        == set(PROVIDERS)
+        == {"reference", "chat", "codex", "claude-code", "kimi", "qoder", "command"}
+    )
     assert rows["codex"]["installed"] is True and "--effort" in rows["codex"]["options"]
     assert rows["chat"]["options"] == ["--model", "--base-url", "--api-key-env"]
     assert rows["kimi"]["flavour"] == "kimi-code" and rows["codex"]["flavour"] is None
     table = CliRunner().invoke(main, ["agents", "list"])
     assert table.exit_code == 0 and "claude-code" in table.output
     (fake_clis / "kimi").write_text("#!/bin/sh\necho 'kimi, version 1.51.0'\n")
-    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["agents", "list", "--json"]).output)}
+    rows = {
+        row["name"]: row
+        for row in json.loads(CliRunner().invoke(main, ["agents", "list", "--json"]).output)
+    }
     assert rows["kimi"]["flavour"] == "kimi-cli"
 
 
@@ -152,7 +179,9 @@ def test_agents_list_names_every_provider(fake_clis: Path) -> None:
 
 def make_skill(root: Path, name: str, body: str = "Balance early; damp oscillation.\n") -> Path:
     root.mkdir(parents=True)
-    (root / "SKILL.md").write_text(f"---\nname: {name}\ndescription: How to tune a controller\n---\n\n{body}")
+    (root / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: How to tune a controller\n---\n\n{body}"
+    )
     (root / "notes.txt").write_text("gains: 0.5\n")
     return root
 
@@ -220,7 +249,17 @@ def test_two_skills_with_one_name_are_refused(tmp_path: Path) -> None:
     b = load_skill(make_skill(tmp_path / "b", "same", body="other\n"))
     result = CliRunner().invoke(
         main,
-        ["run", "--benchmark", "cartpole", "--store", str(tmp_path / "s"), "--skill", str(tmp_path / "a"), "--skill", str(tmp_path / "b")],
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--store",
+            str(tmp_path / "s"),
+            "--skill",
+            str(tmp_path / "a"),
+            "--skill",
+            str(tmp_path / "b"),
+        ],
     )
     assert result.exit_code == 1 and "two skills share a name: same" in result.output
     assert a.program.digest != b.program.digest
@@ -248,11 +287,17 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     from evopolicygym_exporters import export
 
     def tools(*calls: dict[str, Any]) -> dict[str, Any]:
-        return {"content": None, "tool_calls": list(calls), "usage": {"prompt_tokens": 50, "completion_tokens": 7}}
+        return {
+            "content": None,
+            "tool_calls": list(calls),
+            "usage": {"prompt_tokens": 50, "completion_tokens": 7},
+        }
 
     replies = [
         tools({"name": "read_file", "arguments": {"path": "TASK.md"}}),
-        tools({"name": "write_file", "arguments": {"path": "program/policy.py", "content": POLICY}}),
+        tools(
+            {"name": "write_file", "arguments": {"path": "program/policy.py", "content": POLICY}}
+        ),
         tools({"name": "submit", "arguments": {"episodes": "0:2"}}),
         tools({"name": "finish", "arguments": {"candidates": [1]}}),
     ]
@@ -265,7 +310,9 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     with ChatServer(replies, api_key="sk-local-test-key-000000", model="tiny") as server:
         os.environ["LOCAL_KEY"] = "sk-local-test-key-000000"
         try:
-            identity = agent_identity("chat", base_url=server.url, model="tiny", api_key_env="LOCAL_KEY")
+            identity = agent_identity(
+                "chat", base_url=server.url, model="tiny", api_key_env="LOCAL_KEY"
+            )
             with open_store(tmp_path / "store", create=True) as store:
                 run_id = create_run(store, "cartpole", config, identity)
                 RunHost(store, run_id, launcher=ProviderLauncher()).drive()
@@ -282,10 +329,16 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     calls = [c.name for m in messages for c in m.tool_calls]
     assert calls == ["read_file", "write_file", "submit", "finish"]
     assert all(m.usage is not None and m.usage.input_tokens == 50 for m in messages if m.tool_calls)
-    assert report.configs["sft"]["splits"]["train"]["rows"] + report.configs["sft"]["splits"]["test"]["rows"] == 1
+    assert (
+        report.configs["sft"]["splits"]["train"]["rows"]
+        + report.configs["sft"]["splits"]["test"]["rows"]
+        == 1
+    )
 
 
-def small_run(tmp_path: Path, identity: AgentIdentity, *, workspace: Path | None = None) -> list[Event]:
+def small_run(
+    tmp_path: Path, identity: AgentIdentity, *, workspace: Path | None = None
+) -> list[Event]:
     """A Run of ``identity`` on cartpole with a budget of 4 (Validation and Assessment on 2
     Episodes), driven to its end; its events."""
     config = RunConfig(
@@ -326,7 +379,9 @@ say({{"type": "turn.completed", "usage": {{"input_tokens": 1200, "cached_input_t
 '''
 
 
-def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_with_a_cli_provider_records_its_event_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from evopolicygym.records.events import AgentMessages, AgentStarted, RunFinished
 
     bin_dir = tmp_path / "bin"
@@ -337,8 +392,13 @@ def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monk
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     events = small_run(tmp_path, agent_identity("codex", model="gpt-test"))
     started = next(e for e in events if isinstance(e, AgentStarted))
-    assert started.command[0] == "codex" and started.command[started.command.index("--model") + 1] == "gpt-test"
-    assert started.command[-1].startswith("# Task: evolve a policy for `cartpole`")  # the task is the prompt
+    assert (
+        started.command[0] == "codex"
+        and started.command[started.command.index("--model") + 1] == "gpt-test"
+    )
+    assert started.command[-1].startswith(
+        "# Task: evolve a policy for `cartpole`"
+    )  # the task is the prompt
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
     messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
@@ -353,12 +413,16 @@ def test_a_run_with_a_cli_provider_records_its_event_stream(tmp_path: Path, monk
     assert any(m.reasoning == "Submit as is first." for m in messages)
     last = [m for m in messages if m.role == "assistant"][-1]
     assert last.content == "Finished with 1." and last.usage is not None
-    assert (last.usage.input_tokens, last.usage.cached_tokens, last.usage.output_tokens) == (1200, 200, 80)
+    assert (last.usage.input_tokens, last.usage.cached_tokens, last.usage.output_tokens) == (
+        1200,
+        200,
+        80,
+    )
 
 
 # --------------------------------------------------------------------------- redaction
 
-LEAKY_AGENT = r'''
+LEAKY_AGENT = r"""
 import json, os, sys
 secret = os.environ["MY_SERVICE_API_KEY"]
 pattern = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
@@ -372,10 +436,12 @@ print(f"stderr line with {secret} and {pattern}", file=sys.stderr, flush=True)
 import subprocess
 cli = json.loads(os.environ["EVOPOLICY_CLI"])
 subprocess.run([*cli, "session", "submit", "program", "--episodes", secret], capture_output=True)
-'''
+"""
 
 
-def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_planted_secret_is_nowhere_in_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import zlib
 
     from evopolicygym.records.events import AgentMessages
@@ -393,14 +459,18 @@ def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: p
     )
     root = tmp_path / "store"
     with open_store(root, create=True) as store:
-        identity = agent_identity("command", command=f"{sys.executable} {script}", env=("MY_SERVICE_API_KEY",))
+        identity = agent_identity(
+            "command", command=f"{sys.executable} {script}", env=("MY_SERVICE_API_KEY",)
+        )
         run_id = create_run(store, "cartpole", config, identity)
         RunHost(store, run_id, launcher=ProviderLauncher()).drive()
         _, events = load_run(store, run_id)
         messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
         assert any("my key is [REDACTED]" in m.content for m in messages)  # the message was kept
         chunks = [e.raw_blob for e in events if isinstance(e, AgentMessages) and e.raw_blob]
-        assert chunks and b"plain stdout line with [REDACTED]" in b"".join(store.blobs.get(c) for c in chunks)
+        assert chunks and b"plain stdout line with [REDACTED]" in b"".join(
+            store.blobs.get(c) for c in chunks
+        )
         texts = [store.blobs.get(digest) for digest in store.blobs.digests()]
         from evopolicygym.records.events import SubmissionRejected
 
@@ -410,7 +480,9 @@ def test_a_planted_secret_is_nowhere_in_the_store(tmp_path: Path, monkeypatch: p
     for planted in (secret.encode(), pattern.encode()):
         assert not any(planted in data for data in texts), planted
         assert not any(planted in data for data in files), planted
-        assert not any(planted in zlib.decompress(d) for d in files if d[:2] == b"\x78\x9c"), planted
+        assert not any(planted in zlib.decompress(d) for d in files if d[:2] == b"\x78\x9c"), (
+            planted
+        )
 
 
 def test_raw_chunks_never_cut_a_line_or_a_key_block() -> None:
@@ -426,7 +498,10 @@ def test_raw_chunks_never_cut_a_line_or_a_key_block() -> None:
 
 def test_a_secret_on_the_command_line_is_refused() -> None:
     with pytest.raises(AgentError, match="looks like a secret"):
-        agent_identity("command", command=f"{sys.executable} -c pass --key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4")
+        agent_identity(
+            "command",
+            command=f"{sys.executable} -c pass --key sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2M3n4",
+        )
     with pytest.raises(AgentError, match="looks like a secret"):
         agent_identity("chat", base_url="https://user:hunter2hunter2@example.invalid/v1", model="m")
 
@@ -446,11 +521,21 @@ def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -
     deep: Any = "x"
     for _ in range(600):
         deep = {"a": deep}
-    lines = [json.dumps({"role": "assistant", "content": "deep", "tool_calls": [{"id": "1", "name": "t", "arguments": deep}]})]
+    lines = [
+        json.dumps(
+            {
+                "role": "assistant",
+                "content": "deep",
+                "tool_calls": [{"id": "1", "name": "t", "arguments": deep}],
+            }
+        )
+    ]
     lines += [json.dumps({"role": "assistant", "content": f"m{i}"}) for i in range(300)]
     script = tmp_path / "talk.py"
     (tmp_path / "lines.jsonl").write_text("\n".join(lines) + "\n")
-    script.write_text(f"import sys\nsys.stdout.write(open({str(tmp_path / 'lines.jsonl')!r}).read())\n")
+    script.write_text(
+        f"import sys\nsys.stdout.write(open({str(tmp_path / 'lines.jsonl')!r}).read())\n"
+    )
     got: list[Any] = []
 
     def record(message: Any) -> None:
@@ -458,7 +543,9 @@ def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -
 
         got.append(Redactor().message(message))
 
-    agent = AgentProcess([sys.executable, str(script)], cwd=str(tmp_path), env=dict(os.environ), on_message=record)
+    agent = AgentProcess(
+        [sys.executable, str(script)], cwd=str(tmp_path), env=dict(os.environ), on_message=record
+    )
     assert agent.wait(60) == 0
     agent.reap()
     agent.outputs()
@@ -472,7 +559,12 @@ def test_waiting_for_an_agent_reports_its_exit_and_keeps_no_descriptor(tmp_path:
     from evopolicygym.agents.process import AgentProcess
 
     def start(code: str) -> AgentProcess:
-        return AgentProcess([sys.executable, "-c", code], cwd=str(tmp_path), env=dict(os.environ), on_message=lambda m: None)
+        return AgentProcess(
+            [sys.executable, "-c", code],
+            cwd=str(tmp_path),
+            env=dict(os.environ),
+            on_message=lambda m: None,
+        )
 
     def pidfds() -> int:
         count = 0
@@ -496,7 +588,9 @@ def test_waiting_for_an_agent_reports_its_exit_and_keeps_no_descriptor(tmp_path:
     assert slow.status("stopped").signal == signal.SIGTERM
     slow.reap()
     slow.outputs()
-    stubborn = start("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)")
+    stubborn = start(
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
     while not stubborn._stdout:  # its handler is set
         time.sleep(0.01)
     stubborn.stop(grace=0.2)
@@ -519,7 +613,11 @@ def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Pat
         "PATH=/usr/bin:/bin; command -v evopolicy && exit 3; "
         "./evopolicy session submit --episodes 0:2 >/dev/null && ./evopolicy session finish 1"
     )
-    events = small_run(tmp_path, agent_identity("command", command=f"sh -c {json.dumps(script)}"), workspace=workspace)
+    events = small_run(
+        tmp_path,
+        agent_identity("command", command=f"sh -c {json.dumps(script)}"),
+        workspace=workspace,
+    )
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
     shim = (workspace / "evopolicy").read_text()
@@ -527,7 +625,7 @@ def test_the_workspace_shim_reaches_the_session_when_path_is_reset(tmp_path: Pat
     assert os.access(workspace / "evopolicy", os.X_OK)
 
 
-HOSTILE_NAMES = r'''
+HOSTILE_NAMES = r"""
 import json, os, subprocess, sys
 from pathlib import Path
 from evopolicygym.protocol import request
@@ -539,7 +637,7 @@ reply = request(os.environ["EVOPOLICY_SESSION"], {
 print(json.dumps({"role": "assistant", "content": json.dumps(reply)}), flush=True)
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
-'''
+"""
 
 
 def test_a_file_name_too_long_for_any_filesystem_is_a_rejection(tmp_path: Path) -> None:
@@ -556,7 +654,7 @@ def test_a_file_name_too_long_for_any_filesystem_is_a_rejection(tmp_path: Path) 
     assert finished.reason == "finished" and finished.final_submission_id == 1
 
 
-HOSTILE_SIZES = r'''
+HOSTILE_SIZES = r"""
 import json, os, subprocess
 from pathlib import Path
 from evopolicygym.protocol import request
@@ -575,7 +673,7 @@ replies = [
 print(json.dumps({"role": "assistant", "content": json.dumps([r["error"]["code"] for r in replies])}), flush=True)
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
-'''
+"""
 
 
 def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Path) -> None:
@@ -592,13 +690,15 @@ def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Pat
     assert problem.message.endswith(f"[{8 * 1024 * 1024 - 4096} more characters cut]")
     assert syntax.code == "program_invalid" and "does not compile" in syntax.message
     assert "line 60018" in syntax.message  # the child's SyntaxError, with where it is
-    assert selector.code == "invalid_request" and "length <= 1000" in selector.message  # as malformed
+    assert (
+        selector.code == "invalid_request" and "length <= 1000" in selector.message
+    )  # as malformed
     assert selector.selector is None
     finished = next(e for e in events if isinstance(e, RunFinished))
     assert finished.reason == "finished" and finished.final_submission_id == 1
 
 
-FORK_SERVER_ATTACK = r'''
+FORK_SERVER_ATTACK = r"""
 import glob, json, os, socket, stat, subprocess, sys
 import msgspec
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
@@ -616,10 +716,12 @@ for path in glob.glob(os.path.join(sys.argv[1], "**", "*"), recursive=True):
 print(json.dumps({"role": "assistant", "content": json.dumps({"reached": len(hit)})}), flush=True)
 subprocess.run(["./evopolicy", "session", "submit", "--episodes", "2:4"], check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "2"], check=True, capture_output=True)
-'''
+"""
 
 
-def test_an_agent_cannot_reach_the_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_agent_cannot_reach_the_fork_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The fork server's socket lives in the Host's private directory, which the Agent's
     jail hides: an Agent that hunts for it and sends it ``shutdown`` reaches nothing, and the
     next Submission is evaluated as usual."""
@@ -640,10 +742,18 @@ def test_an_agent_cannot_reach_the_fork_server(tmp_path: Path, monkeypatch: pyte
     try:
         monkeypatch.setattr(tempfile, "tempdir", temp)
         monkeypatch.setattr(hostdirs, "_bases", {})
-        events = small_run(tmp_path, agent_identity("command", command=f"{sys.executable} {agent} {temp}"))
+        events = small_run(
+            tmp_path, agent_identity("command", command=f"{sys.executable} {agent} {temp}")
+        )
     finally:
         hostdirs.remove_tree(temp)
-    said = [m.content for e in events if isinstance(e, AgentMessages) for m in e.messages if m.role == "assistant"]
+    said = [
+        m.content
+        for e in events
+        if isinstance(e, AgentMessages)
+        for m in e.messages
+        if m.role == "assistant"
+    ]
     assert said == ['{"reached": 0}']
     assert [e.submission_id for e in events if isinstance(e, SubmissionPublished)] == [1, 2]
     finished = next(e for e in events if isinstance(e, RunFinished))

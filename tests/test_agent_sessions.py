@@ -31,24 +31,74 @@ def item(payload: dict[str, Any]) -> dict[str, Any]:
     return {"type": "response_item", "payload": payload}
 
 
-USAGE = {"input_tokens": 100, "cached_input_tokens": 40, "cache_write_input_tokens": 5, "output_tokens": 9, "reasoning_output_tokens": 3}
+USAGE = {
+    "input_tokens": 100,
+    "cached_input_tokens": 40,
+    "cache_write_input_tokens": 5,
+    "output_tokens": 9,
+    "reasoning_output_tokens": 3,
+}
 
 ROLLOUT = lines(
     {"type": "session_meta", "payload": {"id": "t-1", "cwd": "/w"}},
     {"type": "turn_context", "payload": {"model": "gpt-test", "cwd": "/w"}},
-    item({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are codex."}]}),
-    item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>/w</environment_context>"}]}),
-    item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "# Task"}]}),
-    item({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Two things at once."}]}),
-    item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Reading both."}]}),
-    item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "cat a"}', "call_id": "c1"}),
-    item({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch", "call_id": "c2"}),
+    item(
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "You are codex."}],
+        }
+    ),
+    item(
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "<environment_context>/w</environment_context>"}
+            ],
+        }
+    ),
+    item(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "# Task"}]}
+    ),
+    item(
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Two things at once."}]}
+    ),
+    item(
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Reading both."}],
+        }
+    ),
+    item(
+        {
+            "type": "function_call",
+            "name": "exec_command",
+            "arguments": '{"cmd": "cat a"}',
+            "call_id": "c1",
+        }
+    ),
+    item(
+        {
+            "type": "custom_tool_call",
+            "name": "apply_patch",
+            "input": "*** Begin Patch\n*** End Patch",
+            "call_id": "c2",
+        }
+    ),
     {"type": "token_usage_record", "payload": {"response_id": "r1", "usage": USAGE}},
     b"not json",
     item({"type": "function_call_output", "call_id": "c1", "output": "A"}),
     item({"type": "custom_tool_call_output", "call_id": "c2", "output": {"content": "patched"}}),
     {"type": "event_msg", "payload": {"type": "error", "message": "unexpected status 500"}},
-    item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "keep going"}]}),
+    item(
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "keep going"}],
+        }
+    ),
     {"type": "token_usage_record", "payload": {"response_id": "r2", "usage": {}}},
 )
 
@@ -61,9 +111,19 @@ def test_a_codex_rollout_is_one_message_per_response_with_its_calls_and_usage() 
             reasoning="Two things at once.",
             tool_calls=[
                 ToolCall(id="c1", name="exec_command", arguments={"cmd": "cat a"}),
-                ToolCall(id="c2", name="apply_patch", arguments={"input": "*** Begin Patch\n*** End Patch"}),
+                ToolCall(
+                    id="c2",
+                    name="apply_patch",
+                    arguments={"input": "*** Begin Patch\n*** End Patch"},
+                ),
             ],
-            usage=Usage(input_tokens=100, cached_tokens=40, cache_write_tokens=5, output_tokens=9, reasoning_tokens=3),
+            usage=Usage(
+                input_tokens=100,
+                cached_tokens=40,
+                cache_write_tokens=5,
+                output_tokens=9,
+                reasoning_tokens=3,
+            ),
             model="gpt-test",
         ),
         Message(role="tool", content="A", tool_call_id="c1", name="exec_command"),
@@ -79,20 +139,60 @@ def claude_line(kind: str, message: dict[str, Any], **extra: Any) -> dict[str, A
 
 
 def test_a_claude_session_joins_one_api_message_and_leaves_side_chains_out() -> None:
-    usage = {"input_tokens": 10, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 30, "output_tokens": 7}
+    usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 2,
+        "cache_read_input_tokens": 30,
+        "output_tokens": 7,
+    }
     record = lines(
         {"type": "queue-operation"},
         claude_line("user", {"role": "user", "content": "# Task"}),
-        claude_line("assistant", {"id": "m1", "model": "claude-x", "content": [{"type": "thinking", "thinking": "Hm."}], "usage": usage}),
         claude_line(
             "assistant",
-            {"id": "m1", "model": "claude-x", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}], "usage": usage},
+            {
+                "id": "m1",
+                "model": "claude-x",
+                "content": [{"type": "thinking", "thinking": "Hm."}],
+                "usage": usage,
+            },
         ),
-        claude_line("assistant", {"id": "s1", "model": "claude-x", "content": [{"type": "text", "text": "sub"}]}, isSidechain=True),
-        claude_line("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "a b"}]}]}),
         claude_line(
             "assistant",
-            {"id": "x", "model": "<synthetic>", "content": [{"type": "text", "text": "API Error: 500"}]},
+            {
+                "id": "m1",
+                "model": "claude-x",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+                ],
+                "usage": usage,
+            },
+        ),
+        claude_line(
+            "assistant",
+            {"id": "s1", "model": "claude-x", "content": [{"type": "text", "text": "sub"}]},
+            isSidechain=True,
+        ),
+        claude_line(
+            "user",
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": "a b"}],
+                    }
+                ],
+            },
+        ),
+        claude_line(
+            "assistant",
+            {
+                "id": "x",
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": "API Error: 500"}],
+            },
             error="unknown",
         ),
         b"{",
@@ -106,7 +206,9 @@ def test_a_claude_session_joins_one_api_message_and_leaves_side_chains_out() -> 
             model="claude-x",
         ),
         Message(role="tool", content="a b", tool_call_id="t1", name="Bash"),
-        Message(role="error", content="API Error: 500", error=AgentFault(kind="synthetic", status=500)),
+        Message(
+            role="error", content="API Error: 500", error=AgentFault(kind="synthetic", status=500)
+        ),
     ]
 
 
@@ -116,7 +218,11 @@ def test_records_are_found_by_session_id_and_bounded(tmp_path: Path) -> None:
     (day / "rollout-2026-12-02T10-00-00-t-1.jsonl").write_bytes(b"\n".join(ROLLOUT))
     env = {"CODEX_HOME": str(tmp_path / "codex"), "HOME": str(tmp_path)}
     found = read_session("codex", "t-1", env)
-    assert found is not None and found.source == "codex-rollout" and found.messages == codex_rollout(ROLLOUT)
+    assert (
+        found is not None
+        and found.source == "codex-rollout"
+        and found.messages == codex_rollout(ROLLOUT)
+    )
     assert read_session("codex", "t-2", env) is None
     assert read_session("codex", "../t-1", env) is None and read_session("codex", None, env) is None
     assert read_session("codex", "*", env) is None and read_session("codex", "t-[1]", env) is None
@@ -125,7 +231,9 @@ def test_records_are_found_by_session_id_and_bounded(tmp_path: Path) -> None:
         big.truncate(MAX_RECORD_BYTES + 1)
     assert read_session("codex", "big", env) is None
     # a record that is a link (to a file of the Host's, say) or not a file is not read
-    (day / "rollout-2026-12-02T12-00-00-link.jsonl").symlink_to(day / "rollout-2026-12-02T10-00-00-t-1.jsonl")
+    (day / "rollout-2026-12-02T12-00-00-link.jsonl").symlink_to(
+        day / "rollout-2026-12-02T10-00-00-t-1.jsonl"
+    )
     assert read_session("codex", "link", env) is None
     os.mkfifo(day / "rollout-2026-12-02T13-00-00-fifo.jsonl")
     assert read_session("codex", "fifo", env) is None
@@ -149,7 +257,12 @@ def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
     record = lines(
         {"type": "llm.request", "model": "k2"},
         appended({"role": "user", "content": [{"type": "text", "text": "# Task"}]}),
-        appended({"role": "user", "content": [{"type": "text", "text": "<system-reminder>date</system-reminder>"}]}),
+        appended(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "<system-reminder>date</system-reminder>"}],
+            }
+        ),
         appended(
             {
                 "role": "assistant",
@@ -183,7 +296,9 @@ def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
     ]
 
 
-def test_a_kimi_cli_context_file_keeps_its_messages_and_drops_its_bookkeeping(tmp_path: Path) -> None:
+def test_a_kimi_cli_context_file_keeps_its_messages_and_drops_its_bookkeeping(
+    tmp_path: Path,
+) -> None:
     from evopolicygym.agents.sessions import kimi_cli_context
 
     record = lines(
@@ -195,8 +310,16 @@ def test_a_kimi_cli_context_file_keeps_its_messages_and_drops_its_bookkeeping(tm
             "role": "assistant",
             "content": [{"type": "think", "think": "Both."}],
             "tool_calls": [
-                {"type": "function", "id": "a", "function": {"name": "Shell", "arguments": '{"command": "ls"}'}},
-                {"type": "function", "id": "b", "function": {"name": "ReadFile", "arguments": '{"path": "program/policy.py"}'}},
+                {
+                    "type": "function",
+                    "id": "a",
+                    "function": {"name": "Shell", "arguments": '{"command": "ls"}'},
+                },
+                {
+                    "type": "function",
+                    "id": "b",
+                    "function": {"name": "ReadFile", "arguments": '{"path": "program/policy.py"}'},
+                },
             ],
         },
         {"role": "tool", "content": "x", "tool_call_id": "a"},

@@ -199,7 +199,12 @@ CLAUDE_USAGE += [(1, 1034, 17135, 143), (1, 122, 18169, 58)]
 
 def anthropic(usage: tuple[int, int, int, int]) -> Usage:
     fresh, created, read, output = usage
-    return Usage(input_tokens=fresh + created + read, output_tokens=output, cached_tokens=read, cache_write_tokens=created)
+    return Usage(
+        input_tokens=fresh + created + read,
+        output_tokens=output,
+        cached_tokens=read,
+        cache_write_tokens=created,
+    )
 
 
 CLAUDE_EXPECTED = [
@@ -892,14 +897,21 @@ def test_codex_errors_are_error_records_and_the_rest_is_counted() -> None:
             {"item": {}},
             completed(id="e", type="error", message="Model metadata for `x` not found."),
             {"type": "error", "message": "unexpected status 401 Unauthorized: " + body},
-            {"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized: " + body}},
+            {
+                "type": "turn.failed",
+                "error": {"message": "unexpected status 401 Unauthorized: " + body},
+            },
         ],
     )
     assert out == [
         Message(role="error", content="Reconnecting... 1/5", error=AgentFault(kind="error")),
         Message(role="assistant", content="partial"),
         Message(role="error", content="stream disconnected", error=AgentFault(kind="turn_failed")),
-        Message(role="error", content="Model metadata for `x` not found.", error=AgentFault(kind="cli_error")),
+        Message(
+            role="error",
+            content="Model metadata for `x` not found.",
+            error=AgentFault(kind="cli_error"),
+        ),
         # said twice by codex (error, then turn.failed), recorded once, its status read off
         Message(
             role="error",
@@ -922,7 +934,13 @@ def test_claude_synthetic_messages_are_error_records_with_the_results_status() -
             "usage": {"input_tokens": 0, "output_tokens": 0},
         },
     }
-    result = {"type": "result", "subtype": "success", "is_error": True, "api_error_status": 401, "result": "Not logged in"}
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": True,
+        "api_error_status": 401,
+        "result": "Not logged in",
+    }
     out, unknown = feed_all("claude-code", [synthetic, result])
     assert out == [
         Message(
@@ -932,8 +950,20 @@ def test_claude_synthetic_messages_are_error_records_with_the_results_status() -
         )
     ]
     # a failing result with nothing before it is its own record
-    out, _ = feed_all("qoder", [{"type": "result", "subtype": "error_during_execution", "is_error": True, "result": "boom"}])
-    assert out == [Message(role="error", content="boom", error=AgentFault(kind="error_during_execution"))]
+    out, _ = feed_all(
+        "qoder",
+        [
+            {
+                "type": "result",
+                "subtype": "error_during_execution",
+                "is_error": True,
+                "result": "boom",
+            }
+        ],
+    )
+    assert out == [
+        Message(role="error", content="boom", error=AgentFault(kind="error_during_execution"))
+    ]
     assert unknown == {}
 
 

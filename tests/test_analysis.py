@@ -105,7 +105,9 @@ def test_every_frame_has_exactly_its_documented_columns_and_dtypes(synth: Store,
 # --------------------------------------------------------------------------- values
 
 
-def test_submissions_carry_the_programs_exports_lineage(synth: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_submissions_carry_the_programs_exports_lineage(
+    synth: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from evopolicygym_exporters import ExportOptions, export
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
@@ -139,7 +141,14 @@ def test_submissions_carry_the_programs_exports_lineage(synth: Store, tmp_path: 
     assert list(alpha.candidate) == [False, True, True, False, False, False]
     beta = subs[subs.run_id == "beta"].set_index("submission_id")
     # Minimize: 2 (5.0) does not beat 1 (2.0); the best so far stays the lowest.
-    assert not beta.loc[2, "beats_parent"] and list(beta.best_so_far_score) == [2.0, 2.0, 2.0, 2.0, 0.0, 0.0]
+    assert not beta.loc[2, "beats_parent"] and list(beta.best_so_far_score) == [
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        0.0,
+        0.0,
+    ]
 
 
 def _none(value: Any) -> Any:
@@ -155,7 +164,10 @@ def test_no_private_value_reaches_any_frame(synth: Store) -> None:
     events = events_df(synth)
     # As the events export: an unselected candidate's Validation result is left out.
     validated = events[events.type == "CandidateValidated"]
-    assert set(zip(validated.run_id, validated.submission_id, strict=True)) == {("alpha", 2), ("beta", 2)}
+    assert set(zip(validated.run_id, validated.submission_id, strict=True)) == {
+        ("alpha", 2),
+        ("beta", 2),
+    }
     # The only seed columns are an experiment cell's repeat labels: empty without one.
     assert runs_df(synth)[["seed", "agent_seed"]].isna().all().all()
 
@@ -171,11 +183,15 @@ def test_runs_follow_the_run_read_api(synth: Store) -> None:
         assert row["assessment_score"] == summary.assessment_score
         assert row["agent"] == "reference" and row["benchmark"] == row["benchmark_id"]
     assert runs.loc["alpha", "success"] and not runs.loc["beta", "success"]
-    assert runs.loc["beta", "score_direction"] == "minimize" and runs.loc["beta", "best_score"] == 0.0
+    assert (
+        runs.loc["beta", "score_direction"] == "minimize" and runs.loc["beta", "best_score"] == 0.0
+    )
     assert pd.isna(runs.loc["alpha", "experiment_id"]) and pd.isna(runs.loc["alpha", "current"])
 
 
-def test_run_ids_select_and_an_unknown_run_is_named(synth: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_ids_select_and_an_unknown_run_is_named(
+    synth: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert list(runs_df(synth, run_ids=["run-beta"]).run_id) == ["beta"]
     assert set(submissions_df(synth, run_ids=["alpha"]).run_id) == {"alpha"}
     with pytest.raises(UnknownRun, match="'gamma'"):
@@ -225,23 +241,38 @@ def test_real_runs_read_whole(real: Store) -> None:
         assert not pd.isna(row["assessment_score"]) and row["assessment_episodes"] == 2
     # Acrobot scores are negative (-1 a step until the goal): maximize, best the highest.
     acro = runs.loc["acro"]
-    assert acro["score_direction"] == "maximize" and acro["best_score"] < 0 and acro["assessment_score"] < 0
+    assert (
+        acro["score_direction"] == "maximize"
+        and acro["best_score"] < 0
+        and acro["assessment_score"] < 0
+    )
     fails = runs.loc["fails"]
     assert fails["status"] == "agent_failed" and fails["handoff"] == "none" and not fails["success"]
-    assert fails["submissions"] == 0 and pd.isna(fails["assessment_score"]) and pd.isna(fails["improved"])
+    assert (
+        fails["submissions"] == 0
+        and pd.isna(fails["assessment_score"])
+        and pd.isna(fails["improved"])
+    )
 
     subs = submissions_df(real)
     episodes = episodes_df(real)
     for run_id in ("cart", "acro"):
         recorded = [
-            e.event() for e in real.events.read_stream(f"run-{run_id}", 0) if e.type == "EpisodeCompleted"
+            e.event()
+            for e in real.events.read_stream(f"run-{run_id}", 0)
+            if e.type == "EpisodeCompleted"
         ]
         mine = episodes[episodes.run_id == run_id]
         assert len(mine) == len(recorded) == runs.loc[run_id, "episodes"]
-        assert list(mine.total_reward) == [e.total_reward for e in recorded if isinstance(e, EpisodeCompleted)]
+        assert list(mine.total_reward) == [
+            e.total_reward for e in recorded if isinstance(e, EpisodeCompleted)
+        ]
         own = subs[subs.run_id == run_id]
         assert own.episodes_used.sum() == runs.loc[run_id, "budget_used"]
-        assert own.selected.sum() == 1 and own[own.selected].submission_id.item() == runs.loc[run_id, "final_submission_id"]
+        assert (
+            own.selected.sum() == 1
+            and own[own.selected].submission_id.item() == runs.loc[run_id, "final_submission_id"]
+        )
         for sub in own[own.published].itertuples():
             # A published score is the mean of its Episodes' scores.
             found = mine[mine.submission_id == sub.submission_id].score
@@ -277,13 +308,17 @@ def test_frames_of_nothing_are_empty_with_their_columns(tmp_path: Path) -> None:
 
 def test_a_column_table_names_each_dtype_once() -> None:
     for _, columns in FRAMES.values():
-        assert all(re.fullmatch(r"string|Int64|float64|boolean|object|utc", k) for k in columns.values())
+        assert all(
+            re.fullmatch(r"string|Int64|float64|boolean|object|utc", k) for k in columns.values()
+        )
 
 
 # --------------------------------------------------------------------------- experiments
 
 
-def _experiment(store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]) -> None:
+def _experiment(
+    store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]
+) -> None:
     """An experiment stream ``demo``: per cell (agent, benchmark, seed, agent_seed, its Runs
     as (run_id, outcome) in attempt order), as ``experiment run`` records it."""
     from evopolicygym.records.events import (
@@ -298,24 +333,45 @@ def _experiment(store: Store, cells: list[tuple[str, str, str, int, list[tuple[s
     from evopolicygym.records.experiments import experiment_stream_id
 
     made = [
-        ExperimentCell(cell_id=f"{a}/{b}/seed={s}/agent_seed={g}", agent=a, benchmark=b, seed=s, agent_seed=g)
+        ExperimentCell(
+            cell_id=f"{a}/{b}/seed={s}/agent_seed={g}", agent=a, benchmark=b, seed=s, agent_seed=g
+        )
         for a, b, s, g, _ in cells
     ]
     created = ExperimentCreated(
-        experiment_id="demo", spec_digest="0" * 64, profile="quick", config={},
-        agents=[ExperimentAgent(name=a, provider="reference") for a in sorted({c[0] for c in cells})],
-        benchmarks=[ExperimentBenchmark(name=b, id="toy-counter") for b in sorted({c[1] for c in cells})],
+        experiment_id="demo",
+        spec_digest="0" * 64,
+        profile="quick",
+        config={},
+        agents=[
+            ExperimentAgent(name=a, provider="reference") for a in sorted({c[0] for c in cells})
+        ],
+        benchmarks=[
+            ExperimentBenchmark(name=b, id="toy-counter") for b in sorted({c[1] for c in cells})
+        ],
         cells=made,
     )
     events = [new_event(created, "demo/created")]
     for cell, (_, _, _, _, attempts) in zip(made, cells, strict=True):
         for attempt, (run_id, outcome) in enumerate(attempts, 1):
-            events.append(new_event(CellRunAssigned(cell_id=cell.cell_id, run_id=run_id, attempt=attempt), f"demo/{run_id}/a"))
-            events.append(new_event(
-                CellRunEnded(cell_id=cell.cell_id, run_id=run_id, attempt=attempt, outcome=outcome,
-                             retryable=outcome == "agent_failed"),
-                f"demo/{run_id}/e",
-            ))
+            events.append(
+                new_event(
+                    CellRunAssigned(cell_id=cell.cell_id, run_id=run_id, attempt=attempt),
+                    f"demo/{run_id}/a",
+                )
+            )
+            events.append(
+                new_event(
+                    CellRunEnded(
+                        cell_id=cell.cell_id,
+                        run_id=run_id,
+                        attempt=attempt,
+                        outcome=outcome,
+                        retryable=outcome == "agent_failed",
+                    ),
+                    f"demo/{run_id}/e",
+                )
+            )
     store.events.append(experiment_stream_id("demo"), events, 0)
 
 
@@ -324,14 +380,19 @@ def test_an_experiment_adds_its_cells_and_limits_every_frame_to_its_runs(synth: 
 
     write_run(synth, _synth("retried", reason="agent_failed", assessment_score=None))
     write_run(synth, _synth("outside"))
-    _experiment(synth, [
-        ("ref", "toy", 0, 0, [("alpha", "finished")]),
-        ("ref", "toy", 1, 0, [("retried", "agent_failed"), ("beta", "agent_exited")]),
-    ])
+    _experiment(
+        synth,
+        [
+            ("ref", "toy", 0, 0, [("alpha", "finished")]),
+            ("ref", "toy", 1, 0, [("retried", "agent_failed"), ("beta", "agent_exited")]),
+        ],
+    )
     runs = runs_df(synth, experiment="demo")
     assert runs.run_id.tolist() == ["alpha", "retried", "beta"]
     assert runs.experiment_id.tolist() == ["demo"] * 3 and runs.agent.tolist() == ["ref"] * 3
-    assert runs.benchmark.tolist() == ["toy"] * 3 and runs.benchmark_id.tolist() == ["toy-counter"] * 3
+    assert (
+        runs.benchmark.tolist() == ["toy"] * 3 and runs.benchmark_id.tolist() == ["toy-counter"] * 3
+    )
     assert runs.seed.tolist() == [0, 1, 1] and runs.attempt.tolist() == [1, 1, 2]
     assert runs.current.tolist() == [True, False, True]
     assert runs.cell_id.tolist()[1] == "ref/toy/seed=1/agent_seed=0"
@@ -348,19 +409,41 @@ def test_a_cli_session_record_replaces_the_live_stream_and_errors_follow(synth: 
 
     stream = "run-alpha"
     version = synth.events.streams(stream)[0].version
-    error = Message(role="error", content="API error: overloaded", error=AgentFault(kind="overloaded", status=529))
+    error = Message(
+        role="error",
+        content="API error: overloaded",
+        error=AgentFault(kind="overloaded", status=529),
+    )
     recorded = [
-        Message(role="assistant", content="as the model said it", usage=Usage(input_tokens=7, output_tokens=3), model="m-1"),
-        Message(role="error", content="a synthetic message the CLI made up", error=AgentFault(kind="synthetic")),
+        Message(
+            role="assistant",
+            content="as the model said it",
+            usage=Usage(input_tokens=7, output_tokens=3),
+            model="m-1",
+        ),
+        Message(
+            role="error",
+            content="a synthetic message the CLI made up",
+            error=AgentFault(kind="synthetic"),
+        ),
     ]
-    synth.events.append(stream, [
-        new_event(AgentMessages(attempt=1, chunk=99, messages=[error]), f"{stream}/live-error"),
-        new_event(AgentMessages(attempt=1, chunk=100, messages=recorded, source="codex-rollout"), f"{stream}/source"),
-    ], version)
+    synth.events.append(
+        stream,
+        [
+            new_event(AgentMessages(attempt=1, chunk=99, messages=[error]), f"{stream}/live-error"),
+            new_event(
+                AgentMessages(attempt=1, chunk=100, messages=recorded, source="codex-rollout"),
+                f"{stream}/source",
+            ),
+        ],
+        version,
+    )
     messages = messages_df(synth, run_ids=["alpha"])
     assert messages.role.tolist() == ["system", "assistant", "error"]
     assert messages.content.tolist()[1:] == ["as the model said it", "API error: overloaded"]
     row = messages.iloc[1]
     assert (row["input_tokens"], row["output_tokens"], row["model"]) == (7, 3, "m-1")
-    assert messages.iloc[2]["error_kind"] == "overloaded" and pd.isna(messages.iloc[0]["input_tokens"])
+    assert messages.iloc[2]["error_kind"] == "overloaded" and pd.isna(
+        messages.iloc[0]["input_tokens"]
+    )
     assert messages.turn.tolist() == [0, 1, 2] and (messages.attempt == 1).all()

@@ -67,7 +67,16 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {ANY},
     KERNEL: {ANY},  # the package's own __init__: lazy re-exports by name
     # The reward function (rewards.py) loads a task's Benchmark by name and evaluates programs.
-    EXPORTERS: {"records", "transcript", "program", "program_edits", "lineage", "evaluation", "registry", "redaction"},
+    EXPORTERS: {
+        "records",
+        "transcript",
+        "program",
+        "program_edits",
+        "lineage",
+        "evaluation",
+        "registry",
+        "redaction",
+    },
     BASELINES: {"policy"},
 }
 FAMILY_ALLOWED = {"benchmark"}
@@ -206,14 +215,25 @@ def test_the_classic_family_and_the_exporters_are_units() -> None:
         # exporters read records, never agents or run
         ("from evopolicygym.agents.chat import run_agent\n", "evopolicygym_exporters.x", EXPORTERS),
         # a family imports the authoring interface only
-        ("from evopolicygym.values import encode_value\n", "evopolicygym_box2d.x", "evopolicygym_box2d"),
-        ("from evopolicygym_exporters import export\n", "evopolicygym_classic.x", "evopolicygym_classic"),
+        (
+            "from evopolicygym.values import encode_value\n",
+            "evopolicygym_box2d.x",
+            "evopolicygym_box2d",
+        ),
+        (
+            "from evopolicygym_exporters import export\n",
+            "evopolicygym_classic.x",
+            "evopolicygym_classic",
+        ),
         # baseline programs are submitted code: the Policy ABI only
         ("import evopolicygym.benchmark\n", "policy", BASELINES),
         # the kernel never imports a concrete exporter or family, but through entry points
         ("from evopolicygym_classic import cartpole\n", "evopolicygym.run.x", "run"),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from evopolicygym.cli import main\n",
-         "evopolicygym.run.x", "run"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from evopolicygym.cli import main\n",
+            "evopolicygym.run.x",
+            "run",
+        ),
     ],
 )
 def test_a_forbidden_import_is_found(source: str, module: str, unit: str) -> None:
@@ -225,7 +245,11 @@ def test_a_forbidden_import_is_found(source: str, module: str, unit: str) -> Non
     [
         ("from evopolicygym.protocol import parse_selector\n", "evopolicygym.agents.x", "agents"),
         ("from evopolicygym import transcript\n", "evopolicygym.records.x", "records"),
-        ("from evopolicygym.benchmark import GymnasiumBenchmark\n", "evopolicygym_classic.x", "evopolicygym_classic"),
+        (
+            "from evopolicygym.benchmark import GymnasiumBenchmark\n",
+            "evopolicygym_classic.x",
+            "evopolicygym_classic",
+        ),
         ("from . import sibling\nimport numpy\n", "evopolicygym.run.x", "run"),
         ("from evopolicygym.run import RunHost\n", "evopolicygym.cli.x", "cli"),
     ],

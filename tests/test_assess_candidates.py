@@ -52,8 +52,24 @@ from evopolicygym.run.liveness import host_alive
 from evopolicygym.run.reevaluate import reevaluate
 from tests.blobdamage import overwrite_program
 
-RUN = ("--benchmark", "cartpole", "--agent", "reference", "--budget", "16", "--validation-episodes", "4",
-       "--assessment-episodes", "8", "--max-candidates", "3", "--jobs", "1", "--seed", "3")
+RUN = (
+    "--benchmark",
+    "cartpole",
+    "--agent",
+    "reference",
+    "--budget",
+    "16",
+    "--validation-episodes",
+    "4",
+    "--assessment-episodes",
+    "8",
+    "--max-candidates",
+    "3",
+    "--jobs",
+    "1",
+    "--seed",
+    "3",
+)
 
 
 def invoke(*args: str) -> Result:
@@ -90,7 +106,9 @@ def test_every_other_candidate_is_assessed_on_the_same_episodes(runs: dict[str, 
     assessed = of(events, CandidateAssessed)
     assert len(validated) >= 2, "the reference Agent named several candidates"
     # Each other validated candidate once, in Validation order, after the selected one's.
-    assert [a.submission_id for a in assessed] == [c for c in validated if c != selected.submission_id]
+    assert [a.submission_id for a in assessed] == [
+        c for c in validated if c != selected.submission_id
+    ]
     assert events.index(assessed[0]) > events.index(completed)
     indices = [e.index for e in completed.episodes]
     assert len(indices) == 8
@@ -112,9 +130,12 @@ def test_without_the_option_nothing_changes(runs: dict[str, Any]) -> None:
     # Same seeds, same Agent: the same Run up to the candidates' Assessments.
     assert plain["final_submission_id"] == assessed["final_submission_id"]
     assert plain["assessment_score"] == assessed["assessment_score"]
+
     # (The transcript's chunks follow the Agent's timing, not the rules.)
     def kinds(events: list[Event]) -> list[str]:
-        return [type(e).__name__ for e in events if not isinstance(e, CandidateAssessed | AgentMessages)]
+        return [
+            type(e).__name__ for e in events if not isinstance(e, CandidateAssessed | AgentMessages)
+        ]
 
     assert kinds(plain_events) == kinds(assessed_events)
 
@@ -123,9 +144,14 @@ def test_a_config_recorded_before_the_option_folds_as_before(runs: dict[str, Any
     _, events = runs["plain"]
     created = events[0]
     assert isinstance(created, RunCreated)
-    old = {**created.config, "assessment": {k: v for k, v in created.config["assessment"].items() if k != "candidates"}}
+    old = {
+        **created.config,
+        "assessment": {k: v for k, v in created.config["assessment"].items() if k != "candidates"},
+    }
     state = fold([msgspec.structs.replace(created, config=old), *events[1:]])
-    assert state.cfg.assessment == AssessmentConfig(enabled=True, episodes=8, split="assessment", candidates=False)
+    assert state.cfg.assessment == AssessmentConfig(
+        enabled=True, episodes=8, split="assessment", candidates=False
+    )
     assert state.finished == "finished"
     assert RunConfig.from_dict(old).assessment.candidates is False
 
@@ -146,9 +172,13 @@ def test_the_decider_refuses_an_impossible_candidate_assessment(runs: dict[str, 
     if len(assessed) >= 2:  # out of Validation order
         assert "not next" in refused([*head, assessed[1], assessed[0]])
     assert "not next" in refused([*head, assessed[0], assessed[0]])  # twice
-    assert "not next" in refused([*head, msgspec.structs.replace(assessed[0], submission_id=selected)])
+    assert "not next" in refused(
+        [*head, msgspec.structs.replace(assessed[0], submission_id=selected)]
+    )
     # Both a score and an error, or neither.
-    assert "score or an error" in refused([*head, msgspec.structs.replace(assessed[0], error="boom")])
+    assert "score or an error" in refused(
+        [*head, msgspec.structs.replace(assessed[0], error="boom")]
+    )
     assert "score or an error" in refused([*head, msgspec.structs.replace(assessed[0], score=None)])
     # Before the selected one's Assessment completed.
     before = events.index(of(events, AssessmentCompleted)[0])
@@ -164,20 +194,31 @@ def test_the_decider_refuses_an_impossible_candidate_assessment(runs: dict[str, 
 def test_replay_verifies_and_reevaluation_covers_every_candidate(runs: dict[str, Any]) -> None:
     outcome, events = runs["assessed"]
     root = str(runs["store"])
-    result = invoke("record", "replay", outcome["run_id"], "--store", root, "--reevaluate", "--json")
+    result = invoke(
+        "record", "replay", outcome["run_id"], "--store", root, "--reevaluate", "--json"
+    )
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.stdout)
     assert replayed["ok"] and replayed["problems"] == [] and replayed["mismatches"] == []
     totals: list[int] = []
     with open_store(runs["store"]) as store:
-        assert reevaluate(store, outcome["run_id"], progress=lambda done, total: totals.append(total)) == []
+        assert (
+            reevaluate(store, outcome["run_id"], progress=lambda done, total: totals.append(total))
+            == []
+        )
         assert verify_store(store).ok
-    held_out = 8 * (1 + len(of(events, CandidateAssessed)))  # the selected one's and each candidate's
-    validation = 4 * (1 + len(of(events, CandidateValidated)))  # the reference's and each candidate's
+    held_out = 8 * (
+        1 + len(of(events, CandidateAssessed))
+    )  # the selected one's and each candidate's
+    validation = 4 * (
+        1 + len(of(events, CandidateValidated))
+    )  # the reference's and each candidate's
     assert totals[-1] == outcome["budget_used"] + validation + held_out
 
 
-def test_the_read_api_read_models_and_frames_hold_each_candidates_score(runs: dict[str, Any]) -> None:
+def test_the_read_api_read_models_and_frames_hold_each_candidates_score(
+    runs: dict[str, Any],
+) -> None:
     outcome, events = runs["assessed"]
     run_id = outcome["run_id"]
     scores = {a.submission_id: a.score for a in of(events, CandidateAssessed)}
@@ -186,7 +227,11 @@ def test_the_read_api_read_models_and_frames_hold_each_candidates_score(runs: di
     validation = {v.submission_id: v.score for v in of(events, CandidateValidated)}
     with open_store(runs["store"]) as store:
         summary = summarize(store.events, "run-" + run_id)
-        assert {i: s.assessment_score for i, s in summary.submissions.items() if s.assessment_score is not None} == scores
+        assert {
+            i: s.assessment_score
+            for i, s in summary.submissions.items()
+            if s.assessment_score is not None
+        } == scores
         assert all(summary.submissions[i].assessment_failed is False for i in scores)
         refresh(store)
         connection = open_read_models(store, read_only=True)
@@ -220,7 +265,9 @@ def test_the_events_frame_leaves_candidate_assessments_out(runs: dict[str, Any])
     assert "AssessmentCompleted" in set(frame["type"])
 
 
-def test_the_events_export_leaves_candidate_assessments_out(runs: dict[str, Any], tmp_path: Path) -> None:
+def test_the_events_export_leaves_candidate_assessments_out(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
     from evopolicygym_exporters.base import ExportOptions
     from evopolicygym_exporters.events import EventsExporter
     from evopolicygym_exporters.history import read_history
@@ -233,7 +280,9 @@ def test_the_events_export_leaves_candidate_assessments_out(runs: dict[str, Any]
     assert "AssessmentCompleted" in types and "CandidateAssessed" not in types
 
 
-def test_the_run_report_shows_each_candidates_assessment(runs: dict[str, Any], tmp_path: Path) -> None:
+def test_the_run_report_shows_each_candidates_assessment(
+    runs: dict[str, Any], tmp_path: Path
+) -> None:
     outcome, events = runs["assessed"]
     page = tmp_path / "run.html"
     result = invoke("report", outcome["run_id"], "--store", str(runs["store"]), "-o", str(page))
@@ -247,7 +296,9 @@ def test_the_run_report_shows_each_candidates_assessment(runs: dict[str, Any], t
 # --------------------------------------------------------------------------- experiments
 
 
-def test_an_experiment_spec_asks_for_it_and_the_summary_reports_the_correlation(tmp_path: Path) -> None:
+def test_an_experiment_spec_asks_for_it_and_the_summary_reports_the_correlation(
+    tmp_path: Path,
+) -> None:
     spec = tmp_path / "spec.toml"
     spec.write_text(
         'name = "validity"\nprofile = "quick"\nseeds = 1\n\n'
@@ -287,15 +338,24 @@ def _cli(*args: str) -> list[str]:
 def _kill_after(store_dir: Path, kind: type[Event], count: int) -> str:
     """Start a Run with the option, SIGKILL its Host once ``count`` events of ``kind`` are
     recorded (each candidate's Assessment takes long enough to land inside it); its id."""
-    command = _cli("run", *RUN[:-4], "--seed", "3", "--assessment-episodes", "400", "--assess-candidates",
-                   "--store", str(store_dir))
+    command = _cli(
+        "run",
+        *RUN[:-4],
+        "--seed",
+        "3",
+        "--assessment-episodes",
+        "400",
+        "--assess-candidates",
+        "--store",
+        str(store_dir),
+    )
     host = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while host.poll() is None and time.monotonic() < deadline:
             if (store_dir / "events.db").exists():
                 with open_store(store_dir) as store:
-                    ids = [i.stream_id[len("run-"):] for i in store.events.streams("run-")]
+                    ids = [i.stream_id[len("run-") :] for i in store.events.streams("run-")]
                     if ids:
                         _, events = load_run(store, ids[0])
                         if len(of(events, kind)) >= count:
@@ -308,7 +368,7 @@ def _kill_after(store_dir: Path, kind: type[Event], count: int) -> str:
             host.kill()
             host.wait()
     with open_store(store_dir) as store:
-        (run_id,) = [i.stream_id[len("run-"):] for i in store.events.streams("run-")]
+        (run_id,) = [i.stream_id[len("run-") :] for i in store.events.streams("run-")]
         deadline = time.monotonic() + 10
         while host_alive(store, run_id) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -316,8 +376,13 @@ def _kill_after(store_dir: Path, kind: type[Event], count: int) -> str:
 
 
 def _resume(store_dir: Path, run_id: str, *, intact: bool = True) -> list[Event]:
-    done = subprocess.run(_cli("resume", run_id, "--store", str(store_dir)), capture_output=True, text=True,
-                          timeout=600, env={**os.environ})
+    done = subprocess.run(
+        _cli("resume", run_id, "--store", str(store_dir)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr
     with open_store(store_dir) as store:
         assert verify_store(store).ok is intact

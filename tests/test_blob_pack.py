@@ -36,23 +36,40 @@ def test_small_blobs_and_programs_go_to_the_pack_large_ones_to_files(tmp_path: P
         small = store.blobs.put(b"a small blob " * 10)
         large_bytes = os.urandom(PACK_MAX_BYTES + 1)  # does not compress: stays over the limit
         large = store.blobs.put(large_bytes)
-        program = Program.from_files({"policy.py": policy_source(0.5), "util/helpers.py": "X = 1\n"})
+        program = Program.from_files(
+            {"policy.py": policy_source(0.5), "util/helpers.py": "X = 1\n"}
+        )
         store.blobs.put_program(program)
         hexdigest = large.removeprefix("sha256:")
         assert [f for f in _files(store.blobs.root) if not f.startswith("pack.db-")] == [
-            "pack.db", f"sha256/{hexdigest[:2]}/{hexdigest[2:]}"
+            "pack.db",
+            f"sha256/{hexdigest[:2]}/{hexdigest[2:]}",
         ]
-        assert store.blobs.get(small) == b"a small blob " * 10 and store.blobs.get(large) == large_bytes
-        assert store.blobs.has(small) and store.blobs.has(large) and store.blobs.has_program(program.digest)
+        assert (
+            store.blobs.get(small) == b"a small blob " * 10
+            and store.blobs.get(large) == large_bytes
+        )
+        assert (
+            store.blobs.has(small)
+            and store.blobs.has(large)
+            and store.blobs.has_program(program.digest)
+        )
         assert store.blobs.size(small) == 130 and store.blobs.size(large) == len(large_bytes)
         assert store.blobs.get_program(program.digest) == program
         every = list(store.blobs.digests())
-        assert every == sorted(every) and {small, large} <= set(every) and len(every) == len(set(every))
+        assert (
+            every == sorted(every)
+            and {small, large} <= set(every)
+            and len(every) == len(set(every))
+        )
         assert list(store.blobs.program_digests()) == [program.digest]
         assert store.blobs.integrity_problems() == []
     # Reopened (and by a bare BlobStore over the directory, as older readers do): the same.
     for blobs in (BlobStore(tmp_path / "store" / "blobs"), open_store(tmp_path / "store").blobs):
-        assert blobs.get(small) == b"a small blob " * 10 and blobs.get_program(program.digest) == program
+        assert (
+            blobs.get(small) == b"a small blob " * 10
+            and blobs.get_program(program.digest) == program
+        )
         blobs.close()
 
 
@@ -89,7 +106,9 @@ def test_a_damaged_pack_is_an_integrity_problem(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["header", "garbage", "empty", "no programs table"])
-def test_record_verify_reports_a_damaged_pack_and_changes_nothing(tmp_path: Path, damage: str) -> None:
+def test_record_verify_reports_a_damaged_pack_and_changes_nothing(
+    tmp_path: Path, damage: str
+) -> None:
     """``record verify`` on a store whose pack is damaged says so, in its report, with exit
     status 1, never a traceback; and reading the store writes nothing into it."""
     root = tmp_path / "store"
@@ -118,12 +137,14 @@ def test_record_verify_reports_a_damaged_pack_and_changes_nothing(tmp_path: Path
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     said = done.stdout + done.stderr
-    assert ("blob pack" in said or "not in the store" in said or "missing" in said), said
+    assert "blob pack" in said or "not in the store" in said or "missing" in said, said
     after = {f: (root / f).read_bytes() for f in _files(root) if not f.endswith("-shm")}
     assert after == before
 
 
-def test_a_read_only_store_sees_blobs_its_writer_left_in_the_write_ahead_log(tmp_path: Path) -> None:
+def test_a_read_only_store_sees_blobs_its_writer_left_in_the_write_ahead_log(
+    tmp_path: Path,
+) -> None:
     """A Host that died without closing leaves its last packed blobs in pack.db-wal; opened
     read-only, the store still reads them (an immutable open would not see them)."""
     root = tmp_path / "100%41 store"  # a name a file: URI must escape
@@ -134,7 +155,9 @@ def test_a_read_only_store_sees_blobs_its_writer_left_in_the_write_ahead_log(tmp
         "print(store.blobs.put(b'left in the log ' * 20), flush=True)\n"
         "os._exit(0)\n"  # no close: no checkpoint
     )
-    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     digest = done.stdout.strip()
     wal = root / "blobs" / "pack.db-wal"
@@ -159,7 +182,9 @@ def _run(run_id: str, gain: float = 0.5) -> SynthRun:
     )
 
 
-def _export(store: Store, out: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict[str, Any]]:
+def _export(
+    store: Store, out: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> list[dict[str, Any]]:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     export(store, ["sft"], out, ExportOptions())
@@ -191,7 +216,9 @@ def test_a_store_written_before_the_pack_opens_verifies_replays_and_exports_the_
         report = verify_store(store)
         assert report.ok, report.problems
         assert verify_store(store, run_stream_id("beta")).ok
-        assert {r["run_id"] for r in _export(store, tmp_path / "out-both", monkeypatch, tmp_path)} == {"alpha", "beta"}
+        assert {
+            r["run_id"] for r in _export(store, tmp_path / "out-both", monkeypatch, tmp_path)
+        } == {"alpha", "beta"}
     # The same Run written with the pack exports the same rows.
     with open_store(tmp_path / "new", create=True) as store:
         write_run(store, _run("alpha"))

@@ -63,7 +63,10 @@ def test_benchmarks_check_passes(name: str) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["benchmark_id"] == name
-    assert {c["name"] for c in report["checks"]} >= {"replay determinism and close", "failures never win"}
+    assert {c["name"] for c in report["checks"]} >= {
+        "replay determinism and close",
+        "failures never win",
+    }
 
 
 @pytest.mark.parametrize(("name", "profile"), [(g, p) for g in GAMES for p in PROFILES[g]])
@@ -77,7 +80,11 @@ def test_the_failure_score_is_every_hand_lost_at_the_largest_loss() -> None:
     holdem = load_benchmark("holdem_limit", {"hands": "10"})
     assert leduc.spec.score_direction == "maximize" and leduc.spec.failure_score == -13.0 * 20
     assert holdem.spec.failure_score == -240.0 * 10
-    assert holdem.spec.environment_parameters == {"game": "holdem_limit", "profile": "rule", "hands": 10}
+    assert holdem.spec.environment_parameters == {
+        "game": "holdem_limit",
+        "profile": "rule",
+        "hands": 10,
+    }
     # Picklable for parallel evaluation, the same Benchmark on the other side.
     copy = pickle.loads(pickle.dumps(holdem))
     assert copy.spec == holdem.spec and catalog_entry(copy) == catalog_entry(holdem)
@@ -116,7 +123,11 @@ def test_an_episode_replays_identically_and_episodes_differ(name: str) -> None:
     summary = first[-1]
     assert summary["hands_played"] == 20 and len(summary["hands"]) == 20
     # The rewards add up to the match's chips, which the hands' results make.
-    assert sum(f[1] for f in first[1:-1]) == summary["chips"] == sum(h["result"] for h in summary["hands"])
+    assert (
+        sum(f[1] for f in first[1:-1])
+        == summary["chips"]
+        == sum(h["result"] for h in summary["hands"])
+    )
 
 
 @pytest.mark.parametrize("name", GAMES)
@@ -138,12 +149,16 @@ def test_a_one_hand_match_always_asks_the_policy(name: str) -> None:
                 break
         summary = env.summary()
         env.close()
-        assert observation["done"] is True and sum(rewards) == summary["chips"] == observation["chips"]
+        assert (
+            observation["done"] is True and sum(rewards) == summary["chips"] == observation["chips"]
+        )
         assert summary["hands_played"] == 1
 
 
 def test_the_same_episode_evaluated_twice_gives_identical_traces(evaluator: Evaluator) -> None:
-    first, second = (evaluate(evaluator, "holdem_limit", baseline("holdem_limit"), 2).records for _ in range(2))
+    first, second = (
+        evaluate(evaluator, "holdem_limit", baseline("holdem_limit"), 2).records for _ in range(2)
+    )
     for a, b in zip(first, second, strict=True):
         assert a.trace and a.steps == len(a.trace) > 20
         assert msgspec.json.encode([a.trace, a.summary, a.total_reward]) == msgspec.json.encode(
@@ -176,7 +191,9 @@ def test_the_opponents_cards_reach_the_policy_only_at_a_showdown(name: str) -> N
             for hand in observation["finished_hands"]:
                 if hand["showdown"]:
                     showdowns += 1
-                    assert hand["opponent_cards"] and all(c not in hand["my_cards"] for c in hand["opponent_cards"])
+                    assert hand["opponent_cards"] and all(
+                        c not in hand["my_cards"] for c in hand["opponent_cards"]
+                    )
                     if hand["hand"] in revealed:  # the cards shown are the ones the opponent held
                         assert hand["opponent_cards"] == revealed[hand["hand"]]
                 else:
@@ -199,12 +216,22 @@ def test_the_opponents_cards_reach_the_policy_only_at_a_showdown(name: str) -> N
 def test_the_baseline_beats_random_on_the_assessment_split_as_recorded(name: str) -> None:
     benchmark = CardGameBenchmark(name)
     figures = measure(benchmark)
-    assert figures["baseline"] > figures["random"] + 2 * figures["random_std"] / figures["episodes"] ** 0.5
+    assert (
+        figures["baseline"]
+        > figures["random"] + 2 * figures["random_std"] / figures["episodes"] ** 0.5
+    )
     entry = catalog_entry(benchmark)
     assert entry is not None and entry.family == "cards" and entry.reference is not None
     # What the catalog records is exactly this measurement (deterministic, same seeds).
-    assert (entry.reference.baseline, entry.reference.random) == (figures["baseline"], figures["random"])
-    assert (entry.reference.split, entry.reference.seed, entry.reference.episodes) == ("assessment", 0, 300)
+    assert (entry.reference.baseline, entry.reference.random) == (
+        figures["baseline"],
+        figures["random"],
+    )
+    assert (entry.reference.split, entry.reference.seed, entry.reference.episodes) == (
+        "assessment",
+        0,
+        300,
+    )
     assert benchmark.spec.metadata["reference_scores"] == figures
 
 
@@ -214,7 +241,10 @@ def test_in_process_measurement_matches_evaluate(evaluator: Evaluator, name: str
     for program in (baseline(name), RANDOM_DIR):
         result = evaluate(evaluator, name, program, 3)
         make_policy = load_policy(program)
-        ours = [play(benchmark, make_policy, e, policy_seed(benchmark, e)) for e in benchmark.plan("assessment", 0, 3)]
+        ours = [
+            play(benchmark, make_policy, e, policy_seed(benchmark, e))
+            for e in benchmark.plan("assessment", 0, 3)
+        ]
         assert [r.total_reward for r in result.records] == ours
         assert result.failures == 0
 
@@ -222,9 +252,14 @@ def test_in_process_measurement_matches_evaluate(evaluator: Evaluator, name: str
 # --- illegal actions --------------------------------------------------------------------------------
 
 
-def test_an_illegal_action_fails_the_episode_at_the_failure_score(evaluator: Evaluator, tmp_path: Path) -> None:
+def test_an_illegal_action_fails_the_episode_at_the_failure_score(
+    evaluator: Evaluator, tmp_path: Path
+) -> None:
     # Folding with nothing to call is not a legal action in OpenSpiel's poker.
-    folder = write_program(tmp_path / "fold", "class P:\n    def act(self, o):\n        return 0\n\ndef make_policy(c):\n    return P()\n")
+    folder = write_program(
+        tmp_path / "fold",
+        "class P:\n    def act(self, o):\n        return 0\n\ndef make_policy(c):\n    return P()\n",
+    )
     result = evaluate(evaluator, "leduc", folder, 2)
     assert [r.status for r in result.records] == ["invalid_action", "invalid_action"]
     assert "not legal here; legal: 1 (call), 2 (raise)" in (result.records[0].failure or "")
@@ -246,7 +281,12 @@ def test_feedback_has_round_summaries_and_a_bounded_replay(evaluator: Evaluator)
     assert len(content["episodes"]) == 4 and len(content["round_summaries"]) == 3
     for episode, record in zip(content["episodes"], result.records, strict=True):
         assert episode["return"] == record.total_reward and episode["length"] == record.steps
-        assert episode["termination"] == {1: "won", -1: "lost", 0: "even"}[(record.total_reward > 0) - (record.total_reward < 0)]
+        assert (
+            episode["termination"]
+            == {1: "won", -1: "lost", 0: "even"}[
+                (record.total_reward > 0) - (record.total_reward < 0)
+            ]
+        )
         assert episode["hands_played"] == 20 and episode["hands_won"] + episode["hands_lost"] <= 20
         assert episode["opponent_folds"] == 0  # a calling station never folds
     assert sum(content["terminations"].values()) == 4
@@ -255,7 +295,9 @@ def test_feedback_has_round_summaries_and_a_bounded_replay(evaluator: Evaluator)
     assert set(hand) >= {"hand", "seat", "cards", "board", "betting", "pot", "result"}
     shown = [h for s in content["round_summaries"] for h in s["hands"] if "opponent_cards" in h]
     assert shown and all(h["my_hand"] and h["opponent_hand"] for h in shown)
-    assert all(len(h["board"]) == 5 for h in shown)  # the calling station never folds: every showdown is on the river
+    assert all(
+        len(h["board"]) == 5 for h in shown
+    )  # the calling station never folds: every showdown is on the river
     for h in shown:  # the better hand took the pot
         mine, theirs = CATEGORIES.index(h["my_hand"]), CATEGORIES.index(h["opponent_hand"])
         if mine != theirs:
@@ -272,14 +314,19 @@ def test_feedback_without_summaries_reads_the_trace() -> None:
     benchmark = CardGameBenchmark("leduc")
     episode = benchmark.plan("train", 0, 1)[0]
     frames = _match("leduc", 0)
-    trace = [Step(action=1, reward=f[1], terminated=f[2], truncated=False, observation=f[0]) for f in frames[1:-1]]
+    trace = [
+        Step(action=1, reward=f[1], terminated=f[2], truncated=False, observation=f[0])
+        for f in frames[1:-1]
+    ]
     record = EpisodeRecord(
         spec=episode, policy_seed=1, status="ok", total_reward=float(frames[-1]["chips"]), steps=len(trace),
         initial_observation=frames[0], trace=trace,
     )  # fmt: skip
     content = benchmark.score([record]).content
     assert content["episodes"][0]["hands_played"] == 20
-    assert [h["result"] for h in content["round_summaries"][0]["hands"]] == [h["result"] for h in frames[-1]["hands"]]
+    assert [h["result"] for h in content["round_summaries"][0]["hands"]] == [
+        h["result"] for h in frames[-1]["hands"]
+    ]
 
 
 # --- profiles and bad input -----------------------------------------------------------------------------
@@ -291,14 +338,22 @@ def test_profiles_are_ordered_by_the_baselines_winnings() -> None:
         assert entry is not None and entry.profile == "rule"
         assert [p.name for p in entry.profiles] == list(PROFILES[name])
         assert [p.difficulty for p in entry.profiles] == list(range(len(PROFILES[name])))
-        winnings = [catalog_entry(load_benchmark(name, {"profile": p})).reference.baseline for p in PROFILES[name]]  # type: ignore[union-attr]
+        winnings = [
+            catalog_entry(load_benchmark(name, {"profile": p})).reference.baseline
+            for p in PROFILES[name]
+        ]  # type: ignore[union-attr]
         assert winnings == sorted(winnings, reverse=True)
-        digests = {load_benchmark(name, {"profile": p}).spec.environment_digest for p in PROFILES[name]}
+        digests = {
+            load_benchmark(name, {"profile": p}).spec.environment_digest for p in PROFILES[name]
+        }
         assert len(digests) == len(PROFILES[name])
 
 
 def test_bad_parameters_are_one_line_errors() -> None:
-    with pytest.raises(BenchmarkError, match=r"unknown profile 'nope' \(profiles, easiest first: calling, random, rule\)"):
+    with pytest.raises(
+        BenchmarkError,
+        match=r"unknown profile 'nope' \(profiles, easiest first: calling, random, rule\)",
+    ):
         load_benchmark("holdem_limit", {"profile": "nope"})
     with pytest.raises(BenchmarkError, match="hands must be an integer from 1 to 1000"):
         load_benchmark("leduc", {"hands": "0"})

@@ -138,7 +138,15 @@ def test_check_cartpole() -> None:
 
 def test_evaluate_baseline_json_hides_seeds() -> None:
     result = invoke(
-        "evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "2", "--jobs", "1", "--json"
+        "evaluate",
+        "baseline",
+        "--benchmark",
+        "cartpole",
+        "--episodes",
+        "2",
+        "--jobs",
+        "1",
+        "--json",
     )
     data = ok_json(result)
     assert isinstance(data, dict)
@@ -156,7 +164,9 @@ def test_evaluate_baseline_json_hides_seeds() -> None:
 
 
 def test_evaluate_directory_human_output(swing: Path) -> None:
-    result = invoke("evaluate", str(swing), "--benchmark", "cartpole", "--episodes", "2", "--jobs", "1")
+    result = invoke(
+        "evaluate", str(swing), "--benchmark", "cartpole", "--episodes", "2", "--jobs", "1"
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     for text in ("cartpole", "sha256:", "maximize", "containment", "episode"):
@@ -180,8 +190,17 @@ def test_evaluate_failing_episodes_exit_with_their_own_status(tmp_path: Path) ->
 
 def test_evaluate_gymnasium_family(swing: Path) -> None:
     result = invoke(
-        "evaluate", str(swing), "--benchmark", "gymnasium:CartPole-v1",
-        "--episodes", "2", "--jobs", "2", "--param", "max_episode_steps=50", "--json",
+        "evaluate",
+        str(swing),
+        "--benchmark",
+        "gymnasium:CartPole-v1",
+        "--episodes",
+        "2",
+        "--jobs",
+        "2",
+        "--param",
+        "max_episode_steps=50",
+        "--json",
     )
     data = ok_json(result)
     assert isinstance(data, dict)
@@ -193,15 +212,27 @@ def test_evaluate_gymnasium_family(swing: Path) -> None:
     ("args", "exit_code", "expected"),
     [
         (["evaluate", "{missing}", "--benchmark", "cartpole"], 1, "{missing}: cannot read"),
-        (["evaluate", "{empty}", "--benchmark", "cartpole"], 1, "{empty}: program has no policy.py"),
+        (
+            ["evaluate", "{empty}", "--benchmark", "cartpole"],
+            1,
+            "{empty}: program has no policy.py",
+        ),
         (["evaluate", "{linked}", "--benchmark", "cartpole"], 1, "symlinks are not allowed"),
         (["evaluate", "{swing}", "--benchmark", "nope"], 1, "unknown benchmark 'nope'"),
         (["evaluate", "{swing}", "--benchmark", "cartpole", "--split", "nope"], 1, "unknown split"),
         (["evaluate", "{swing}", "--benchmark", "cartpole", "--param", "oops"], 2, "key=value"),
-        (["evaluate", "{swing}", "--benchmark", "cartpole", "--param", "x=1"], 1, "invalid parameters"),
+        (
+            ["evaluate", "{swing}", "--benchmark", "cartpole", "--param", "x=1"],
+            1,
+            "invalid parameters",
+        ),
         (["evaluate", "{swing}", "--benchmark", "cartpole", "--jobs", "0"], 2, "--jobs"),
         (["evaluate", "{swing}"], 2, "--benchmark"),
-        (["evaluate", "baseline", "--benchmark", "gymnasium:CartPole-v1"], 1, "no packaged baseline"),
+        (
+            ["evaluate", "baseline", "--benchmark", "gymnasium:CartPole-v1"],
+            1,
+            "no packaged baseline",
+        ),
         (["evaluate", "baseline", "--benchmark", "gymnasium"], 1, "use gymnasium:<id>"),
         (["benchmarks", "show", "gymnasium:NoSuchEnv-v0"], 1, "NoSuchEnv-v0"),
         (["benchmarks", "check", "nope"], 1, "unknown benchmark"),
@@ -230,15 +261,41 @@ def test_console_script_and_module(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "evopolicy"
     env = {**os.environ, "COLUMNS": "120"}
     done = subprocess.run(
-        [str(script), "evaluate", "baseline", "--benchmark", "cartpole",
-         "--episodes", "1", "--jobs", "1", "--json"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        [
+            str(script),
+            "evaluate",
+            "baseline",
+            "--benchmark",
+            "cartpole",
+            "--episodes",
+            "1",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["feedback"]["score"] > 0
     failed = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "evaluate", str(tmp_path), "--benchmark", "cartpole"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "evaluate",
+            str(tmp_path),
+            "--benchmark",
+            "cartpole",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert failed.returncode == 1
     assert failed.stdout == ""

@@ -102,5 +102,7 @@ def test_effort_help_lists_the_levels_the_error_accepts() -> None:
     from evopolicygym.agents.providers import _EFFORTS
 
     run_help = _help("run")
-    listed = run_help.split("--effort LEVEL Reasoning effort (codex): ", 1)[1].split(" [default", 1)[0]
+    listed = run_help.split("--effort LEVEL Reasoning effort (codex): ", 1)[1].split(
+        " [default", 1
+    )[0]
     assert listed == ", ".join(_EFFORTS[:-1]) + f" or {_EFFORTS[-1]}"

@@ -15,10 +15,27 @@ from typing import Any
 import pytest
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
-SMALL = ["--budget", "4", "--validation-episodes", "2", "--max-candidates", "1", "--assessment-episodes", "2"]
+SMALL = [
+    "--budget",
+    "4",
+    "--validation-episodes",
+    "2",
+    "--max-candidates",
+    "1",
+    "--assessment-episodes",
+    "2",
+]
 
 # What some commands used to call these, before one name each.
-OLD_KEYS = {"benchmark", "name", "id", "terminal", "final_submission", "best_train_submission", "rejected_submissions"}
+OLD_KEYS = {
+    "benchmark",
+    "name",
+    "id",
+    "terminal",
+    "final_submission",
+    "best_train_submission",
+    "rejected_submissions",
+}
 
 
 def _json(*args: str) -> Any:
@@ -46,7 +63,9 @@ def test_the_run_is_told_with_the_same_keys_and_values(outputs: dict[str, Any]) 
     run = outputs["run"]
     assert run["benchmark_id"] == "cartpole"
     assert run["status"] == run["terminal_reason"] == "finished"
-    assert isinstance(run["final_submission_id"], int) and isinstance(run["best_submission_id"], int)
+    assert isinstance(run["final_submission_id"], int) and isinstance(
+        run["best_submission_id"], int
+    )
     assert run["rejections"] == 0
     assert outputs["resume"] == run  # a Run that has ended: resume tells its outcome again
     shared = {
@@ -77,7 +96,17 @@ def test_a_benchmark_is_benchmark_id_everywhere(tmp_path: Path) -> None:
     assert "cartpole" in listed
     shown = _json("benchmarks", "show", "cartpole", "--json")
     checked = _json("benchmarks", "check", "cartpole", "--json")
-    evaluated = _json("evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "1", "--jobs", "1", "--json")
+    evaluated = _json(
+        "evaluate",
+        "baseline",
+        "--benchmark",
+        "cartpole",
+        "--episodes",
+        "1",
+        "--jobs",
+        "1",
+        "--json",
+    )
     for view in (shown, checked, evaluated):
         assert view["benchmark_id"] == "cartpole"
         assert not OLD_KEYS & set(view)

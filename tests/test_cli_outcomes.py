@@ -23,7 +23,16 @@ from evopolicygym.cli import main
 from evopolicygym.cli.run import EXIT_AGENT, exit_status
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
-SMALL = ["--budget", "4", "--validation-episodes", "2", "--max-candidates", "1", "--assessment-episodes", "2"]
+SMALL = [
+    "--budget",
+    "4",
+    "--validation-episodes",
+    "2",
+    "--max-candidates",
+    "1",
+    "--assessment-episodes",
+    "2",
+]
 
 
 def _agent(tmp_path: Path, body: str) -> str:
@@ -45,7 +54,9 @@ def _agent(tmp_path: Path, body: str) -> str:
 def test_exit_status_by_terminal_reason() -> None:
     assert exit_status("finished") == 0
     assert {exit_status(r) for r in ("agent_failed", "agent_exited", "budget_exhausted")} == {3}
-    assert {exit_status(r) for r in ("evaluation_failed", "validation_failed", "assessment_failed")} == {4}
+    assert {
+        exit_status(r) for r in ("evaluation_failed", "validation_failed", "assessment_failed")
+    } == {4}
     assert exit_status("interrupted") == 130
 
 
@@ -53,8 +64,20 @@ def test_exit_status_by_terminal_reason() -> None:
 def test_a_run_whose_agent_fails_exits_non_zero(tmp_path: Path, as_json: bool) -> None:
     result = CliRunner().invoke(
         main,
-        ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", "false", *SMALL,
-         "--allow-uncontained-agent", "--store", str(tmp_path / "s"), *(["--json"] if as_json else [])],
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            "false",
+            *SMALL,
+            "--allow-uncontained-agent",
+            "--store",
+            str(tmp_path / "s"),
+            *(["--json"] if as_json else []),
+        ],
     )
     assert result.exit_code == EXIT_AGENT, result.output
     if as_json:
@@ -64,14 +87,22 @@ def test_a_run_whose_agent_fails_exits_non_zero(tmp_path: Path, as_json: bool) -
 def test_the_exit_statuses_are_documented() -> None:
     for command in ("run", "resume"):
         helped = CliRunner().invoke(main, [command, "--help"])
-        assert "Exit status:" in helped.output and "130" in helped.output and "agent_failed" in helped.output
+        assert (
+            "Exit status:" in helped.output
+            and "130" in helped.output
+            and "agent_failed" in helped.output
+        )
     helped = CliRunner().invoke(main, ["evaluate", "--help"])
     assert "every Episode failed" in helped.output
     docs = Path(__file__).parents[1] / "docs" / "reference" / "runs.md"
     reference = " ".join(docs.read_text().split())
-    for documented in ("| `0` | the Run finished", "| `3` | the Agent handed nothing off",
-                       "| `4` | a Host evaluation failed", "| `130` | interrupted",
-                       "`3` every Episode failed"):
+    for documented in (
+        "| `0` | the Run finished",
+        "| `3` | the Agent handed nothing off",
+        "| `4` | a Host evaluation failed",
+        "| `130` | interrupted",
+        "`3` every Episode failed",
+    ):
         assert documented in reference
 
 
@@ -80,8 +111,21 @@ def test_resuming_a_finished_run_says_there_was_nothing_to_resume(tmp_path: Path
     command = _agent(tmp_path, 'cli("submit", "--episodes", "0:2")\ncli("finish", "1")\n')
     runner = CliRunner()
     ran = runner.invoke(
-        main, ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
-               "--allow-uncontained-agent", "--store", store, "--json"],
+        main,
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            *SMALL,
+            "--allow-uncontained-agent",
+            "--store",
+            store,
+            "--json",
+        ],
     )
     assert ran.exit_code == 0, ran.output
     run_id = json.loads(ran.stdout)["run_id"]
@@ -108,11 +152,30 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
         """,
     )
     # As a user who typed `evopolicy` sees it (under `uv run` the hint says `uv run evopolicy`).
-    env = {**{k: v for k, v in os.environ.items() if k != "UV_RUN_RECURSION_DEPTH"}, "NO_COLOR": "1"}
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "UV_RUN_RECURSION_DEPTH"},
+        "NO_COLOR": "1",
+    }
     process = subprocess.Popen(
-        [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
-         "--allow-uncontained-agent", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        [
+            *CLI,
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            *SMALL,
+            "--allow-uncontained-agent",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
     )
     assert process.stderr is not None
     seen = []
@@ -128,7 +191,9 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     stderr = "".join(seen) + rest
     assert "Traceback" not in stderr, stderr
     lines = [line for line in stderr.splitlines() if "interrupted" in line]
-    assert len(lines) == 1 and lines[0].startswith("interrupted; resume with: evopolicy resume "), stderr
+    assert len(lines) == 1 and lines[0].startswith("interrupted; resume with: evopolicy resume "), (
+        stderr
+    )
     assert stderr.strip().splitlines()[-1] == lines[0]
     hint = lines[0].split(": ", 1)[1].split()
     assert hint[:2] == ["evopolicy", "resume"] and "--store" in hint
@@ -142,7 +207,9 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     assert not list((store / "runs").glob("*.workspace"))  # the temporary workspace is gone
 
 
-@pytest.mark.parametrize(("phase", "after"), [("validation", "agent exited"), ("assessment", "selected submission")])
+@pytest.mark.parametrize(
+    ("phase", "after"), [("validation", "agent exited"), ("assessment", "selected submission")]
+)
 def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_temporary_directory(
     tmp_path: Path, phase: str, after: str
 ) -> None:
@@ -151,12 +218,38 @@ def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_tempor
     temporary workspace nor the Host's private directory is left behind."""
     store = tmp_path / "store"
     command = _agent(tmp_path, 'cli("submit", "--episodes", "0:2")\nsys.exit(cli("finish", "1"))\n')
-    episodes = {"validation": "2", "assessment": "2", phase: "2000"}  # the phase interrupted is long
+    episodes = {
+        "validation": "2",
+        "assessment": "2",
+        phase: "2000",
+    }  # the phase interrupted is long
     process = subprocess.Popen(
-        [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
-         "--budget", "4", "--max-candidates", "1", "--validation-episodes", episodes["validation"],
-         "--assessment-episodes", episodes["assessment"], "--allow-uncontained-agent", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}, cwd=tmp_path,
+        [
+            *CLI,
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            "--budget",
+            "4",
+            "--max-candidates",
+            "1",
+            "--validation-episodes",
+            episodes["validation"],
+            "--assessment-episodes",
+            episodes["assessment"],
+            "--allow-uncontained-agent",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        cwd=tmp_path,
     )
     assert process.stderr is not None
     seen = []
@@ -167,7 +260,9 @@ def test_sigint_during_validation_or_assessment_is_one_line_and_leaves_no_tempor
     else:
         pytest.fail(f"the Run never reached its {phase}: {''.join(seen)}")
     # The Agent is gone: these policies are the phase's.
-    _sigint_once_ready(process, _episodes_started(3), "the Run", lambda: "".join(seen) + process.stderr.read())
+    _sigint_once_ready(
+        process, _episodes_started(3), "the Run", lambda: "".join(seen) + process.stderr.read()
+    )
     stderr = "".join(seen) + process.stderr.read()
     assert process.wait() == 130, stderr
     assert "Traceback" not in stderr, stderr
@@ -189,10 +284,32 @@ def test_sigint_while_a_submission_is_evaluated_stops_its_evaluation(tmp_path: P
     store = tmp_path / "store"
     command = _agent(tmp_path, 'cli("submit", "--episodes", "0:3000")\ntime.sleep(600)\n')
     process = subprocess.Popen(
-        [*CLI, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
-         "--budget", "3000", "--max-candidates", "1", "--validation-episodes", "2", "--assessment-episodes", "2",
-         "--allow-uncontained-agent", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"}, cwd=tmp_path,
+        [
+            *CLI,
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            "--budget",
+            "3000",
+            "--max-candidates",
+            "1",
+            "--validation-episodes",
+            "2",
+            "--assessment-episodes",
+            "2",
+            "--allow-uncontained-agent",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        cwd=tmp_path,
     )
     _sigint_once_ready(process, _episodes_started(3), "the Run")
     _, stderr = process.communicate()
@@ -203,11 +320,15 @@ def test_sigint_while_a_submission_is_evaluated_stops_its_evaluation(tmp_path: P
     hint = lines[-1].split(": ", 1)[1].split()
     shown = subprocess.run(
         [*CLI, "record", "show", hint[hint.index("resume") + 1], "--store", str(store), "--json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     run = json.loads(shown.stdout)
     assert run["status"] == "interrupted"
-    assert [(s["submission_id"], s["status"], s["score"]) for s in run["submissions"]] == [(1, "evaluating", None)]
+    assert [(s["submission_id"], s["status"], s["score"]) for s in run["submissions"]] == [
+        (1, "evaluating", None)
+    ]
 
 
 def _interrupted_evaluate(tmp_path: Path, jobs: int, when: str) -> tuple[int, str]:
@@ -217,18 +338,37 @@ def _interrupted_evaluate(tmp_path: Path, jobs: int, when: str) -> tuple[int, st
     Episodes are under way in every job). Returns its status and all of its stderr, which
     ends only once every process that inherited it (runners, fork server) has exited."""
     process = subprocess.Popen(
-        [*CLI, "evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "100000", "--jobs", str(jobs)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            *CLI,
+            "evaluate",
+            "baseline",
+            "--benchmark",
+            "cartpole",
+            "--episodes",
+            "100000",
+            "--jobs",
+            str(jobs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
-    _sigint_once_ready(process, _has_grandchild if when == "start-up" else _episodes_started(3), "evaluate")
+    _sigint_once_ready(
+        process, _has_grandchild if when == "start-up" else _episodes_started(3), "evaluate"
+    )
     _, stderr = process.communicate()
     # The Host's private directory (the fork server's socket, programs, scratch) is gone.
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"evopolicy-h{process.pid}-*"))
     return process.returncode, stderr
 
 
-@pytest.mark.parametrize(("jobs", "when"), [(1, "start-up"), (1, "episodes"), (2, "start-up"), (2, "episodes")])
-def test_sigint_stops_evaluate_without_a_worker_traceback(tmp_path: Path, jobs: int, when: str) -> None:
+@pytest.mark.parametrize(
+    ("jobs", "when"), [(1, "start-up"), (1, "episodes"), (2, "start-up"), (2, "episodes")]
+)
+def test_sigint_stops_evaluate_without_a_worker_traceback(
+    tmp_path: Path, jobs: int, when: str
+) -> None:
     """One "interrupted" line and status 130, nothing else ("Aborted!", a traceback) from the
     CLI or the processes that share its terminal: runners ignore Ctrl-C and end quietly when
     the Host closes or resets their channel mid-Episode; a fork server the Host stopped
@@ -246,15 +386,22 @@ def _loaded_numpy(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("command", [
-    ["evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "100000"],
-    ["run", "--benchmark", "cartpole", *SMALL, "--store", "store"],
-])
-def test_sigint_while_the_command_loads_is_the_same_one_line(tmp_path: Path, command: list[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "100000"],
+        ["run", "--benchmark", "cartpole", *SMALL, "--store", "store"],
+    ],
+)
+def test_sigint_while_the_command_loads_is_the_same_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
     """Ctrl-C while a command is still being loaded (NumPy, the Benchmarks) is not click's
     "Aborted!" and status 1: the command line says "interrupted" (and, where a Run was
     recorded, how to resume it) and exits 130, with no traceback."""
-    process = subprocess.Popen([*CLI, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    process = subprocess.Popen(
+        [*CLI, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
     _sigint_once_ready(process, _loaded_numpy, "the command", pause=0.001)
     _, stderr = process.communicate()
     lines = stderr.splitlines()
@@ -275,15 +422,20 @@ def _sigint_once_ready(
     all of its stderr), if it ends before."""
     while not ready(process.pid):
         if process.poll() is not None:
-            pytest.fail(f"{what} ended before the SIGINT: {output() if output else process.communicate()[1]}")
+            pytest.fail(
+                f"{what} ended before the SIGINT: {output() if output else process.communicate()[1]}"
+            )
         time.sleep(pause)
     process.send_signal(signal.SIGINT)
 
 
 def _children(pid: int) -> list[int]:
     try:
-        return [int(c) for t in os.listdir(f"/proc/{pid}/task")
-                for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]
+        return [
+            int(c)
+            for t in os.listdir(f"/proc/{pid}/task")
+            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
+        ]
     except OSError:
         return []
 
@@ -321,7 +473,9 @@ def _one_line_error(result: Result) -> str:
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    assert (
+        len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
+    ), result.output
     return lines[0]
 
 
@@ -346,9 +500,12 @@ def test_a_workspace_that_is_a_file_is_refused_before_the_run_is_recorded(tmp_pa
     file = tmp_path / "afile"
     file.write_text("mine")
     store = tmp_path / "s"
-    line = _one_line_error(CliRunner().invoke(
-        main, ["run", "--benchmark", "cartpole", "--workspace", str(file), "--store", str(store)]
-    ))
+    line = _one_line_error(
+        CliRunner().invoke(
+            main,
+            ["run", "--benchmark", "cartpole", "--workspace", str(file), "--store", str(store)],
+        )
+    )
     assert "--workspace" in line and "not a directory" in line
     assert not (store / "events.db").exists()  # no Run, interrupted or otherwise, was recorded
 
@@ -358,9 +515,20 @@ def test_a_workspace_holding_the_users_files_is_refused(tmp_path: Path) -> None:
     workspace.mkdir()
     (workspace / "notes.txt").write_text("keep")
     store = tmp_path / "s"
-    line = _one_line_error(CliRunner().invoke(
-        main, ["run", "--benchmark", "cartpole", "--workspace", str(workspace), "--store", str(store)]
-    ))
+    line = _one_line_error(
+        CliRunner().invoke(
+            main,
+            [
+                "run",
+                "--benchmark",
+                "cartpole",
+                "--workspace",
+                str(workspace),
+                "--store",
+                str(store),
+            ],
+        )
+    )
     assert "--workspace" in line and "notes.txt" in line
     assert sorted(p.name for p in workspace.iterdir()) == ["notes.txt"]
     assert not (store / "events.db").exists()
@@ -379,17 +547,33 @@ def test_a_parameter_the_environment_does_not_take_is_one_line(args: list[str]) 
     assert "--param foo=bar" in line and "'foo'" in line
 
 
-def test_run_refuses_a_parameter_the_environment_does_not_take_before_recording(tmp_path: Path) -> None:
+def test_run_refuses_a_parameter_the_environment_does_not_take_before_recording(
+    tmp_path: Path,
+) -> None:
     store = tmp_path / "s"
-    line = _one_line_error(CliRunner().invoke(
-        main, ["run", "--benchmark", "gymnasium:CartPole-v1", "--param", "foo=bar", "--store", str(store)]
-    ))
+    line = _one_line_error(
+        CliRunner().invoke(
+            main,
+            [
+                "run",
+                "--benchmark",
+                "gymnasium:CartPole-v1",
+                "--param",
+                "foo=bar",
+                "--store",
+                str(store),
+            ],
+        )
+    )
     assert "--param foo=bar" in line
     assert not (store / "events.db").exists()
 
 
 def test_a_budget_over_the_limit_is_a_usage_error_naming_the_option(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["run", "--benchmark", "cartpole", "--budget", "2000000", "--store", str(tmp_path / "s")])
+    result = CliRunner().invoke(
+        main,
+        ["run", "--benchmark", "cartpole", "--budget", "2000000", "--store", str(tmp_path / "s")],
+    )
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'--budget'" in lines[0] and "1000000" in lines[0]
@@ -397,7 +581,9 @@ def test_a_budget_over_the_limit_is_a_usage_error_naming_the_option(tmp_path: Pa
     assert "1<=x<=1000000" in " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
 
 
-@pytest.mark.parametrize(("source", "needle"), [("def make_policy(:\n", "does not compile"), (None, "no policy.py")])
+@pytest.mark.parametrize(
+    ("source", "needle"), [("def make_policy(:\n", "does not compile"), (None, "no policy.py")]
+)
 def test_an_initial_program_that_cannot_be_submitted_is_refused_before_the_run(
     tmp_path: Path, source: str | None, needle: str
 ) -> None:
@@ -408,9 +594,12 @@ def test_an_initial_program_that_cannot_be_submitted_is_refused_before_the_run(
     else:
         (program / "policy.py").write_text(source)
     store = tmp_path / "s"
-    line = _one_line_error(CliRunner().invoke(
-        main, ["run", "--benchmark", "cartpole", "--program", str(program), "--store", str(store)]
-    ))
+    line = _one_line_error(
+        CliRunner().invoke(
+            main,
+            ["run", "--benchmark", "cartpole", "--program", str(program), "--store", str(store)],
+        )
+    )
     assert "--program" in line and needle in line
     assert not (store / "events.db").exists()
 
@@ -418,18 +607,41 @@ def test_an_initial_program_that_cannot_be_submitted_is_refused_before_the_run(
 def test_an_export_matching_no_run_fails_without_a_load_hint(tmp_path: Path) -> None:
     store = str(tmp_path / "s")
     assert CliRunner().invoke(main, ["record", "--store", store, "create"]).exit_code == 0
-    result = CliRunner().invoke(main, ["export", "--format", "sft", "--store", store, "-o", str(tmp_path / "ds")])
+    result = CliRunner().invoke(
+        main, ["export", "--format", "sft", "--store", store, "-o", str(tmp_path / "ds")]
+    )
     line = _one_line_error(result)
     assert "no finished Run" in line and "load_dataset" not in result.output
 
 
-def test_the_chat_agent_is_checked_before_the_run_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_chat_agent_is_checked_before_the_run_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = tmp_path / "s"
     monkeypatch.delenv("EVOPOLICY_TEST_NO_SUCH_KEY", raising=False)
-    chat = ["run", "--benchmark", "cartpole", "--agent", "chat", "--model", "m", "--store", str(store)]
-    line = _one_line_error(CliRunner().invoke(
-        main, [*chat, "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "EVOPOLICY_TEST_NO_SUCH_KEY"]
-    ))
+    chat = [
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "chat",
+        "--model",
+        "m",
+        "--store",
+        str(store),
+    ]
+    line = _one_line_error(
+        CliRunner().invoke(
+            main,
+            [
+                *chat,
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--api-key-env",
+                "EVOPOLICY_TEST_NO_SUCH_KEY",
+            ],
+        )
+    )
     assert "--api-key-env EVOPOLICY_TEST_NO_SUCH_KEY" in line and "not set" in line
     line = _one_line_error(CliRunner().invoke(main, [*chat, "--base-url", "http://127.0.0.1:9/v1"]))
     assert "--base-url" in line and "does not answer" in line
@@ -440,8 +652,20 @@ def test_a_failed_agents_last_stderr_lines_are_printed_when_the_run_ends(tmp_pat
     command = _agent(tmp_path, 'print("boom: no model configured", file=sys.stderr)\nsys.exit(3)\n')
     result = CliRunner().invoke(
         main,
-        ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
-         "--allow-uncontained-agent", "--store", str(tmp_path / "s"), "--json"],
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            *SMALL,
+            "--allow-uncontained-agent",
+            "--store",
+            str(tmp_path / "s"),
+            "--json",
+        ],
     )
     assert result.exit_code == EXIT_AGENT, result.output
     assert json.loads(result.stdout)["status"] == "agent_failed"

@@ -183,9 +183,7 @@ def _hints(recorded: Recorded) -> list[str]:
     under "What next:", all on stdout."""
     stdout = recorded.stdout
     replay = [
-        line.split(": ", 1)[1]
-        for line in stdout.splitlines()
-        if line.startswith("replay it: ")
+        line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("replay it: ")
     ]
     after = stdout.split("\nWhat next:\n", 1)[1].splitlines()
     return replay + [line.strip() for line in after if line.startswith("    ")]

@@ -1715,12 +1715,16 @@ class Model:
                         split=config.validation.split,
                         episodes=config.validation.episodes_per_candidate,
                         seed=SEEDS["validation"],
-                        handoff=None if self.legacy else ("agent" if self.finish is not None else "host"),
+                        handoff=None
+                        if self.legacy
+                        else ("agent" if self.finish is not None else "host"),
                     )
                 ]
             case RecordReference():
                 assert events == [
-                    ReferenceValidated(program_digest=P0, score=command.score, failures=command.failures)
+                    ReferenceValidated(
+                        program_digest=P0, score=command.score, failures=command.failures
+                    )
                 ]
                 self.reference = (command.score, command.failures)
             case RecordCandidate():
@@ -1796,7 +1800,9 @@ class Model:
                         validation_score=self.selected_score if self.validation_on else None,
                         assessment_score=self.assessment_score,
                         handoff=None if self.legacy else self.handoff(),  # type: ignore[arg-type]
-                        reference_score=None if self.legacy or self.reference is None else self.reference[0],
+                        reference_score=None
+                        if self.legacy or self.reference is None
+                        else self.reference[0],
                         improved=None if self.legacy else self.improved(),
                     )
                 ]
@@ -1986,7 +1992,9 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
     if not (model.reference_due and not model.validated):
         bad.append(ReferenceValidated(program_digest=P0, score=1.0, failures=0))
     else:
-        bad.append(ReferenceValidated(program_digest=DA, score=1.0, failures=0))  # not the initial one
+        bad.append(
+            ReferenceValidated(program_digest=DA, score=1.0, failures=0)
+        )  # not the initial one
         if model.candidates:  # no candidate before the reference (rules 2)
             bad.append(CandidateValidated(submission_id=model.candidates[0], score=1.0, failures=0))
     if model.assessment != "running":
@@ -2392,7 +2400,9 @@ class DeciderMachine(RuleBasedStateMachine):
         assert isinstance(step, expected[phase]), (step, phase)
         if isinstance(step, Validate):
             assert list(step.candidates) == (model.candidates or model.nominated())
-            assert step.reference == (model.validation_on and not model.legacy and model.reference is None)
+            assert step.reference == (
+                model.validation_on and not model.legacy and model.reference is None
+            )
         assert state.reference_score == (None if model.reference is None else model.reference[0])
         if isinstance(step, Evaluate):
             assert step.indices == model.subs[-1].indices

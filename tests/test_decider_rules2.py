@@ -85,7 +85,11 @@ def test_host_nomination_is_asked_for_and_says_so() -> None:
     run.accept(CompleteAssessment(score=2.5, failures=0))
     done = run.finished()
     # A program, but the Agent handed nothing off: budget spent, handoff by the Host.
-    assert (done.reason, done.handoff, done.final_submission_id) == ("budget_exhausted", "host", high)
+    assert (done.reason, done.handoff, done.final_submission_id) == (
+        "budget_exhausted",
+        "host",
+        high,
+    )
     assert (done.reference_score, done.improved) == (2.0, True)
 
 
@@ -163,7 +167,9 @@ def test_the_agent_may_say_which_submission_it_edited() -> None:
     # The parent is what the Agent named (Submission 1), not the previous Submission (DB).
     assert (started.parent_submission_id, started.parent_program_digest) == (first, DA)
     run.complete()
-    (from_initial,) = run.accept(Submit(request_id="q", selector="6:8", program_digest=DB, parent=0))
+    (from_initial,) = run.accept(
+        Submit(request_id="q", selector="6:8", program_digest=DB, parent=0)
+    )
     assert isinstance(from_initial, EvaluationStarted)
     assert (from_initial.parent_submission_id, from_initial.parent_program_digest) == (0, P0)
     run.complete()

@@ -61,14 +61,23 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
     CLOSED.clear()
     run(evaluator, GOOD, episodes=2)
     run(evaluator, "raise RuntimeError('at import')", episodes=2)
-    run(evaluator, "class P:\n    def act(self, o):\n        return 7\ndef make_policy(c):\n    return P()", episodes=1)
+    run(
+        evaluator,
+        "class P:\n    def act(self, o):\n        return 7\ndef make_policy(c):\n    return P()",
+        episodes=1,
+    )
     assert len(CLOSED) == 5
 
 
 @pytest.mark.parametrize(
     ("name", "source", "status", "needle"),
     [
-        ("exception at import", "raise RuntimeError('boom at import')", "exception", "boom at import"),
+        (
+            "exception at import",
+            "raise RuntimeError('boom at import')",
+            "exception",
+            "boom at import",
+        ),
         (
             "exception in act",
             "class P:\n    def act(self, o):\n        raise ValueError('bad act')\ndef make_policy(c):\n    return P()",
@@ -83,7 +92,12 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
             "timeout",
             "deadline",
         ),
-        ("sleep at start-up", "import time\ntime.sleep(60)\ndef make_policy(c):\n    return None", "timeout", "deadline"),
+        (
+            "sleep at start-up",
+            "import time\ntime.sleep(60)\ndef make_policy(c):\n    return None",
+            "timeout",
+            "deadline",
+        ),
         (
             "os._exit",
             "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\ndef make_policy(c):\n    return P()",
@@ -131,7 +145,9 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
     ],
 )
 @pytest.mark.timeout(60)  # a hang guard, not a speed claim: each case ends within its deadline
-def test_hostile_policies_are_classified(evaluator: Evaluator, name: str, source: str, status: str, needle: str) -> None:
+def test_hostile_policies_are_classified(
+    evaluator: Evaluator, name: str, source: str, status: str, needle: str
+) -> None:
     result = run(evaluator, source, episodes=1, timeout=1.5, memory_mb=256)
     episode = result.episodes[0]
     assert episode.status == status, (name, episode)
@@ -274,13 +290,17 @@ def test_policy_randomness_is_seeded_per_episode(evaluator: Evaluator) -> None:
 @pytest.mark.parametrize("fail_on", ["make", "step", "score"])
 def test_trusted_faults_abort_the_evaluation(evaluator: Evaluator, fail_on: str) -> None:
     with pytest.raises(EvaluationError):
-        evaluator.evaluate(program(GOOD), CounterBenchmark(fail_on=fail_on), EvaluationConfig(episodes=2, jobs=1))
+        evaluator.evaluate(
+            program(GOOD), CounterBenchmark(fail_on=fail_on), EvaluationConfig(episodes=2, jobs=1)
+        )
     assert run(evaluator, GOOD, episodes=1).episodes[0].status == "ok"
 
 
 def test_trusted_fault_in_a_runner_process(evaluator: Evaluator) -> None:
     with pytest.raises(EvaluationError, match="physics exploded"):
-        evaluator.evaluate(program(GOOD), CounterBenchmark(fail_on="step"), EvaluationConfig(episodes=4, jobs=2))
+        evaluator.evaluate(
+            program(GOOD), CounterBenchmark(fail_on="step"), EvaluationConfig(episodes=4, jobs=2)
+        )
 
 
 def test_program_without_policy_is_refused(evaluator: Evaluator) -> None:
@@ -382,7 +402,10 @@ def test_policy_sees_only_its_program_and_scratch(evaluator: Evaluator, tmp_path
     [
         (GOOD, "ok"),
         ("raise RuntimeError('at import')", "exception"),
-        ("class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()", "timeout"),
+        (
+            "class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()",
+            "timeout",
+        ),
         (
             "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\ndef make_policy(c):\n    return P()",
             "resource_limit",
@@ -393,7 +416,9 @@ def test_process_group_fallback(monkeypatch: pytest.MonkeyPatch, source: str, st
     # Where namespaces are unavailable (no privileges), the weaker level must still classify.
     monkeypatch.setenv("EVOPOLICY_CONTAINMENT", "process-group")
     with Evaluator() as fallback:
-        config = EvaluationConfig(episodes=1, jobs=1, episode_timeout=1.5, limits=ResourceLimits(memory_mb=256))
+        config = EvaluationConfig(
+            episodes=1, jobs=1, episode_timeout=1.5, limits=ResourceLimits(memory_mb=256)
+        )
         result = fallback.evaluate(program(source), CounterBenchmark(), config)
     assert result.containment == "process-group"
     assert result.episodes[0].status == status, result.episodes[0]
@@ -475,7 +500,9 @@ def _kill_host_then_count(tests: str, env: dict[str, str]) -> None:
     import subprocess
     import sys
 
-    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE, env=env)
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE, env=env
+    )
     assert host.stdout is not None
     assert host.stdout.readline().strip() == b"started"
     # Wait until the fork server, two runners and busy policies exist.
@@ -523,7 +550,9 @@ def make_policy(c):
 
 @pytest.mark.parametrize(("name", "source"), [("drip", DRIP), ("not reading", NOT_READING)])
 @pytest.mark.timeout(30)  # a hang guard: without the deadline on every wait these never end
-def test_a_policy_cannot_stall_the_host_past_the_deadline(evaluator: Evaluator, name: str, source: str) -> None:
+def test_a_policy_cannot_stall_the_host_past_the_deadline(
+    evaluator: Evaluator, name: str, source: str
+) -> None:
     config = EvaluationConfig(episodes=1, jobs=1, episode_timeout=1.0)
     result = evaluator.evaluate(program(source), CounterBenchmark(horizon=10_000_000), config)
     assert result.episodes[0].status == "timeout", (name, result.episodes[0])
@@ -601,7 +630,9 @@ def make_policy(c):
     return None
 """
     with Evaluator() as fresh:
-        result = fresh.evaluate(program(source), CounterBenchmark(), EvaluationConfig(episodes=1, jobs=1))
+        result = fresh.evaluate(
+            program(source), CounterBenchmark(), EvaluationConfig(episodes=1, jobs=1)
+        )
     assert result.episodes[0].status == "protocol_error", result.episodes[0].failure
 
 
@@ -624,7 +655,9 @@ def make_policy(c):
     result = run(evaluator, source, episodes=3)
     if result.containment != "namespaces":
         pytest.skip("needs namespaces")
-    assert [e.status for e in result.episodes] == ["protocol_error"] * 3, [e.failure for e in result.episodes]
+    assert [e.status for e in result.episodes] == ["protocol_error"] * 3, [
+        e.failure for e in result.episodes
+    ]
 
 
 def test_tempfile_works_in_the_jail(evaluator: Evaluator) -> None:
@@ -655,10 +688,13 @@ def make_policy(c):
 
 
 def test_a_policy_that_patches_exit_is_still_stopped(evaluator: Evaluator) -> None:
-    source = """
+    source = (
+        """
 import os, time
 os._exit = lambda code: time.sleep(3600)
-""" + GOOD
+"""
+        + GOOD
+    )
     evaluator.evaluate(program(source), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=1))
     server = evaluator.fork_server.server_pid
     deadline = time.monotonic() + 3
@@ -669,20 +705,30 @@ os._exit = lambda code: time.sleep(3600)
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"episode_timeout": float("inf")}, {"episode_timeout": 0}, {"jobs": 0}, {"episodes": -1}, {"trace_steps": -1}],
+    [
+        {"episode_timeout": float("inf")},
+        {"episode_timeout": 0},
+        {"jobs": 0},
+        {"episodes": -1},
+        {"trace_steps": -1},
+    ],
 )
 def test_bad_configs_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         EvaluationConfig(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [{"memory_mb": -5}, {"max_file_mb": 0}, {"max_processes": 0}, {"cpu_seconds": 0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"memory_mb": -5}, {"max_file_mb": 0}, {"max_processes": 0}, {"cpu_seconds": 0}]
+)
 def test_bad_limits_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         ResourceLimits(**kwargs)
 
 
-def test_abandoned_host_directories_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_abandoned_host_directories_are_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The fork server's directory is in its Host's private one; a SIGKILLed Host leaves
     that behind, and the next Host removes it (a live process's stays)."""
     import tempfile
@@ -718,14 +764,20 @@ def test_an_evaluator_first_used_from_a_thread_that_exits_keeps_working() -> Non
 
         def evaluate_once() -> None:
             results.append(
-                evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2))
+                evaluator.evaluate(
+                    program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2)
+                )
             )
 
         for _ in range(2):  # the second thread finds what the first one started
             worker = threading.Thread(target=evaluate_once)
             worker.start()
             worker.join()
-        results.append(evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2)))
+        results.append(
+            evaluator.evaluate(
+                program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=2, jobs=2)
+            )
+        )
     assert len(results) == 3
     assert all([e.status for e in r.episodes] == ["ok", "ok"] for r in results)
 
@@ -777,7 +829,9 @@ def test_a_policy_that_reaches_the_fork_server_socket_is_turned_away(
         monkeypatch.setattr(hostdirs, "_bases", {})
         with Evaluator() as own:
             config = EvaluationConfig(episodes=2, jobs=1, episode_timeout=10.0)
-            hunted = own.evaluate(program(FORK_SERVER_HUNT.format(temp=temp)), CounterBenchmark(), config)
+            hunted = own.evaluate(
+                program(FORK_SERVER_HUNT.format(temp=temp)), CounterBenchmark(), config
+            )
             after = own.evaluate(program(GOOD), CounterBenchmark(), config)
     finally:
         hostdirs.remove_tree(temp)

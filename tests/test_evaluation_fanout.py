@@ -30,7 +30,11 @@ def make_policy(c):
 
 def _exact(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return {"dtype": value.dtype.str, "shape": list(value.shape), "bytes": value.tobytes().hex()}
+        return {
+            "dtype": value.dtype.str,
+            "shape": list(value.shape),
+            "bytes": value.tobytes().hex(),
+        }
     if isinstance(value, np.generic):
         return {"dtype": value.dtype.str, "bytes": value.tobytes().hex()}
     raise TypeError(type(value))
@@ -38,7 +42,9 @@ def _exact(value: Any) -> Any:
 
 def untimed(result: EvaluationResult) -> bytes:
     """The records, every value's bytes and type included, their wall times left out."""
-    return msgspec.json.encode([msgspec.structs.replace(r, duration_s=0.0) for r in result.records], enc_hook=_exact)
+    return msgspec.json.encode(
+        [msgspec.structs.replace(r, duration_s=0.0) for r in result.records], enc_hook=_exact
+    )
 
 
 def test_records_are_the_same_for_one_and_two_jobs_warm_and_one_shot() -> None:
@@ -46,7 +52,10 @@ def test_records_are_the_same_for_one_and_two_jobs_warm_and_one_shot() -> None:
     config = EvaluationConfig(episodes=7, seed=4, trace_steps=1000)
     with Evaluator() as evaluator:
         one = evaluator.evaluate(prog, cartpole(), msgspec.structs.replace(config, jobs=1))
-        warm = [evaluator.evaluate(prog, cartpole(), msgspec.structs.replace(config, jobs=2)) for _ in range(2)]
+        warm = [
+            evaluator.evaluate(prog, cartpole(), msgspec.structs.replace(config, jobs=2))
+            for _ in range(2)
+        ]
     fresh = evaluate(prog, cartpole(), msgspec.structs.replace(config, jobs=2))
     expected = untimed(one)
     assert len({r.total_reward for r in one.records}) > 1
@@ -60,7 +69,9 @@ def test_records_are_the_same_for_one_and_two_jobs_warm_and_one_shot() -> None:
 def test_two_jobs_with_one_episode_and_many() -> None:
     with Evaluator() as evaluator:
         for episodes in (1, 2, 9):
-            result = evaluator.evaluate(program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=episodes, jobs=2))
+            result = evaluator.evaluate(
+                program(GOOD), CounterBenchmark(), EvaluationConfig(episodes=episodes, jobs=2)
+            )
             assert [e.index for e in result.episodes] == list(range(episodes))
             assert all(e.status == "ok" for e in result.episodes)
 

@@ -32,7 +32,9 @@ def test_help_lists_the_commands_and_documents_exit_statuses() -> None:
     for name in ("run", "status", "list"):
         assert f"  {name} " in listed.stdout
     helped = _cli("experiment", "run", "--help")
-    assert "Exit status:" in helped.stdout and "130" in helped.stdout and "--retries" in helped.stdout
+    assert (
+        "Exit status:" in helped.stdout and "130" in helped.stdout and "--retries" in helped.stdout
+    )
 
 
 @pytest.fixture
@@ -42,8 +44,17 @@ def paths(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "dir").mkdir()
     with open_store(tmp_path / "store", create=True):
         pass
-    return {k: str(tmp_path / v) for k, v in
-            {"spec": "spec.toml", "bad": "bad.toml", "dir": "dir", "store": "store", "missing": "missing", "fresh": "fresh"}.items()}
+    return {
+        k: str(tmp_path / v)
+        for k, v in {
+            "spec": "spec.toml",
+            "bad": "bad.toml",
+            "dir": "dir",
+            "store": "store",
+            "missing": "missing",
+            "fresh": "fresh",
+        }.items()
+    }
 
 
 ROWS = [
@@ -60,7 +71,9 @@ ROWS = [
 
 
 @pytest.mark.parametrize(("args", "says"), ROWS, ids=[" ".join(a[:2]) for a, _ in ROWS])
-def test_bad_input_is_one_line_and_records_nothing(paths: dict[str, str], args: tuple[str, ...], says: str) -> None:
+def test_bad_input_is_one_line_and_records_nothing(
+    paths: dict[str, str], args: tuple[str, ...], says: str
+) -> None:
     done = _cli("experiment", *(a.format(**paths) for a in args))
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
@@ -93,7 +106,9 @@ def test_summary_is_a_subcommand_once_its_module_exists() -> None:
     assert (experiment.get_command(ctx, "summary") is not None) is present
 
 
-def test_the_same_name_with_another_matrix_is_refused(paths: dict[str, str], tmp_path: Path) -> None:
+def test_the_same_name_with_another_matrix_is_refused(
+    paths: dict[str, str], tmp_path: Path
+) -> None:
     from evopolicygym.experiments.spec import load_spec, resolve
     from evopolicygym.records.events import new_event
     from evopolicygym.records.experiments import experiment_stream_id
@@ -103,19 +118,31 @@ def test_the_same_name_with_another_matrix_is_refused(paths: dict[str, str], tmp
         store.events.append(experiment_stream_id("t"), [new_event(created, "t/created")], 0)
     changed = tmp_path / "changed.toml"
     changed.write_text(SPEC.replace('name = "t"', 'name = "t"\nseeds = 2'))
-    done = _cli("experiment", "run", str(changed), "--store", paths["store"], "--allow-uncontained-agent")
+    done = _cli(
+        "experiment", "run", str(changed), "--store", paths["store"], "--allow-uncontained-agent"
+    )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: experiment 't' exists in this store with another matrix (1 cell, profile quick)")
+    assert done.stderr.startswith(
+        "error: experiment 't' exists in this store with another matrix (1 cell, profile quick)"
+    )
     assert len(done.stderr.strip().splitlines()) == 1
     with open_store(paths["store"]) as store:
         assert [i.stream_id for i in store.events.streams()] == ["experiment-t"]  # no Run was made
 
 
-def test_paths_that_are_not_utf8_are_refused_before_a_store_is_made(paths: dict[str, str], tmp_path: Path) -> None:
+def test_paths_that_are_not_utf8_are_refused_before_a_store_is_made(
+    paths: dict[str, str], tmp_path: Path
+) -> None:
     for args in ([paths["spec"], "--store", b"\xff\xfe"], [b"\xff\xfe", "--store", paths["fresh"]]):
-        done = subprocess.run([*CLI, "experiment", "run", *args], capture_output=True, timeout=120, cwd=tmp_path)
+        done = subprocess.run(
+            [*CLI, "experiment", "run", *args], capture_output=True, timeout=120, cwd=tmp_path
+        )
         lines = done.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: not valid UTF-8"), lines
+        assert (
+            done.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith("error: not valid UTF-8")
+        ), lines
     assert not Path(paths["fresh"]).exists() and not (tmp_path / "\udcff\udcfe").exists()
 
 
@@ -129,7 +156,14 @@ def test_one_runner_per_experiment(paths: dict[str, str]) -> None:
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        done = _cli("experiment", "run", paths["spec"], "--store", paths["store"], "--allow-uncontained-agent")
+        done = _cli(
+            "experiment",
+            "run",
+            paths["spec"],
+            "--store",
+            paths["store"],
+            "--allow-uncontained-agent",
+        )
     finally:
         os.close(fd)
     assert done.returncode == 1

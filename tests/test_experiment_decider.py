@@ -24,9 +24,13 @@ def test_examples() -> None:
     assigned = [Attempt("r1", 1)]
     assert next_step(assigned, RunFacts(exists=False), 1) == Step("create", 1, "r1")
     assert next_step(assigned, RunFacts(exists=True), 1) == Step("carry", 1, "r1")
-    assert next_step(assigned, RunFacts(True, "agent_failed"), 1) == Step("record_end", 1, "r1", "agent_failed")
+    assert next_step(assigned, RunFacts(True, "agent_failed"), 1) == Step(
+        "record_end", 1, "r1", "agent_failed"
+    )
     assert next_step([Attempt("r1", 1, "finished")], None, 1) == Step("done", 1, "r1", "finished")
-    assert next_step([Attempt("r1", 1, "budget_exhausted")], None, 0) == Step("done", 1, "r1", "budget_exhausted")
+    assert next_step([Attempt("r1", 1, "budget_exhausted")], None, 0) == Step(
+        "done", 1, "r1", "budget_exhausted"
+    )
     assert next_step([Attempt("r1", 1, "agent_exited")], None, 5).kind == "done"
     failed = [Attempt("r1", 1, "evaluation_failed", retryable=True)]
     assert next_step(failed, None, 1) == Step("assign", 2)
@@ -54,7 +58,9 @@ class World:
         return RunFacts(exists=run_id in self.runs, terminal_reason=self.runs.get(run_id))
 
 
-def drive(outcomes: list[str], retries: int, crashes: list[bool], stalls: list[bool]) -> tuple[World, Step]:
+def drive(
+    outcomes: list[str], retries: int, crashes: list[bool], stalls: list[bool]
+) -> tuple[World, Step]:
     """Drive one cell to its end. ``outcomes``: how successive Runs end; ``crashes``: whether
     the process dies between the two writes of an assign (CellRunAssigned, then the Run);
     ``stalls``: whether a carry is interrupted (the Run goes on at the next carry)."""
@@ -81,7 +87,9 @@ def drive(outcomes: list[str], retries: int, crashes: list[bool], stalls: list[b
         elif step.kind == "record_end":
             last = world.attempts[-1]
             assert step.outcome is not None and world.runs[last.run_id] == step.outcome
-            world.attempts[-1] = Attempt(last.run_id, last.attempt, step.outcome, step.outcome in RETRYABLE)
+            world.attempts[-1] = Attempt(
+                last.run_id, last.attempt, step.outcome, step.outcome in RETRYABLE
+            )
     raise AssertionError("the cell never settled")
 
 
@@ -97,7 +105,9 @@ def test_crashes_change_nothing_and_retries_follow_faults(
 ) -> None:
     world, step = drive(outcomes, retries, crashes, stalls)
     calm, calm_step = drive(outcomes, retries, [], [])
-    assert [(a.attempt, a.outcome) for a in world.attempts] == [(a.attempt, a.outcome) for a in calm.attempts]
+    assert [(a.attempt, a.outcome) for a in world.attempts] == [
+        (a.attempt, a.outcome) for a in calm.attempts
+    ]
     assert (step.kind, step.outcome) == (calm_step.kind, calm_step.outcome)
     # No orphan: every Run is named by an attempt, and each attempt's Run exists.
     assert set(world.runs) == {a.run_id for a in world.attempts}

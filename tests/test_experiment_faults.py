@@ -67,7 +67,17 @@ def _spec(tmp_path: Path, text: str = TINY) -> Path:
 
 
 def _command(spec: Path, store: Path, *extra: str) -> list[str]:
-    return [*CLI, "experiment", "run", str(spec), "--store", str(store), "--allow-uncontained-agent", "--json", *extra]
+    return [
+        *CLI,
+        "experiment",
+        "run",
+        str(spec),
+        "--store",
+        str(store),
+        "--allow-uncontained-agent",
+        "--json",
+        *extra,
+    ]
 
 
 def _stream_types(store: Path, experiment_id: str) -> list[str]:
@@ -88,7 +98,9 @@ def check_consistent(store: Path, experiment_id: str) -> None:
         assert sorted(r.cell_id for r in current) == sorted(c.cell_id for c in record.cells)
         named = {r.run_id for r in runs}
         streams = {run_id_of(info.stream_id) for info in events.streams("run-")}
-        assert streams == named, f"Runs no cell names: {streams - named}; cells' Runs never made: {named - streams}"
+        assert streams == named, (
+            f"Runs no cell names: {streams - named}; cells' Runs never made: {named - streams}"
+        )
         for cell_id, attempts in record.attempts.items():
             assert [a.attempt for a in attempts] == list(range(1, len(attempts) + 1)), cell_id
             assert all(a.ended is not None for a in attempts), cell_id
@@ -100,7 +112,12 @@ def check_consistent(store: Path, experiment_id: str) -> None:
             episodes = sum(len(s.indices) for s in summary.submissions.values())
             assert summary.budget_used == episodes, cell_run.run_id
         assert all(r.outcome in OUTCOMES for r in current)
-    verify = subprocess.run([*CLI, "record", "verify", "--store", str(store)], capture_output=True, text=True, timeout=TIMEOUT)
+    verify = subprocess.run(
+        [*CLI, "record", "verify", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
@@ -121,7 +138,9 @@ def test_sigkill_mid_experiment_then_rerun_finishes_every_cell_once(
 ) -> None:
     spec, store = _spec(tmp_path), tmp_path / "store"
     command = _command(spec, store, "--max-runs", "2")
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
@@ -148,20 +167,30 @@ def test_sigkill_mid_experiment_then_rerun_finishes_every_cell_once(
     assert outcome["runs_started"] <= 6 - types.count("CellRunEnded")  # ended cells were skipped
     check_consistent(store, "tiny")
     with open_store(store) as opened:
-        assert all(r.attempt == 1 for r in experiment_runs(opened.events, "tiny"))  # nothing retried
+        assert all(
+            r.attempt == 1 for r in experiment_runs(opened.events, "tiny")
+        )  # nothing retried
     again = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0 and json.loads(again.stdout)["runs_started"] == 0
 
 
 def test_a_cell_assigned_a_run_never_created_gets_that_run(tmp_path: Path) -> None:
     """The window between CellRunAssigned and the Run's creation, entered on purpose."""
-    spec, store = _spec(tmp_path, TINY.replace("seeds = 3", "seeds = 1").replace('[[benchmarks]]\nid = "acrobot"\n', "")), tmp_path / "store"
+    spec, store = (
+        _spec(
+            tmp_path,
+            TINY.replace("seeds = 3", "seeds = 1").replace('[[benchmarks]]\nid = "acrobot"\n', ""),
+        ),
+        tmp_path / "store",
+    )
     created = resolve(load_spec(spec), spec.parent)
     assert isinstance(created, ExperimentCreated) and len(created.cells) == 1
     stream = experiment_stream_id("tiny")
     with open_store(store, create=True) as opened:
         opened.events.append(stream, [new_event(created, f"{stream}/created")], 0)
-        assigned = CellRunAssigned(cell_id=created.cells[0].cell_id, run_id="planted-run", attempt=1)
+        assigned = CellRunAssigned(
+            cell_id=created.cells[0].cell_id, run_id="planted-run", attempt=1
+        )
         opened.events.append(stream, [new_event(assigned, "planted")], 1)
     ran = subprocess.run(_command(spec, store), capture_output=True, text=True, timeout=TIMEOUT)
     assert ran.returncode == 0, ran.stderr
@@ -177,7 +206,9 @@ def test_retries_give_a_failing_cell_new_runs_across_invocations(tmp_path: Path)
         '[[agents]]\nname = "broken"\nprovider = "command"\nagent_command = "false"\n'
     )
     spec, store = _spec(tmp_path, text), tmp_path / "store"
-    first = subprocess.run(_command(spec, store, "--retries", "1"), capture_output=True, text=True, timeout=TIMEOUT)
+    first = subprocess.run(
+        _command(spec, store, "--retries", "1"), capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert first.returncode == 3, first.stderr  # a cell failed past its retries
     outcome = json.loads(first.stdout)
     assert (outcome["done"], outcome["failed"], outcome["complete"]) == (1, 1, False)
@@ -185,24 +216,39 @@ def test_retries_give_a_failing_cell_new_runs_across_invocations(tmp_path: Path)
         runs = experiment_runs(opened.events, "tiny")
     broken = [r for r in runs if r.agent == "broken"]
     assert [(r.attempt, r.outcome, r.retryable, r.current) for r in broken] == [
-        (1, "agent_failed", True, False), (2, "agent_failed", True, True)
+        (1, "agent_failed", True, False),
+        (2, "agent_failed", True, True),
     ]
     assert len({r.run_id for r in broken}) == 2
     [reference] = [r for r in runs if r.agent == "reference"]
     assert (reference.attempt, reference.outcome) == (1, "finished")
     # The same retries again: nothing new (two attempts are one retry's worth).
-    same = subprocess.run(_command(spec, store, "--retries", "1"), capture_output=True, text=True, timeout=TIMEOUT)
+    same = subprocess.run(
+        _command(spec, store, "--retries", "1"), capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert same.returncode == 3 and json.loads(same.stdout)["runs_started"] == 0
     # More retries: one more Run for the failing cell only.
-    more = subprocess.run(_command(spec, store, "--retries", "2"), capture_output=True, text=True, timeout=TIMEOUT)
+    more = subprocess.run(
+        _command(spec, store, "--retries", "2"), capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert more.returncode == 3 and json.loads(more.stdout)["runs_started"] == 1
     status = subprocess.run(
-        [*CLI, "experiment", "status", "tiny", "--store", str(store), "--json"], capture_output=True, text=True, timeout=TIMEOUT
+        [*CLI, "experiment", "status", "tiny", "--store", str(store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert status.returncode == 0, status.stderr
     rows = {r["agent"]: r for r in json.loads(status.stdout)["cell_runs"]}
-    assert (rows["broken"]["attempt"], rows["broken"]["status"], rows["broken"]["terminal_reason"]) == (3, "agent_failed", "agent_failed")
-    assert rows["reference"]["status"] == "finished" and rows["reference"]["assessment_score"] is not None
+    assert (
+        rows["broken"]["attempt"],
+        rows["broken"]["status"],
+        rows["broken"]["terminal_reason"],
+    ) == (3, "agent_failed", "agent_failed")
+    assert (
+        rows["reference"]["status"] == "finished"
+        and rows["reference"]["assessment_score"] is not None
+    )
     with open_store(store) as opened:
         ends = [e.event() for e in opened.events.read_stream(experiment_stream_id("tiny"), 0)]
     assert sum(isinstance(e, CellRunEnded) and e.outcome in RETRYABLE for e in ends) == 3

@@ -51,8 +51,12 @@ def invoke(*args: str) -> Result:
 
 def created(run_config: dict[str, Any]) -> ExperimentCreated:
     cells = [
-        ExperimentCell(cell_id="ref/cartpole/seed=0/agent_seed=0", agent="ref", benchmark="cartpole", seed=0),
-        ExperimentCell(cell_id="ref/cartpole/seed=1/agent_seed=0", agent="ref", benchmark="cartpole", seed=1),
+        ExperimentCell(
+            cell_id="ref/cartpole/seed=0/agent_seed=0", agent="ref", benchmark="cartpole", seed=0
+        ),
+        ExperimentCell(
+            cell_id="ref/cartpole/seed=1/agent_seed=0", agent="ref", benchmark="cartpole", seed=1
+        ),
     ]
     return ExperimentCreated(
         experiment_id="demo",
@@ -71,10 +75,29 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     root = tmp_path_factory.mktemp("experiment-records")
     plain = root / "plain"
     out = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole", "--budget", "4",
-         "--validation-episodes", "2", "--assessment-episodes", "2", "--jobs", "1",
-         "--allow-uncontained-agent", "--store", str(plain), "--json"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--budget",
+            "4",
+            "--validation-episodes",
+            "2",
+            "--assessment-episodes",
+            "2",
+            "--jobs",
+            "1",
+            "--allow-uncontained-agent",
+            "--store",
+            str(plain),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     run_id = json.loads(out.stdout)["run_id"]
     with_experiment = root / "with-experiment"
@@ -87,13 +110,29 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
         store.events.append(
             stream,
             [
-                new_event(CellRunAssigned(cell_id="ref/cartpole/seed=0/agent_seed=0", run_id=run_id, attempt=1), "demo/a1"),
                 new_event(
-                    CellRunEnded(cell_id="ref/cartpole/seed=0/agent_seed=0", run_id=run_id, attempt=1, outcome="finished", retryable=False),
+                    CellRunAssigned(
+                        cell_id="ref/cartpole/seed=0/agent_seed=0", run_id=run_id, attempt=1
+                    ),
+                    "demo/a1",
+                ),
+                new_event(
+                    CellRunEnded(
+                        cell_id="ref/cartpole/seed=0/agent_seed=0",
+                        run_id=run_id,
+                        attempt=1,
+                        outcome="finished",
+                        retryable=False,
+                    ),
                     "demo/e1",
                 ),
                 # A Run assigned but never created (the runner died between the two appends).
-                new_event(CellRunAssigned(cell_id="ref/cartpole/seed=1/agent_seed=0", run_id="never-made", attempt=1), "demo/a2"),
+                new_event(
+                    CellRunAssigned(
+                        cell_id="ref/cartpole/seed=1/agent_seed=0", run_id="never-made", attempt=1
+                    ),
+                    "demo/a2",
+                ),
             ],
             1,
         )
@@ -132,12 +171,18 @@ def test_an_experiment_named_like_a_stream_id(tmp_path: Path) -> None:
         # The name as given first, then as a stream id.
         assert read_experiment(store.events, "experiment-demo").experiment_id == "experiment-demo"
         assert read_experiment(store.events, "demo").experiment_id == "demo"
-        assert read_experiment(store.events, "experiment-experiment-demo").experiment_id == "experiment-demo"
+        assert (
+            read_experiment(store.events, "experiment-experiment-demo").experiment_id
+            == "experiment-demo"
+        )
 
 
 def test_record_list_and_verify_see_only_the_runs(stores: tuple[Path, Path, str]) -> None:
     plain, with_experiment, run_id = stores
-    listed = [json.loads(invoke("record", "list", "--store", str(s), "--json").stdout) for s in (plain, with_experiment)]
+    listed = [
+        json.loads(invoke("record", "list", "--store", str(s), "--json").stdout)
+        for s in (plain, with_experiment)
+    ]
     assert listed[0] == listed[1]
     assert [row["run_id"] for row in listed[1]] == [run_id]
     for store_dir in (plain, with_experiment):
@@ -150,20 +195,35 @@ def test_record_list_and_verify_see_only_the_runs(stores: tuple[Path, Path, str]
 def test_query_reads_runs_alike_and_lists_experiment_events(stores: tuple[Path, Path, str]) -> None:
     plain, with_experiment, _ = stores
     sql = "SELECT * EXCLUDE (updated_at) FROM runs"
-    rows = [json.loads(invoke("query", sql, "--store", str(s), "--json").stdout) for s in (plain, with_experiment)]
+    rows = [
+        json.loads(invoke("query", sql, "--store", str(s), "--json").stdout)
+        for s in (plain, with_experiment)
+    ]
     assert rows[0] == rows[1] and len(rows[1]) == 1
     for table in ("submissions", "episodes"):
         counts = [
-            json.loads(invoke("query", f"SELECT count(*) AS n FROM {table}", "--store", str(s), "--json").stdout)
+            json.loads(
+                invoke(
+                    "query", f"SELECT count(*) AS n FROM {table}", "--store", str(s), "--json"
+                ).stdout
+            )
             for s in (plain, with_experiment)
         ]
         assert counts[0] == counts[1]
     events = json.loads(
-        invoke("query", "SELECT type, run_id FROM events WHERE stream_id LIKE 'experiment-%' ORDER BY position",
-               "--store", str(with_experiment), "--json").stdout
+        invoke(
+            "query",
+            "SELECT type, run_id FROM events WHERE stream_id LIKE 'experiment-%' ORDER BY position",
+            "--store",
+            str(with_experiment),
+            "--json",
+        ).stdout
     )
     assert [(e["type"], e["run_id"]) for e in events] == [
-        ("ExperimentCreated", None), ("CellRunAssigned", None), ("CellRunEnded", None), ("CellRunAssigned", None)
+        ("ExperimentCreated", None),
+        ("CellRunAssigned", None),
+        ("CellRunEnded", None),
+        ("CellRunAssigned", None),
     ]
 
 
@@ -172,11 +232,23 @@ def test_export_and_replay_are_unchanged(stores: tuple[Path, Path, str], tmp_pat
     manifests = []
     for i, store_dir in enumerate((plain, with_experiment)):
         out = tmp_path / f"out{i}"
-        result = invoke("export", "--format", "sft,programs,events", "-o", str(out), "--store", str(store_dir), "--json")
+        result = invoke(
+            "export",
+            "--format",
+            "sft,programs,events",
+            "-o",
+            str(out),
+            "--store",
+            str(store_dir),
+            "--json",
+        )
         assert result.exit_code == 0, result.stderr
         manifest = json.loads(result.stdout)
         manifests.append({k: v for k, v in manifest.items() if k in ("configs", "runs", "skipped")})
     assert manifests[0] == manifests[1] and manifests[1]["runs"] == 1
-    replays = [invoke("record", "replay", run_id, "--store", str(s), "--json") for s in (plain, with_experiment)]
+    replays = [
+        invoke("record", "replay", run_id, "--store", str(s), "--json")
+        for s in (plain, with_experiment)
+    ]
     assert all(r.exit_code == 0 for r in replays), [r.stderr for r in replays]
     assert json.loads(replays[0].stdout) == json.loads(replays[1].stdout)

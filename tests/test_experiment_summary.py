@@ -33,8 +33,21 @@ def invoke(*args: str) -> Result:
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("summary") / "store"
     # A real Run whose Agent fails at once: nothing handed off, so no Assessment score.
-    ran = invoke("run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", "false", "--budget", "4",
-                 "--allow-uncontained-agent", "--store", str(root), "--json")
+    ran = invoke(
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "command",
+        "--agent-command",
+        "false",
+        "--budget",
+        "4",
+        "--allow-uncontained-agent",
+        "--store",
+        str(root),
+        "--json",
+    )
     failed = json.loads(ran.stdout)
     assert failed["status"] == "agent_failed", ran.output
     with open_store(root) as opened:
@@ -42,13 +55,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
         write_run(opened, _synth("a2", assessment_score=40.0))
         write_run(opened, _synth("b1", assessment_score=30.0))
         write_run(opened, _synth("b2-first", assessment_score=99.0))
-        _experiment(opened, [
-            ("ref", "toy", 0, 0, [("a1", "finished")]),
-            ("ref", "toy", 1, 0, [("a2", "finished")]),
-            ("alt", "toy", 0, 0, [("b1", "finished")]),
-            # Retried: only the current attempt (the failed Run) stands for the cell.
-            ("alt", "toy", 1, 0, [("b2-first", "agent_failed"), (failed["run_id"], "agent_failed")]),
-        ])
+        _experiment(
+            opened,
+            [
+                ("ref", "toy", 0, 0, [("a1", "finished")]),
+                ("ref", "toy", 1, 0, [("a2", "finished")]),
+                ("alt", "toy", 0, 0, [("b1", "finished")]),
+                # Retried: only the current attempt (the failed Run) stands for the cell.
+                (
+                    "alt",
+                    "toy",
+                    1,
+                    0,
+                    [("b2-first", "agent_failed"), (failed["run_id"], "agent_failed")],
+                ),
+            ],
+        )
     return str(root)
 
 
@@ -57,18 +79,30 @@ def test_json_holds_every_figure_over_each_cells_current_run(store: str) -> None
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["experiment_id"] == "demo" and found["runs"] == 4  # b2-first was retried
-    assert [(r["agent"], r["rank_score"]) for r in found["leaderboard"]] == [("ref", 1.0), ("alt", 0.0)]
+    assert [(r["agent"], r["rank_score"]) for r in found["leaderboard"]] == [
+        ("ref", 1.0),
+        ("alt", 0.0),
+    ]
     scores = {r["agent"]: r for r in found["scores"]}
-    assert (scores["ref"]["mean"], scores["ref"]["sd"], scores["ref"]["scored"]) == (41.0, pytest.approx(2**0.5), 2)
+    assert (scores["ref"]["mean"], scores["ref"]["sd"], scores["ref"]["scored"]) == (
+        41.0,
+        pytest.approx(2**0.5),
+        2,
+    )
     half = 12.706 * 2**0.5 / 2**0.5  # t(0.975, 1) * sd / sqrt(n)
     assert scores["ref"]["ci_low"] == pytest.approx(41.0 - half)
     # alt's second cell handed nothing off: counted, not scored.
     assert (scores["alt"]["runs"], scores["alt"]["scored"], scores["alt"]["unscored"]) == (2, 1, 1)
     assert scores["alt"]["mean"] == 30.0 and scores["alt"]["sd"] is None
     assert {r["benchmark"] for r in found["selection_validity"]["benchmarks"]} == {"toy"}
-    assert {(r["agent"], r["runs"]) for r in found["improvement_efficiency"]["groups"]} == {("alt", 2), ("ref", 2)}
+    assert {(r["agent"], r["runs"]) for r in found["improvement_efficiency"]["groups"]} == {
+        ("alt", 2),
+        ("ref", 2),
+    }
     edits = {r["agent"]: r for r in found["edit_dynamics"]}
-    assert edits["ref"]["submissions"] == 12 and edits["ref"]["hits"] == 4  # 2 and 6 beat their parents
+    assert (
+        edits["ref"]["submissions"] == 12 and edits["ref"]["hits"] == 4
+    )  # 2 and 6 beat their parents
     budget = {r["agent"]: r for r in found["budget_use"]}
     assert budget["alt"]["terminal_reasons"] == {"agent_failed": 1, "finished": 1}
 
@@ -77,7 +111,13 @@ def test_text_shows_the_leaderboard_then_each_diagnostic(store: str) -> None:
     result = invoke("experiment", "summary", "demo", "--store", store)
     assert result.exit_code == 0, result.output
     out = result.stdout
-    order = ["Leaderboard of demo", "Selection validity", "Improvement efficiency", "Edit dynamics", "Budget use"]
+    order = [
+        "Leaderboard of demo",
+        "Selection validity",
+        "Improvement efficiency",
+        "Edit dynamics",
+        "Budget use",
+    ]
     assert [out.index(title) for title in order] == sorted(out.index(title) for title in order)
     board = out[: out.index("Selection validity")]
     assert board.index("ref") < board.index("alt")
@@ -92,7 +132,9 @@ def test_text_shows_the_leaderboard_then_each_diagnostic(store: str) -> None:
         (["demo", "--store", "{missing}"], "no store"),
     ],
 )
-def test_what_cannot_be_read_is_one_line_and_a_non_zero_exit(store: str, tmp_path: Path, args: list[str], says: str) -> None:
+def test_what_cannot_be_read_is_one_line_and_a_non_zero_exit(
+    store: str, tmp_path: Path, args: list[str], says: str
+) -> None:
     argv = [a.replace("{missing}", str(tmp_path / "missing")) for a in args]
     if "--store" not in argv:
         argv += ["--store", store]

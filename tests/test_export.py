@@ -162,7 +162,9 @@ def test_a_planted_secret_appears_in_no_export(store: Store, tmp_path: Path) -> 
     assert [programs[i]["redacted"] for i in (1, 2, 3, 4)] == [True, True, True, False]
     assert programs[4]["parent_submission_id"] == 1
     assert programs[2]["files"][0]["content"].startswith("# my key: [REDACTED]\n")
-    assert {f["path"]: f["content"] for f in programs[3]["files"]}["creds.env"] == "HF_TOKEN=[REDACTED]\n"
+    assert {f["path"]: f["content"] for f in programs[3]["files"]}[
+        "creds.env"
+    ] == "HF_TOKEN=[REDACTED]\n"
     assert "[REDACTED]" in programs[2]["diff"]
     assert programs[2]["program_digest"] == Program.from_files(commented).digest  # as submitted
     dpo = [r for name, r in exported if name == "dpo"]
@@ -170,9 +172,13 @@ def test_a_planted_secret_appears_in_no_export(store: Store, tmp_path: Path) -> 
     assert involved and all(r["redacted"] for r in involved)
     rl = next(r for name, r in exported if name == "rl")
     assert rl["redacted"] and "[REDACTED]" in rl["initial_program"][0]["content"]
-    assert all(r["redacted"] for name, r in exported if name in ("sft", "distill") and "messages" in r)
+    assert all(
+        r["redacted"] for name, r in exported if name in ("sft", "distill") and "messages" in r
+    )
     assert any(r["redacted"] for name, r in exported if name == "events")
-    assert not any(r["redacted"] for name, r in exported if name == "events" and r["type"] == "RunFinished")
+    assert not any(
+        r["redacted"] for name, r in exported if name == "events" and r["type"] == "RunFinished"
+    )
 
 
 # --------------------------------------------------------------------------- sft and distill
@@ -199,7 +205,12 @@ def test_sft_is_one_conversation_per_run_with_outcome_columns(store: Store, tmp_
     assert alpha["best_train_score"] == 9.0
     assert alpha["final_score"] == 42.0 and alpha["success"] is True
     assert alpha["terminal_reason"] == "finished"
-    assert alpha["agent"] == {"name": "reference", "provider": "reference", "model": None, "options": {}}
+    assert alpha["agent"] == {
+        "name": "reference",
+        "provider": "reference",
+        "model": None,
+        "options": {},
+    }
     assert rows["beta"]["success"] is False and rows["beta"]["final_score"] is None
 
     run_export(store, tmp_path / "ok", ["sft"], success_only=True)
@@ -222,21 +233,34 @@ def test_per_turn_rows_end_at_each_assistant_turn(store: Store, tmp_path: Path) 
 
 
 def test_distill_keeps_the_teacher_and_its_token_usage(store: Store, tmp_path: Path) -> None:
-    teacher = AgentIdentity(name="big", provider="chat", model="teacher-70b", options={"effort": "high"})
+    teacher = AgentIdentity(
+        name="big", provider="chat", model="teacher-70b", options={"effort": "high"}
+    )
     write_run(store, standard_run("alpha", agent=teacher))
     write_run(store, standard_run("beta"))
     run_export(store, tmp_path / "out", ["distill"], teacher=("teacher-70b",))
     (row,) = load(tmp_path / "out", "distill")
     assert row["run_id"] == "alpha"
-    assert row["teacher"] == {"name": "big", "provider": "chat", "model": "teacher-70b", "options": {"effort": "high"}}
+    assert row["teacher"] == {
+        "name": "big",
+        "provider": "chat",
+        "model": "teacher-70b",
+        "options": {"effort": "high"},
+    }
     calls = sum(len(m["tool_calls"] or []) for m in row["messages"])
-    assert row["teacher_usage"] == {"input_tokens": 100 * calls, "output_tokens": 20 * calls, "cached_tokens": 0}
+    assert row["teacher_usage"] == {
+        "input_tokens": 100 * calls,
+        "output_tokens": 20 * calls,
+        "cached_tokens": 0,
+    }
 
 
 # --------------------------------------------------------------------------- dpo
 
 
-def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(store: Store, tmp_path: Path) -> None:
+def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(
+    store: Store, tmp_path: Path
+) -> None:
     write_run(store, standard_run("alpha"))
     run_export(store, tmp_path / "out", ["dpo"])
     rows = load(tmp_path / "out", "dpo")
@@ -245,7 +269,11 @@ def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(store: S
     assert set(pairs) == {(2, 1), (2, 5), (1, 5)}
     widest = rows[0]
     assert (widest["chosen_submission_id"], widest["rejected_submission_id"]) == (2, 5)
-    assert widest["margin"] == 5.0 and widest["chosen_score"] == 5.0 and widest["rejected_score"] == 0.0
+    assert (
+        widest["margin"] == 5.0
+        and widest["chosen_score"] == 5.0
+        and widest["rejected_score"] == 0.0
+    )
     assert widest["indices"] == [0, 1, 2]
     for row in rows:
         assert row["prompt"][-1]["role"] in ("user", "tool")
@@ -255,7 +283,9 @@ def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(store: S
         assert chosen["tool_calls"] != rejected["tool_calls"]
         assert all(c["function"]["name"] == "write_file" for c in chosen["tool_calls"])
     # The pair decided at submission 2 sees submission 1's result, not 2's own edit.
-    (later,) = [r for r in rows if {r["chosen_submission_id"], r["rejected_submission_id"]} == {2, 5}]
+    (later,) = [
+        r for r in rows if {r["chosen_submission_id"], r["rejected_submission_id"]} == {2, 5}
+    ]
     context = json.dumps(later["prompt"])
     assert "gain = 0.5" in context and "gain = 0.7" not in context
     assert later["prompt"][-1]["content"] == '{"submission_id": 1, "score": 2.0}'  # 1's answer
@@ -263,9 +293,10 @@ def test_dpo_pairs_only_matched_evidence_with_the_better_program_chosen(store: S
     assert "gain = 0.7" in chosen_text
 
     run_export(store, tmp_path / "wide", ["dpo"], dpo_min_margin=3.5)
-    assert {(r["chosen_submission_id"], r["rejected_submission_id"]) for r in load(tmp_path / "wide", "dpo")} == {
-        (2, 5)
-    }
+    assert {
+        (r["chosen_submission_id"], r["rejected_submission_id"])
+        for r in load(tmp_path / "wide", "dpo")
+    } == {(2, 5)}
     run_export(store, tmp_path / "one", ["dpo"], dpo_max_pairs=1)
     assert len(load(tmp_path / "one", "dpo")) == 1
 
@@ -274,8 +305,14 @@ def test_dpo_follows_the_benchmarks_direction(store: Store, tmp_path: Path) -> N
     write_run(store, standard_run("alpha", direction="minimize"))
     run_export(store, tmp_path / "out", ["dpo"])
     rows = load(tmp_path / "out", "dpo")
-    assert all(r["chosen_score"] < r["rejected_score"] for r in rows), [(r["chosen_score"], r["rejected_score"], r["score_direction"]) for r in rows]
-    assert {(r["chosen_submission_id"], r["rejected_submission_id"]) for r in rows} == {(5, 2), (5, 1), (1, 2)}
+    assert all(r["chosen_score"] < r["rejected_score"] for r in rows), [
+        (r["chosen_score"], r["rejected_score"], r["score_direction"]) for r in rows
+    ]
+    assert {(r["chosen_submission_id"], r["rejected_submission_id"]) for r in rows} == {
+        (5, 2),
+        (5, 1),
+        (1, 2),
+    }
 
 
 # --------------------------------------------------------------------------- rl, rollouts, programs, events
@@ -295,7 +332,9 @@ def test_rl_is_one_row_per_task(store: Store, tmp_path: Path) -> None:
     assert task["runs"] == 3 and rows["other-bench"]["runs"] == 1
     assert [m["role"] for m in task["prompt"]] == ["system", "user"]
     assert "gain = 0.0" in task["prompt"][1]["content"]  # the initial program
-    assert task["initial_program"] == [{"path": "policy.py", "content": policy_source(0.0), "size": len(policy_source(0.0))}]
+    assert task["initial_program"] == [
+        {"path": "policy.py", "content": policy_source(0.0), "size": len(policy_source(0.0))}
+    ]
     assert task["baseline_score"] == 3.0 and task["best_known_score"] == 9.0
     # On which Episodes: delta's Submission of the initial program, on its pool.
     assert task["train_indices"] == [0, 1] and task["baseline_pool_seed"] == CANARY_SEEDS["pool"]
@@ -320,10 +359,22 @@ def test_programs_classify_edits_and_track_the_best(store: Store, tmp_path: Path
     write_run(store, standard_run("alpha"))
     run_export(store, tmp_path / "out", ["programs"])
     rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
-    assert [r["edit_kind"] for r in rows] == ["parametric", "parametric", "parametric", "parametric", "synthesis"]
+    assert [r["edit_kind"] for r in rows] == [
+        "parametric",
+        "parametric",
+        "parametric",
+        "parametric",
+        "synthesis",
+    ]
     assert [r["best_so_far"] for r in rows] == [True, True, True, False, False]
     # 2 ran on 1's indices; 3 on others (its best is over unmatched evidence); 4 failed.
-    assert [r["best_so_far_basis"] for r in rows] == ["first", "matched", "unmatched", None, "unmatched"]
+    assert [r["best_so_far_basis"] for r in rows] == [
+        "first",
+        "matched",
+        "unmatched",
+        None,
+        "unmatched",
+    ]
     assert [r["best_so_far_matched"] for r in rows] == [None, True, None, None, False]
     assert [r["status"] for r in rows] == ["published"] * 3 + ["failed", "published"]
     assert [r["selected"] for r in rows] == [False, True, False, False, False]
@@ -332,14 +383,29 @@ def test_programs_classify_edits_and_track_the_best(store: Store, tmp_path: Path
     assert rows[3]["score"] is None
     # 5 is 1's program plus a helper: 1 is its parent (4, the previous one, has another gain).
     assert [r["parent_submission_id"] for r in rows] == [None, 1, 2, 3, 1]
-    assert rows[4]["previous_submission_id"] == 4 and rows[4]["parent_digest"] == rows[0]["program_digest"]
+    assert (
+        rows[4]["previous_submission_id"] == 4
+        and rows[4]["parent_digest"] == rows[0]["program_digest"]
+    )
     assert rows[4]["parent_distance"] == 4
-    assert not [line for line in rows[4]["diff"].splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert not [
+        line
+        for line in rows[4]["diff"].splitlines()
+        if line.startswith("-") and not line.startswith("---")
+    ]
     assert rows[0]["parent_digest"] == Program.from_files(standard_run("x").initial).digest
     # Matched comparisons with the parent: on the indices both ran, null where none.
     assert [r["matched_indices"] for r in rows] == [[], [0, 1, 2], [], [], [0, 1, 2]]
-    assert (rows[1]["matched_score"], rows[1]["parent_matched_score"], rows[1]["matched_delta"]) == (5.0, 2.0, 3.0)
-    assert (rows[4]["matched_score"], rows[4]["parent_matched_score"], rows[4]["matched_delta"]) == (0.0, 2.0, -2.0)
+    assert (
+        rows[1]["matched_score"],
+        rows[1]["parent_matched_score"],
+        rows[1]["matched_delta"],
+    ) == (5.0, 2.0, 3.0)
+    assert (
+        rows[4]["matched_score"],
+        rows[4]["parent_matched_score"],
+        rows[4]["matched_delta"],
+    ) == (0.0, 2.0, -2.0)
     assert [r["matched_better"] for r in rows] == [None, True, None, None, False]
     assert [r["budget_spent"] for r in rows] == [3, 3, 2, 1, 3]
     assert [r["budget_used"] for r in rows] == [3, 6, 8, 9, 12]
@@ -354,7 +420,13 @@ def test_a_parent_the_agent_names_is_the_parent(store: Store, tmp_path: Path) ->
     write_run(store, run)
     run_export(store, tmp_path / "out", ["programs"])
     rows = sorted(load(tmp_path / "out", "programs"), key=lambda r: r["submission_id"])
-    assert [r["parent_basis"] for r in rows] == ["nearest", "nearest", "stated", "nearest", "stated"]
+    assert [r["parent_basis"] for r in rows] == [
+        "nearest",
+        "nearest",
+        "stated",
+        "nearest",
+        "stated",
+    ]
     assert [r["parent_submission_id"] for r in rows] == [None, 1, 1, 3, None]
     assert rows[4]["parent_digest"] == Program.from_files(run.initial).digest
     assert "-    gain = 0.5\n+    gain = 0.9\n" in rows[2]["diff"]  # against 1, not 2 (0.7)
@@ -385,16 +457,26 @@ def test_the_parent_is_the_nearest_earlier_program_and_compares_on_shared_indice
     assert [r["parent_distance"] for r in rows] == [2, 4, 2, 0]
     third = rows[2]
     assert third["matched_indices"] == [1, 2]  # 1 ran on 0:3, 3 on 1:4
-    assert (third["matched_score"], third["parent_matched_score"], third["matched_delta"]) == (4.0, 2.5, 1.5)
+    assert (third["matched_score"], third["parent_matched_score"], third["matched_delta"]) == (
+        4.0,
+        2.5,
+        1.5,
+    )
     assert third["matched_better"] is True and third["best_so_far_basis"] == "unmatched"
     assert third["best_so_far_matched"] is True  # beats 1 and 2 on the indices it shares with each
     fourth = rows[3]
-    assert fourth["matched_indices"] == [] and fourth["matched_score"] is None and fourth["matched_better"] is None
+    assert (
+        fourth["matched_indices"] == []
+        and fourth["matched_score"] is None
+        and fourth["matched_better"] is None
+    )
     assert fourth["best_so_far"] is True and fourth["best_so_far_matched"] is None  # nothing shared
     assert fourth["diff"] == ""
 
 
-def test_labels_say_who_handed_off_whether_it_improved_and_success(store: Store, tmp_path: Path) -> None:
+def test_labels_say_who_handed_off_whether_it_improved_and_success(
+    store: Store, tmp_path: Path
+) -> None:
     write_run(store, standard_run("alpha"))  # the final program (1.5) beat the initial one (1.0)
     write_run(store, standard_run("beta", reference_score=2.0))  # it did not
     write_run(store, standard_run("gamma", reference_score=None))  # rules 1: not measured
@@ -402,7 +484,10 @@ def test_labels_say_who_handed_off_whether_it_improved_and_success(store: Store,
     run_export(store, tmp_path / "out", ["sft", "distill", "rl"])
     for config in ("sft", "distill"):
         rows = {r["run_id"]: r for r in load(tmp_path / "out", config)}
-        labels = {k: (r["handoff"], r["improved"], r["reference_score"], r["success"]) for k, r in rows.items()}
+        labels = {
+            k: (r["handoff"], r["improved"], r["reference_score"], r["success"])
+            for k, r in rows.items()
+        }
         assert labels == {
             "alpha": ("agent", True, 1.0, True),
             "beta": ("agent", False, 2.0, False),
@@ -411,7 +496,11 @@ def test_labels_say_who_handed_off_whether_it_improved_and_success(store: Store,
         }, config
     assert rows["delta"]["final_score"] == 42.0  # measured, yet not a success
     (task,) = load(tmp_path / "out", "rl")
-    assert (task["reference_score"], task["reference_score_runs"], task["runs"]) == ((1.0 + 2.0 + 1.0) / 3, 3, 4)
+    assert (task["reference_score"], task["reference_score_runs"], task["runs"]) == (
+        (1.0 + 2.0 + 1.0) / 3,
+        3,
+        4,
+    )
     run_export(store, tmp_path / "ok", ["sft"], success_only=True)
     assert [r["run_id"] for r in load(tmp_path / "ok", "sft")] == ["alpha"]
 
@@ -426,7 +515,12 @@ def test_submission_outcomes_join_the_turn_that_made_them(store: Store, tmp_path
     assert sorted(outcomes) == [1, 2, 3, 4, 5]
     for sid, outcome in outcomes.items():
         row = programs[sid]
-        assert (outcome["turn"], outcome["score"], outcome["failures"], outcome["budget_spent"]) == (
+        assert (
+            outcome["turn"],
+            outcome["score"],
+            outcome["failures"],
+            outcome["budget_spent"],
+        ) == (
             row["turn"],
             row["score"],
             row["failures"],
@@ -443,7 +537,11 @@ def test_submission_outcomes_join_the_turn_that_made_them(store: Store, tmp_path
     assert sorted(submitted) == sorted(o["turn"] for o in outcomes.values())
     for turn, row in submitted.items():
         (made,) = row["submissions"]
-        assert made["turn"] == turn and made == outcomes[made["submission_id"]] and programs[made["submission_id"]]["attempt"] == row["attempt"]
+        assert (
+            made["turn"] == turn
+            and made == outcomes[made["submission_id"]]
+            and programs[made["submission_id"]]["attempt"] == row["attempt"]
+        )
         (call,) = row["completion"][0]["tool_calls"]
         assert call["function"]["arguments"]["command"].startswith("evopolicy session submit")
     assert all(r["submissions"] is None for t, r in turns.items() if t not in submitted)
@@ -458,8 +556,16 @@ def test_sft_tools_are_the_tools_the_agent_was_offered(store: Store, tmp_path: P
     rows = {r["run_id"]: r for r in load(tmp_path / "out", "sft")}
     assert rows["alpha"]["tools"] == REFERENCE_TOOLS and rows["alpha"]["tools_inferred"] is False
     assert rows["beta"]["tools_inferred"] is True
-    assert {t["function"]["name"] for t in rows["beta"]["tools"]} == {"read_file", "write_file", "bash"}
-    assert all(r["tools"] == REFERENCE_TOOLS for r in load(tmp_path / "out", "dpo") if r["run_id"] == "alpha")
+    assert {t["function"]["name"] for t in rows["beta"]["tools"]} == {
+        "read_file",
+        "write_file",
+        "bash",
+    }
+    assert all(
+        r["tools"] == REFERENCE_TOOLS
+        for r in load(tmp_path / "out", "dpo")
+        if r["run_id"] == "alpha"
+    )
 
 
 @pytest.mark.parametrize("inline_pool", [False, True], ids=["pool-blob", "pool-inline"])
@@ -471,7 +577,9 @@ def test_events_are_flat_and_keep_nothing_private(
     rows = load(tmp_path / "out", "events")
     envelopes = list(store.events.read_stream("run-alpha"))
     # Every event but the Validation of candidate 3, which was not selected (2 was).
-    (unselected,) = [e for e in envelopes if e.type == "CandidateValidated" and e.data()["submission_id"] == 3]
+    (unselected,) = [
+        e for e in envelopes if e.type == "CandidateValidated" and e.data()["submission_id"] == 3
+    ]
     assert [r["position"] for r in rows] == [e.position for e in envelopes if e is not unselected]
     assert [r["submission_id"] for r in rows if r["type"] == "CandidateValidated"] == [2]
     (reference,) = [r for r in rows if r["type"] == "ReferenceValidated"]
@@ -485,7 +593,9 @@ def test_events_are_flat_and_keep_nothing_private(
     assert published[0]["submission_id"] == 1 and published[0]["budget_used"] == 3
     assert rows[0]["recorded_at"].tzinfo is not None
     held_out = [r for r in rows if r["type"] in ("CandidateValidated", "AssessmentCompleted")]
-    assert held_out and all("episodes" not in r["payload"] and r["score"] is not None for r in held_out)
+    assert held_out and all(
+        "episodes" not in r["payload"] and r["score"] is not None for r in held_out
+    )
     (failed,) = [r for r in rows if r["type"] == "EvaluationFailed"]
     assert failed["payload"]["error"] == "worker lost on seed <private> (<private>)"
 
@@ -496,12 +606,18 @@ def test_events_are_flat_and_keep_nothing_private(
 def test_run_filters(store: Store, tmp_path: Path) -> None:
     write_run(store, standard_run("alpha"))
     write_run(store, standard_run("beta", benchmark_id="other-bench", assessment_score=7.0))
-    write_run(store, standard_run("gamma", agent=AgentIdentity(name="x", provider="codex", model="m1")))
+    write_run(
+        store, standard_run("gamma", agent=AgentIdentity(name="x", provider="codex", model="m1"))
+    )
 
     def ids(**kw: Any) -> set[str]:
         out = tmp_path / f"out-{len(os.listdir(tmp_path))}"
         run_export(store, out, ["sft"], run_filter=RunFilter(**kw))
-        return {r["run_id"] for r in load(out, "sft")} if (out / "sft").exists() and any((out / "sft").iterdir()) else set()
+        return (
+            {r["run_id"] for r in load(out, "sft")}
+            if (out / "sft").exists() and any((out / "sft").iterdir())
+            else set()
+        )
 
     assert ids(benchmark=("other-bench",)) == {"beta"}
     assert ids(agent=("codex",)) == {"gamma"} == ids(agent=("m1",))
@@ -535,19 +651,27 @@ def test_split_is_a_function_of_the_key(key: str) -> None:
         assert split_of(key, 0.6) == "test"  # a larger test share only adds keys
 
 
-def test_run_splits_keep_a_runs_rows_together_at_about_the_asked_share(store: Store, tmp_path: Path) -> None:
+def test_run_splits_keep_a_runs_rows_together_at_about_the_asked_share(
+    store: Store, tmp_path: Path
+) -> None:
     for i in range(40):  # programs of their own, so no identical row joins two Runs
         run = standard_run(f"run{i:02d}", chatter=0)
         for planned in run.submissions:
             planned.files = {"policy.py": planned.files["policy.py"] + f"RUN = {i}\n"}
         write_run(store, run)
-    report = run_export(store, tmp_path / "out", ["sft", "programs", "rollouts"], test_fraction=0.5, split_by="run")
+    report = run_export(
+        store, tmp_path / "out", ["sft", "programs", "rollouts"], test_fraction=0.5, split_by="run"
+    )
     loaded = datasets.load_dataset(str(tmp_path / "out"), "programs")
     by_split = {split: {r["run_id"] for r in loaded[split]} for split in loaded}
     assert not by_split["train"] & by_split["test"]
     assert 8 <= len(by_split["test"]) <= 32
     sft_test = {r["run_id"] for r in datasets.load_dataset(str(tmp_path / "out"), "sft")["test"]}
-    assert sft_test == by_split["test"] == {f"run{i:02d}" for i in range(40) if split_of(f"run{i:02d}", 0.5) == "test"}
+    assert (
+        sft_test
+        == by_split["test"]
+        == {f"run{i:02d}" for i in range(40) if split_of(f"run{i:02d}", 0.5) == "test"}
+    )
     assert report.configs["sft"]["splits"]["test"]["rows"] == len(sft_test)
     assert report.configs["sft"]["split_by"] == "run" and report.configs["sft"]["split_units"] == 40
 
@@ -583,11 +707,22 @@ def _task_runs(tasks: int, runs: int, shared: bool = False) -> list[SynthRun]:
             own = {"policy.py": policy_source(0.5 + 10 * t)}
             better = {"policy.py": policy_source(0.7 + 10 * t)}
             common = {"policy.py": policy_source(99.0)}
-            submissions = [Planned(own, [0, 1], [1.0, 2.0]), Planned(better, [0, 1], [3.0, 4.0 + r])]
+            submissions = [
+                Planned(own, [0, 1], [1.0, 2.0]),
+                Planned(better, [0, 1], [3.0, 4.0 + r]),
+            ]
             if shared and t < tasks // 2:
-                submissions += [Planned(common, [2, 3], [5.0, 5.0]), Planned(dict(own), [2, 3], [0.0, 1.0])]
+                submissions += [
+                    Planned(common, [2, 3], [5.0, 5.0]),
+                    Planned(dict(own), [2, 3], [0.0, 1.0]),
+                ]
             made.append(
-                SynthRun(run_id=f"t{t:02d}-r{r}", submissions=submissions, benchmark_id=f"toy-{t:02d}", candidates=[2])
+                SynthRun(
+                    run_id=f"t{t:02d}-r{r}",
+                    submissions=submissions,
+                    benchmark_id=f"toy-{t:02d}",
+                    candidates=[2],
+                )
             )
     return made
 
@@ -629,7 +764,11 @@ def _identity(config: str, row: dict[str, Any]) -> Any:
         return row["program_digest"]
     if config == "dpo":
         return tuple(sorted((row["chosen_program_digest"], row["rejected_program_digest"])))
-    keys = {"sft": ("messages", "tools"), "distill": ("messages", "tools"), "rollouts": ("observations", "actions")}
+    keys = {
+        "sft": ("messages", "tools"),
+        "distill": ("messages", "tools"),
+        "rollouts": ("observations", "actions"),
+    }
     return json.dumps([row[k] for k in keys[config]], sort_keys=True)
 
 
@@ -662,7 +801,10 @@ def test_identical_rows_never_straddle_splits(store: Store, tmp_path: Path, spli
     # A task's Runs share its own programs, and the common program joins the first five
     # tasks: six units, whether the groups are the 10 tasks or the 21 Runs.
     groups = {"task": 10, "run": 21}[split_by]
-    assert (report.configs["programs"]["split_groups"], report.configs["programs"]["split_units"]) == (groups, 6)
+    assert (
+        report.configs["programs"]["split_groups"],
+        report.configs["programs"]["split_units"],
+    ) == (groups, 6)
     programs = _splits(out, "programs")
     common = Program.from_files({"policy.py": policy_source(99.0)}).digest
     assert sum(common in {r["program_digest"] for r in rows} for rows in programs.values()) == 1
@@ -675,10 +817,14 @@ def test_identical_rows_never_straddle_splits(store: Store, tmp_path: Path, spli
     for config in ("sft", "dpo", "programs"):
         assert set(_splits(out, config)) == {"train", "test"}, config
     # Before: the same rows split by Run id alone put identical rows on both sides.
-    assert overlaps(out, "programs", old_rule=0.5)[1] > 0 and overlaps(out, "dpo", old_rule=0.5)[1] > 0
+    assert (
+        overlaps(out, "programs", old_rule=0.5)[1] > 0 and overlaps(out, "dpo", old_rule=0.5)[1] > 0
+    )
 
 
-def test_an_unchanged_export_is_reused_and_a_new_run_rebuilds_it(store: Store, tmp_path: Path) -> None:
+def test_an_unchanged_export_is_reused_and_a_new_run_rebuilds_it(
+    store: Store, tmp_path: Path
+) -> None:
     write_run(store, standard_run("alpha"))
     out = tmp_path / "out"
     run_export(store, out, ["sft", "dpo"])
@@ -751,7 +897,9 @@ def test_shards_stay_under_the_maximum_size(store: Store, tmp_path: Path) -> Non
     for i in range(30):
         write_run(store, standard_run(f"run{i:02d}", chatter=3))
     limit = 64 * 1024
-    report = run_export(store, tmp_path / "out", ["sft", "events", "programs"], max_shard_bytes=limit)
+    report = run_export(
+        store, tmp_path / "out", ["sft", "events", "programs"], max_shard_bytes=limit
+    )
     for name, entry in report.configs.items():
         shards = [tmp_path / "out" / name / f for s in entry["splits"].values() for f in s["files"]]
         assert len(shards) >= 2, name
@@ -792,9 +940,24 @@ def test_the_card_lists_loadable_configs_with_their_features(store: Store, tmp_p
     assert "How the records were produced and filtered" in text
     labels = text.split("## Labels\n", 1)[1]
     for label in (
-        "handoff", "reference_score", "improved", "success", "final_score", "best_train_score", "parent_digest",
-        "matched_indices", "matched_score", "matched_delta", "matched_better", "best_so_far",
-        "best_so_far_basis", "best_so_far_matched", "matched", "submissions", "tools_inferred", "redacted",
+        "handoff",
+        "reference_score",
+        "improved",
+        "success",
+        "final_score",
+        "best_train_score",
+        "parent_digest",
+        "matched_indices",
+        "matched_score",
+        "matched_delta",
+        "matched_better",
+        "best_so_far",
+        "best_so_far_basis",
+        "best_so_far_matched",
+        "matched",
+        "submissions",
+        "tools_inferred",
+        "redacted",
     ):
         assert f"- `{label}`" in labels or f", `{label}`" in labels, label
     assert "grouped by task" in text and "[REDACTED]" in text
@@ -806,16 +969,32 @@ def test_the_card_lists_loadable_configs_with_their_features(store: Store, tmp_p
 def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
     write_run(store, standard_run("alpha"))
     out = tmp_path / "out"
-    args = ["export", "--store", str(tmp_path / "store"), "--format", "sft,dpo", "--format", "rl", "-o", str(out)]
+    args = [
+        "export",
+        "--store",
+        str(tmp_path / "store"),
+        "--format",
+        "sft,dpo",
+        "--format",
+        "rl",
+        "-o",
+        str(out),
+    ]
     result = CliRunner().invoke(main, [*args, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["runs"] == 1 and set(summary["configs"]) == {"sft", "dpo", "rl"}
-    assert summary["configs"]["dpo"]["rows"]["train"] + summary["configs"]["dpo"]["rows"]["test"] == 3
+    assert (
+        summary["configs"]["dpo"]["rows"]["train"] + summary["configs"]["dpo"]["rows"]["test"] == 3
+    )
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0 and "unchanged" in again.output
-    by_run = CliRunner().invoke(main, [*args, "--split-by", "run", "--json"])  # a new grouping: rebuilt
-    assert by_run.exit_code == 0 and not any(c["unchanged"] for c in json.loads(by_run.stdout)["configs"].values())
+    by_run = CliRunner().invoke(
+        main, [*args, "--split-by", "run", "--json"]
+    )  # a new grouping: rebuilt
+    assert by_run.exit_code == 0 and not any(
+        c["unchanged"] for c in json.loads(by_run.stdout)["configs"].values()
+    )
     manifest = json.loads((out / "export.json").read_text())
     assert {c["split_by"] for c in manifest["configs"].values()} == {"run"}
 
@@ -827,10 +1006,14 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
         (["--format", "sft", "--create-pr"], 2, "go with --push-to-hub"),
         (["--format", "sft", "--split-by", "row"], 2, "'row' is not one of 'task', 'run'"),
     ]:
-        result = CliRunner().invoke(main, ["export", "--store", str(tmp_path / "store"), "-o", str(out), *bad])
+        result = CliRunner().invoke(
+            main, ["export", "--store", str(tmp_path / "store"), "-o", str(out), *bad]
+        )
         assert result.exit_code == code, (bad, result.output)
         assert needle in result.output and result.output.count("\n") == 1, result.output
-    missing = CliRunner().invoke(main, ["export", "--store", str(tmp_path / "none"), "--format", "sft", "-o", str(out)])
+    missing = CliRunner().invoke(
+        main, ["export", "--store", str(tmp_path / "none"), "--format", "sft", "-o", str(out)]
+    )
     assert missing.exit_code == 1 and "no store at" in missing.output
 
 
@@ -840,12 +1023,24 @@ def test_export_from_the_command_line(store: Store, tmp_path: Path) -> None:
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=3, max_size=3))
 @settings(max_examples=100, deadline=None)
 def test_changing_only_numbers_is_parametric(numbers: list[float]) -> None:
-    template = "W = [{}, {}]\n\ndef make_policy(context):\n    return lambda o: int(o[0] * W[0] > {})\n"
+    template = (
+        "W = [{}, {}]\n\ndef make_policy(context):\n    return lambda o: int(o[0] * W[0] > {})\n"
+    )
     before = Program.from_files({"policy.py": template.format(0.5, -1, 2)})
     after = Program.from_files({"policy.py": template.format(*map(repr, numbers))})
     assert edit_kind(before, after) in ("parametric", "none")
-    assert edit_kind(before, Program.from_files({"policy.py": template.format(0.5, -1, 2) + "X = 1\n"})) == "synthesis"
-    assert edit_kind(before, Program.from_files({"policy.py": template.format(0.5, -1, 2), "w.json": "[1]"})) == "synthesis"
+    assert (
+        edit_kind(
+            before, Program.from_files({"policy.py": template.format(0.5, -1, 2) + "X = 1\n"})
+        )
+        == "synthesis"
+    )
+    assert (
+        edit_kind(
+            before, Program.from_files({"policy.py": template.format(0.5, -1, 2), "w.json": "[1]"})
+        )
+        == "synthesis"
+    )
 
 
 # --------------------------------------------------------------------------- a real Run
@@ -881,7 +1076,12 @@ def real_tasks(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     root = tmp_path_factory.mktemp("real-tasks") / "store"
     with open_store(root, create=True) as store:
-        for run_id, budget, seed in (("real-1", 6, 1), ("real-2", 6, 2), ("real-3", 8, 3), ("real-4", 8, 4)):
+        for run_id, budget, seed in (
+            ("real-1", 6, 1),
+            ("real-2", 6, 2),
+            ("real-3", 8, 3),
+            ("real-4", 8, 4),
+        ):
             config = RunConfig(
                 episode_budget=budget,
                 seed=seed,
@@ -893,7 +1093,9 @@ def real_tasks(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield store
 
 
-def test_real_runs_split_by_task_and_identical_rows_never_straddle(real_tasks: Store, tmp_path: Path) -> None:
+def test_real_runs_split_by_task_and_identical_rows_never_straddle(
+    real_tasks: Store, tmp_path: Path
+) -> None:
     from evopolicygym_exporters import read_histories
     from evopolicygym_exporters.tasks import task_id
 
@@ -903,7 +1105,13 @@ def test_real_runs_split_by_task_and_identical_rows_never_straddle(real_tasks: S
     found: dict[str, tuple[int, int]] = {}
     for split_by in ("task", "run"):
         out = tmp_path / split_by
-        run_export(real_tasks, out, ["sft", "dpo", "programs", "rollouts", "events"], test_fraction=0.5, split_by=split_by)
+        run_export(
+            real_tasks,
+            out,
+            ["sft", "dpo", "programs", "rollouts", "events"],
+            test_fraction=0.5,
+            split_by=split_by,
+        )
         for config in ("sft", "dpo", "programs", "rollouts"):
             found[f"{split_by}:{config}"] = overlaps(out, config)
             found[f"run-id:{config}"] = overlaps(out, config, old_rule=0.5)  # the rule before
@@ -926,7 +1134,10 @@ def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
     out = tmp_path / "out"
     report = run_export(real_store, out)
     assert report.runs == 1
-    events = [e.event() for e in real_store.events.read_stream(real_store.events.streams("run-")[0].stream_id)]
+    events = [
+        e.event()
+        for e in real_store.events.read_stream(real_store.events.streams("run-")[0].stream_id)
+    ]
     messages = [m for e in events if isinstance(e, AgentMessages) for m in e.messages]
     (sft,) = load(out, "sft")
     assert len(sft["messages"]) == len(messages) + 1  # the kickoff user turn
@@ -939,9 +1150,15 @@ def test_a_real_run_exports_whole(real_store: Store, tmp_path: Path) -> None:
         assert row["observations"][0] is not None and len(row["observations"][0]) == 4
         assert sum(row["rewards"]) == row["total_reward"] and row["complete"]
     finals = {e.final_submission_id for e in events if type(e).__name__ == "RunFinished"}
-    unselected = [e for e in events if type(e).__name__ == "CandidateValidated" and e.submission_id not in finals]  # type: ignore[attr-defined]
+    unselected = [
+        e
+        for e in events
+        if type(e).__name__ == "CandidateValidated" and e.submission_id not in finals
+    ]  # type: ignore[attr-defined]
     assert len(load(out, "events")) == len(events) - len(unselected)
-    assert len(load(out, "programs")) == sum(1 for e in events if type(e).__name__ == "EvaluationStarted")
+    assert len(load(out, "programs")) == sum(
+        1 for e in events if type(e).__name__ == "EvaluationStarted"
+    )
     assert all(load(out, name) for name in ("rl", "distill"))
 
 
@@ -958,7 +1175,9 @@ def test_edit_kinds_and_diffs_of_odd_programs() -> None:
     deep = "y = " + "+".join(["1"] * 1200) + "\n"  # compiles, but too deep to walk
     assert edit_kind(base, p(deep)) == "synthesis"
     diff = program_diff(p("A = 1\x0cB = 2\n"), p("A = 1\x0cB = 3\n"))
-    assert diff == "--- a/policy.py\n+++ b/policy.py\n@@ -1 +1 @@\n-A = 1\x0cB = 2\n+A = 1\x0cB = 3\n"
+    assert (
+        diff == "--- a/policy.py\n+++ b/policy.py\n@@ -1 +1 @@\n-A = 1\x0cB = 2\n+A = 1\x0cB = 3\n"
+    )
 
 
 def test_a_run_that_cannot_be_read_is_left_out_and_reported(store: Store, tmp_path: Path) -> None:
@@ -977,7 +1196,16 @@ def test_a_run_that_cannot_be_read_is_left_out_and_reported(store: Store, tmp_pa
 
     result = CliRunner().invoke(
         main,
-        ["export", "--store", str(tmp_path / "store"), "--format", "sft,programs", "-o", str(tmp_path / "out"), "--json"],
+        [
+            "export",
+            "--store",
+            str(tmp_path / "store"),
+            "--format",
+            "sft,programs",
+            "-o",
+            str(tmp_path / "out"),
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -994,16 +1222,25 @@ def test_rollouts_flag_a_trace_cut_by_the_step_limit(store: Store, tmp_path: Pat
 
     write_run(store, standard_run("alpha"))
     # A trace written before the step limit was flagged: bare steps, the last not terminal.
-    old = [[1, 0.5, False, False, [1.0, 0.0]], [1, 0.5, False, False, [2.0, 0.0]], [0, 0.5, False, False, [2.0, 0.0]]]
+    old = [
+        [1, 0.5, False, False, [1.0, 0.0]],
+        [1, 0.5, False, False, [2.0, 0.0]],
+        [0, 0.5, False, False, [2.0, 0.0]],
+    ]
     blob = store.blobs.put(msgspec.msgpack.encode(old))
     events = [e.event() for e in store.events.read_stream("run-alpha")]
     from evopolicygym.records.events import new_event
 
-    patched = [msgspec.structs.replace(e, trace_blob=blob) if isinstance(e, EpisodeCompleted) else e for e in events]
+    patched = [
+        msgspec.structs.replace(e, trace_blob=blob) if isinstance(e, EpisodeCompleted) else e
+        for e in events
+    ]
     store.events.append("run-old", [new_event(e, f"old/{i}") for i, e in enumerate(patched)], 0)
     run_export(store, tmp_path / "out", ["rollouts"], run_filter=RunFilter())
     # A Run is known by its stream (run-old), whatever its copied RunCreated says.
-    rows = [r for r in load(tmp_path / "out", "rollouts") if r["run_id"] == "old" and r["steps"] == 3]
+    rows = [
+        r for r in load(tmp_path / "out", "rollouts") if r["run_id"] == "old" and r["steps"] == 3
+    ]
     old_rows = [r for r in rows if r["observations"][0] is None]
     assert old_rows and all(r["truncations"] == [False, False, True] for r in old_rows)
     assert all(r["terminations"] == [False, False, False] for r in old_rows)
@@ -1023,12 +1260,16 @@ def test_dpo_edits_remove_dropped_files(store: Store, tmp_path: Path) -> None:
     (pair,) = load(tmp_path / "out", "dpo")
     (chosen,) = pair["chosen"]
     assert [c["function"]["name"] for c in chosen["tool_calls"]] == ["bash"]
-    assert chosen["tool_calls"][0]["function"]["arguments"] == {"command": "rm -f program/helper.py"}
+    assert chosen["tool_calls"][0]["function"]["arguments"] == {
+        "command": "rm -f program/helper.py"
+    }
     assert {t["function"]["name"] for t in pair["tools"]} >= {"bash", "write_file"}
 
 
 def test_other_agents_get_inferred_tools_and_no_command_line(store: Store, tmp_path: Path) -> None:
-    agent = AgentIdentity(name="mine", provider="command", options={"command": ["/home/me/agent", "--key=sk-123"]})
+    agent = AgentIdentity(
+        name="mine", provider="command", options={"command": ["/home/me/agent", "--key=sk-123"]}
+    )
     write_run(store, standard_run("alpha", agent=agent))
     run_export(store, tmp_path / "out", ["sft", "events"])
     (row,) = load(tmp_path / "out", "sft")
@@ -1042,7 +1283,18 @@ def test_other_agents_get_inferred_tools_and_no_command_line(store: Store, tmp_p
 def test_non_finite_numbers_are_refused(store: Store, tmp_path: Path) -> None:
     for option in ("--min-score", "--dpo-min-margin"):
         result = CliRunner().invoke(
-            main, ["export", "--store", str(tmp_path / "store"), "--format", "sft", "-o", str(tmp_path / "o"), option, "nan"]
+            main,
+            [
+                "export",
+                "--store",
+                str(tmp_path / "store"),
+                "--format",
+                "sft",
+                "-o",
+                str(tmp_path / "o"),
+                option,
+                "nan",
+            ],
         )
         assert result.exit_code == 2 and "finite" in result.output, result.output
 
@@ -1055,7 +1307,9 @@ def test_unused_message_keys_are_null_so_they_can_be_dropped(store: Store, tmp_p
     (row,) = load(tmp_path / "out", "sft")
     for message in row["messages"]:
         kept = {k: v for k, v in message.items() if v is not None}
-        assert ("tool_calls" in kept) == (message["role"] == "assistant" and bool(message["tool_calls"]))
+        assert ("tool_calls" in kept) == (
+            message["role"] == "assistant" and bool(message["tool_calls"])
+        )
         assert ("tool_call_id" in kept) == (message["role"] == "tool")
 
 
@@ -1077,7 +1331,13 @@ def test_what_the_agent_was_shown_is_part_of_the_task() -> None:
 
     default = {"traces": "benchmark", "trace_steps": None, "episodes": True, "content": True}
     assert task_id(run({})) == task_id(run({"feedback": default})) == task_id(run({"feedback": {}}))
-    conditions = [{"traces": 2}, {"traces": 0}, {"episodes": False}, {"content": False}, {"traces": "all"}]
+    conditions = [
+        {"traces": 2},
+        {"traces": 0},
+        {"episodes": False},
+        {"content": False},
+        {"traces": "all"},
+    ]
     ids = {task_id(run({"feedback": {**default, **c}})) for c in conditions}
     assert len(ids) == len(conditions) and task_id(run({})) not in ids
 
@@ -1091,18 +1351,37 @@ def test_the_task_catalog_labels_a_profiled_run(tmp_path: Path) -> None:
     from evopolicygym.registry import load_benchmark
 
     store = tmp_path / "store"
-    done = CliRunner().invoke(main, [
-        "run", "--benchmark", "frozen-lake", "--param", "profile=8x8-calm", "--agent", "reference",
-        "--budget", "4", "--no-validation", "--no-assessment", "--allow-uncontained-agent",
-        "--store", str(store), "--json",
-    ])
+    done = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--benchmark",
+            "frozen-lake",
+            "--param",
+            "profile=8x8-calm",
+            "--agent",
+            "reference",
+            "--budget",
+            "4",
+            "--no-validation",
+            "--no-assessment",
+            "--allow-uncontained-agent",
+            "--store",
+            str(store),
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
     out = tmp_path / "out"
-    exported = CliRunner().invoke(main, ["export", "--format", "sft", "--format", "rl", "-o", str(out), "--store", str(store)])
+    exported = CliRunner().invoke(
+        main, ["export", "--format", "sft", "--format", "rl", "-o", str(out), "--store", str(store)]
+    )
     assert exported.exit_code == 0, exported.output
     metadata = load_benchmark("frozen-lake", {"profile": "8x8-calm"}).spec.metadata
     expected = {
-        "family": "classic", "profile": "8x8-calm", "difficulty": 1,
+        "family": "classic",
+        "profile": "8x8-calm",
+        "difficulty": 1,
         "reference_baseline": (metadata.get("reference_scores") or {}).get("baseline"),
         "reference_random": (metadata.get("reference_scores") or {}).get("random"),
     }

@@ -99,12 +99,19 @@ def test_a_crashing_program_scores_the_failure_score_and_never_wins(tmp_path: Pa
         # The read models.
         refresh(store)
         with open_read_models(store, read_only=True) as db:
-            row = db.execute("SELECT best_submission_id, best_score, final_submission_id FROM runs").fetchone()
+            row = db.execute(
+                "SELECT best_submission_id, best_score, final_submission_id FROM runs"
+            ).fetchone()
         assert row == (2, work.score, 2)
 
         # Every export: dpo prefers the working program, rl's best known score is its.
         out = tmp_path / "dataset"
-        export(store, ["dpo", "rl", "programs", "sft"], out, ExportOptions(run_filter=RunFilter(), test_fraction=0.0))
+        export(
+            store,
+            ["dpo", "rl", "programs", "sft"],
+            out,
+            ExportOptions(run_filter=RunFilter(), test_fraction=0.0),
+        )
         (pair,) = [r for split in datasets.load_dataset(str(out), "dpo").values() for r in split]
         assert (pair["chosen_score"], pair["rejected_score"]) == (work.score, -200.0)
         (task,) = [r for split in datasets.load_dataset(str(out), "rl").values() for r in split]

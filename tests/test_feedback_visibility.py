@@ -81,7 +81,9 @@ BEFORE = {
 
 
 def digest(files: dict[str, bytes]) -> str:
-    return hashlib.sha256(json.dumps({k: v.hex() for k, v in sorted(files.items())}).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps({k: v.hex() for k, v in sorted(files.items())}).encode()
+    ).hexdigest()
 
 
 def with_feedback(config: RunConfig, **shown: Any) -> RunConfig:
@@ -142,10 +144,15 @@ def interrupt_with_a_reserved_submission(records: Store, run_id: str, selector: 
     created = events[0]
     assert isinstance(created, RunCreated)
     stream = run_stream_id(run_id)
-    records.events.append(stream, [new_event(AgentStarted(attempt=1, command=["gone"], pid=None), event_id(run_id, 2))], 1)
+    records.events.append(
+        stream,
+        [new_event(AgentStarted(attempt=1, command=["gone"], pid=None), event_id(run_id, 2))],
+        1,
+    )
     state, _ = load_run(records, run_id)
     decision = decide(
-        state, Submit(request_id="r1", selector=selector, program_digest=created.initial_program_digest)
+        state,
+        Submit(request_id="r1", selector=selector, program_digest=created.initial_program_digest),
     )
     assert isinstance(decision, list)
     records.events.append(stream, [new_event(decision[0], event_id(run_id, 3))], 2)
@@ -154,7 +161,9 @@ def interrupt_with_a_reserved_submission(records: Store, run_id: str, selector: 
 @pytest.mark.slow
 def test_the_condition_is_recorded_in_the_runs_config(runs: Any) -> None:
     records, made = runs
-    recorded = {name: load_run(records, r.run_id)[1][0].config["feedback"] for name, r in made.items()}
+    recorded = {
+        name: load_run(records, r.run_id)[1][0].config["feedback"] for name, r in made.items()
+    }
     assert recorded == {
         "default": DEFAULT_SHOWN,
         "bare": {"traces": 0, "trace_steps": None, "episodes": False, "content": False},
@@ -195,7 +204,9 @@ def test_no_traces_rows_or_content_for_the_agent_yet_the_log_keeps_them(runs: An
     completed = of(events, EpisodeCompleted)
     assert completed and all(e.trace_blob is not None for e in completed if e.status == "ok")
     for event in of(events, SubmissionPublished):
-        assert "mean_return" in event.content and [a.name for a in event.artifacts] == ["trace.jsonl"]
+        assert "mean_return" in event.content and [a.name for a in event.artifacts] == [
+            "trace.jsonl"
+        ]
     # What the Agent was answered (and so what an export's transcript holds) is the same view.
     replies = []
     for chunk in of(events, AgentMessages):
@@ -210,7 +221,9 @@ def test_no_traces_rows_or_content_for_the_agent_yet_the_log_keeps_them(runs: An
 
 
 @pytest.mark.slow
-def test_two_traces_per_submission_and_a_resume_keeps_the_condition(runs: Any, tmp_path: Path) -> None:
+def test_two_traces_per_submission_and_a_resume_keeps_the_condition(
+    runs: Any, tmp_path: Path
+) -> None:
     records, made = runs
     state, events = load_run(records, made["two"].run_id)
     assert of(events, RunResumed), "the Run was resumed"
@@ -221,17 +234,24 @@ def test_two_traces_per_submission_and_a_resume_keeps_the_condition(runs: Any, t
     assert docs[1]["indices"] == [0, 1, 2]  # the Submission evaluated on resume: capped at 2
     for sid, doc in docs.items():
         directory = feedback_dir_name(sid)
-        written = sorted(p.rsplit("/", 1)[1] for p in shown if p.startswith(f"{directory}/artifacts/"))
+        written = sorted(
+            p.rsplit("/", 1)[1] for p in shown if p.startswith(f"{directory}/artifacts/")
+        )
         first = doc["indices"][:2]
         assert len(written) == len(first) == min(2, len(doc["indices"]))
         assert written == sorted(f"episode-{i}.trace.jsonl" for i in first)
         for index in first:
-            lines = shown[f"{directory}/artifacts/episode-{index}.trace.jsonl"].decode().splitlines()
+            lines = (
+                shown[f"{directory}/artifacts/episode-{index}.trace.jsonl"].decode().splitlines()
+            )
             rows = [json.loads(line) for line in lines]
             assert len(rows) == min(50, steps[(sid, index)])
             assert [r["t"] for r in rows] == list(range(len(rows)))
             assert {r["episode"] for r in rows} == {index}
-            assert all(r["action"] in (0, 1) and r["reward"] == 1.0 and len(r["observation"]) == 4 for r in rows)
+            assert all(
+                r["action"] in (0, 1) and r["reward"] == 1.0 and len(r["observation"]) == 4
+                for r in rows
+            )
     # A Host that resumes it (the log folded afresh) lays out the same feedback.
     ledger = Ledger(records, made["two"].run_id)
     ledger.load()
@@ -252,9 +272,9 @@ def test_a_config_recorded_without_the_field_folds_and_shows_as_before(runs: Any
     assert old_state.cfg == state.cfg and old_state.cfg.feedback == FeedbackConfig()
     assert old_state.budget_used == state.budget_used and old_state.finished == state.finished
     retention = old_state.cfg.bulk_feedback_retention_bytes
-    assert build_feedback(old_events, records.blobs, retention, old_state.cfg.feedback) == feedback_tree(
-        made["default"].workspace
-    )
+    assert build_feedback(
+        old_events, records.blobs, retention, old_state.cfg.feedback
+    ) == feedback_tree(made["default"].workspace)
 
 
 # --------------------------------------------------------------------------- exact cases
@@ -272,7 +292,10 @@ def test_the_default_is_todays_feedback_byte_for_byte(run: RunLog, store: Store)
 def traced_log(store: Store, steps: int) -> RunLog:  # noqa: F811
     """Submission 1 on three Episodes, each with a real trace of ``steps`` steps; its content
     too large for the event, kept whole as a permanent artifact beside a bulk one."""
-    initial, first = program("def make_policy(c):\n    return None\n"), program("def make_policy(c):\n    return 1\n")
+    initial, first = (
+        program("def make_policy(c):\n    return None\n"),
+        program("def make_policy(c):\n    return 1\n"),
+    )
     for p in (initial, first):
         store.blobs.put_program(p)
 
@@ -285,7 +308,10 @@ def traced_log(store: Store, steps: int) -> RunLog:  # noqa: F811
 
     def trace(index: int) -> str:
         return store.blobs.put(
-            encode_trace([index, 0.0], [Step(t % 2, 1.0, t == steps - 1, False, [index, t + 1.0]) for t in range(steps)])
+            encode_trace(
+                [index, 0.0],
+                [Step(t % 2, 1.0, t == steps - 1, False, [index, t + 1.0]) for t in range(steps)],
+            )
         )
 
     log = RunLog(store)
@@ -299,7 +325,10 @@ def traced_log(store: Store, steps: int) -> RunLog:  # noqa: F811
             program_digest=first.digest,
             score=float(steps),
             failures=0,
-            content={"mean": 1.0, "content_truncated": {"bytes": 9, "left_out": ["big"], "artifact": "content.json"}},
+            content={
+                "mean": 1.0,
+                "content_truncated": {"bytes": 9, "left_out": ["big"], "artifact": "content.json"},
+            },
             artifacts=[
                 artifact(blobs, "content.json", b'{"big": 1}', "permanent"),
                 artifact(blobs, "trace.jsonl", b"benchmark trace\n"),
@@ -325,11 +354,24 @@ def test_traces_are_the_first_n_episodes_in_selection_order(store: Store) -> Non
         doc = json.loads(files["submission-0001/feedback.json"])
         # The Benchmark's bulk trace gives way; its permanent content stays.
         assert [a["name"] for a in doc["artifacts"]] == ["content.json", *names]
-        assert sorted(p.rsplit("/", 1)[1] for p in files if "/artifacts/" in p) == sorted(["content.json", *names])
+        assert sorted(p.rsplit("/", 1)[1] for p in files if "/artifacts/" in p) == sorted(
+            ["content.json", *names]
+        )
     files = build_feedback(events, store.blobs, 1 << 20, FeedbackConfig(traces=1, trace_steps=3))
-    rows = [json.loads(line) for line in files["submission-0001/artifacts/episode-4.trace.jsonl"].splitlines()]
+    rows = [
+        json.loads(line)
+        for line in files["submission-0001/artifacts/episode-4.trace.jsonl"].splitlines()
+    ]
     assert rows == [
-        {"episode": 4, "t": t, "action": t % 2, "reward": 1.0, "terminated": False, "truncated": False, "observation": [4, t + 1.0]}
+        {
+            "episode": 4,
+            "t": t,
+            "action": t % 2,
+            "reward": 1.0,
+            "terminated": False,
+            "truncated": False,
+            "observation": [4, t + 1.0],
+        }
         for t in range(3)
     ]
     doc = json.loads(files["submission-0001/feedback.json"])
@@ -348,7 +390,9 @@ def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:  # n
     log = traced_log(store, steps=4)
     gone = "sha256:" + "0" * 64
     events = [
-        msgspec.structs.replace(e, trace_blob=gone) if isinstance(e, EpisodeCompleted) and e.index == 1 else e
+        msgspec.structs.replace(e, trace_blob=gone)
+        if isinstance(e, EpisodeCompleted) and e.index == 1
+        else e
         for e in log.read()
     ]
     files = build_feedback(events, store.blobs, 1 << 20, FeedbackConfig(traces="all"))
@@ -359,12 +403,16 @@ def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:  # n
         ("episode-1.trace.jsonl", True, True),
         ("episode-5.trace.jsonl", False, False),
     ]
-    assert listed[2]["size"] is None and "submission-0001/artifacts/episode-1.trace.jsonl" not in files
+    assert (
+        listed[2]["size"] is None and "submission-0001/artifacts/episode-1.trace.jsonl" not in files
+    )
 
 
 def test_withheld_content_takes_its_whole_copy_along(store: Store) -> None:  # noqa: F811
     events = traced_log(store, steps=2).read()
-    files = build_feedback(events, store.blobs, 1 << 20, FeedbackConfig(content=False, episodes=False))
+    files = build_feedback(
+        events, store.blobs, 1 << 20, FeedbackConfig(content=False, episodes=False)
+    )
     doc = json.loads(files["submission-0001/feedback.json"])
     assert "content" not in doc and "episodes" not in doc
     assert [a["name"] for a in doc["artifacts"]] == ["trace.jsonl"]
@@ -379,7 +427,9 @@ def test_host_traces_are_bulk_under_retention(store: Store) -> None:  # noqa: F8
     log.append(
         msgspec.structs.replace(first, submission_id=2, budget_used=6),  # type: ignore[arg-type]
         *(msgspec.structs.replace(e, submission_id=2) for e in log.events[2:5]),  # type: ignore[arg-type]
-        msgspec.structs.replace(log.events[5], submission_id=2, budget_used=6, budget_left=BUDGET - 6),  # type: ignore[arg-type]
+        msgspec.structs.replace(
+            log.events[5], submission_id=2, budget_used=6, budget_left=BUDGET - 6
+        ),  # type: ignore[arg-type]
     )
     shown = FeedbackConfig(traces="all")
     whole = build_feedback(log.read(), store.blobs, 1 << 20, shown)
@@ -410,7 +460,9 @@ def test_host_traces_are_bulk_under_retention(store: Store) -> None:  # noqa: F8
         ({"traces": "all"}, "none", "feedback traces need record_trajectories"),
     ],
 )
-def test_conditions_that_cannot_work_are_refused(shown: dict[str, Any], record: str, says: str) -> None:
+def test_conditions_that_cannot_work_are_refused(
+    shown: dict[str, Any], record: str, says: str
+) -> None:
     config = RunConfig.from_dict({"feedback": shown, "record_trajectories": record})
     with pytest.raises(RunConfigError, match=says):
         config.resolved()
@@ -419,11 +471,19 @@ def test_conditions_that_cannot_work_are_refused(shown: dict[str, Any], record: 
 def test_a_toml_table_sets_it_and_unknown_keys_are_refused() -> None:
     import tomllib
 
-    table = tomllib.loads('episode_budget = 8\n[feedback]\ntraces = 2\ntrace_steps = 100\nepisodes = false\n')
+    table = tomllib.loads(
+        "episode_budget = 8\n[feedback]\ntraces = 2\ntrace_steps = 100\nepisodes = false\n"
+    )
     config = RunConfig.from_dict(table).resolved()
     assert config.feedback == FeedbackConfig(traces=2, trace_steps=100, episodes=False)
-    assert RunConfig.from_dict(tomllib.loads('[feedback]\ntraces = "all"\n')).feedback.traces == "all"
-    for bad in ('[feedback]\ntraces = "some"\n', "[feedback]\nshow = 1\n", "[feedback]\ntraces = true\n"):
+    assert (
+        RunConfig.from_dict(tomllib.loads('[feedback]\ntraces = "all"\n')).feedback.traces == "all"
+    )
+    for bad in (
+        '[feedback]\ntraces = "some"\n',
+        "[feedback]\nshow = 1\n",
+        "[feedback]\ntraces = true\n",
+    ):
         with pytest.raises(RunConfigError, match="feedback"):
             RunConfig.from_dict(tomllib.loads(bad))
 
@@ -435,10 +495,15 @@ def test_a_toml_table_sets_it_and_unknown_keys_are_refused() -> None:
         (["--feedback-traces", "-2"], "--feedback-traces"),
         (["--feedback-trace-steps", "0"], "--feedback-trace-steps"),
         (["--feedback-trace-steps", "5"], "--feedback-trace-steps needs --feedback-traces"),
-        (["--feedback-traces", "3", "--record-trajectories", "none"], "--feedback-traces need --record-trajectories"),
+        (
+            ["--feedback-traces", "3", "--record-trajectories", "none"],
+            "--feedback-traces need --record-trajectories",
+        ),
     ],
 )
-def test_bad_feedback_options_are_one_line_errors(tmp_path: Path, args: list[str], says: str) -> None:
+def test_bad_feedback_options_are_one_line_errors(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
     result = CliRunner().invoke(
         main, ["run", "--benchmark", "cartpole", "--store", str(tmp_path / "store"), *args]
     )
@@ -460,14 +525,22 @@ def test_task_md_tells_the_agent_what_its_feedback_holds() -> None:
     spec = {"id": "cartpole", "score_direction": "maximize"}
 
     def task_md(feedback: FeedbackConfig | None) -> str:
-        config = RunConfig(episode_budget=8) if feedback is None else RunConfig(episode_budget=8, feedback=feedback)
+        config = (
+            RunConfig(episode_budget=8)
+            if feedback is None
+            else RunConfig(episode_budget=8, feedback=feedback)
+        )
         return task_files(spec, msgspec.to_builtins(config.resolved()))[0]
 
     default = task_md(None)
     assert "public content, per-Episode summaries, artifacts" in default
     assert task_md(FeedbackConfig()) == default
     bare = task_md(FeedbackConfig(traces=0, episodes=False, content=False))
-    assert "per-Episode summaries" not in bare and "public content" not in bare and "artifacts" not in bare
+    assert (
+        "per-Episode summaries" not in bare
+        and "public content" not in bare
+        and "artifacts" not in bare
+    )
     traced = task_md(FeedbackConfig(traces=2, trace_steps=100))
     assert "step traces of the first 2 Episode(s), first 100 steps" in traced
     assert "episode-<index>.trace.jsonl" in traced

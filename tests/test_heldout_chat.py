@@ -30,7 +30,10 @@ KEY = "sk-heldout-test"
 
 def _turns() -> list[Reply]:
     submit = {"content": None, "tool_calls": [{"name": "submit", "arguments": {"episodes": "0:2"}}]}
-    finish = {"content": "Done.", "tool_calls": [{"name": "finish", "arguments": {"candidates": [1]}}]}
+    finish = {
+        "content": "Done.",
+        "tool_calls": [{"name": "finish", "arguments": {"candidates": [1]}}],
+    }
     return [submit, finish]
 
 
@@ -45,12 +48,17 @@ def test_the_example_spec_is_the_chat_agent_on_held_out_benchmarks() -> None:
 def test_a_served_model_is_measured_on_held_out_tasks(tmp_path: Path) -> None:
     # The example, pointed at the loopback server, with a budget a test can afford.
     text = EXAMPLE.read_text()
-    text = text.replace('profile = "paper-128"', 'profile = "quick"').replace("seeds = 3", "seeds = 1")
-    text = text.replace("[run]\njobs = 1", (
-        "[run]\njobs = 1\nepisode_budget = 4\n"
-        "[run.validation]\nepisodes_per_candidate = 2\nmax_candidates = 1\n"
-        "[run.assessment]\nepisodes = 2"
-    ))
+    text = text.replace('profile = "paper-128"', 'profile = "quick"').replace(
+        "seeds = 3", "seeds = 1"
+    )
+    text = text.replace(
+        "[run]\njobs = 1",
+        (
+            "[run]\njobs = 1\nepisode_budget = 4\n"
+            "[run.validation]\nepisodes_per_candidate = 2\nmax_candidates = 1\n"
+            "[run.assessment]\nepisodes = 2"
+        ),
+    )
     benchmarks = ["acrobot", "mountain-car-continuous"]
     with ChatServer(_turns() * len(benchmarks), api_key=KEY, model=MODEL) as server:
         text = text.replace('model = "my-model"', f'model = "{MODEL}"')
@@ -61,8 +69,21 @@ def test_a_served_model_is_measured_on_held_out_tasks(tmp_path: Path) -> None:
         store = tmp_path / "store"
         env = {**os.environ, KEY_ENV: KEY}
         done = subprocess.run(
-            [*CLI, "experiment", "run", str(spec), "--store", str(store), "--max-runs", "1", "--json"],
-            capture_output=True, text=True, env=env, timeout=600,
+            [
+                *CLI,
+                "experiment",
+                "run",
+                str(spec),
+                "--store",
+                str(store),
+                "--max-runs",
+                "1",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
         )
         assert done.returncode == 0, done.stderr
         assert server.remaining == 0 and set(server.statuses) == {200}
@@ -72,7 +93,9 @@ def test_a_served_model_is_measured_on_held_out_tasks(tmp_path: Path) -> None:
 
     summary = subprocess.run(
         [*CLI, "experiment", "summary", "heldout-chat", "--store", str(store), "--json"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert summary.returncode == 0, summary.stderr
     board = json.loads(summary.stdout)
@@ -85,7 +108,9 @@ def test_a_served_model_is_measured_on_held_out_tasks(tmp_path: Path) -> None:
     assert sorted(runs["benchmark_id"]) == sorted(benchmarks)
     assert set(runs["status"]) == {"finished"}
     assert runs["assessment_score"].notna().all()
-    assert KEY not in messages.to_json(date_format="iso")  # the key reached the server, never the record
+    assert KEY not in messages.to_json(
+        date_format="iso"
+    )  # the key reached the server, never the record
     assistant = messages[messages["role"] == "assistant"]
     assert set(assistant["model"].dropna()) == {MODEL}
     assert (assistant.groupby("run_id").size() == 2).all()

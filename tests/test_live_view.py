@@ -24,6 +24,7 @@ def tmux() -> None:
     """CI installs tmux and sets EVOPOLICY_REQUIRE_EXTRAS, so there a missing tmux fails."""
     require_program("tmux", "apt-get install tmux")
 
+
 SIZES = [(80, 24), (160, 45)]
 DEADLINE_S = 180.0
 

@@ -53,7 +53,10 @@ def url() -> Iterator[str]:
 
 
 def episode(event_id: str, n: int = 0) -> NewEvent:
-    return new_event(EpisodeCompleted(submission_id=1, index=n, status="ok", total_reward=n / 2, steps=n), event_id)
+    return new_event(
+        EpisodeCompleted(submission_id=1, index=n, status="ok", total_reward=n / 2, steps=n),
+        event_id,
+    )
 
 
 def everything(store: EventStore) -> list[Any]:
@@ -209,7 +212,10 @@ def test_a_connection_dropped_twice_is_a_clean_store_error(url: str) -> None:
         assert len(store.terminated) == 2
         assert store.head() == 1  # nothing of the failed append
         assert store.append("s", [episode("second")], ANY_VERSION) == [2]  # reconnects, no gap
-        assert store.append("s", [episode("lost-1"), episode("lost-2")], 2) == [3, 4]  # the caller's retry
+        assert store.append("s", [episode("lost-1"), episode("lost-2")], 2) == [
+            3,
+            4,
+        ]  # the caller's retry
     with PostgresEventStore(url) as store:
         envelopes = assert_sound(store)
     assert [e.event_id for e in envelopes] == ["first", "second", "lost-1", "lost-2"]
@@ -234,7 +240,7 @@ def test_random_backend_terminations_never_duplicate_or_skip(url: str) -> None:
                     "AND backend_type = 'client backend'",
                     (database, own),
                 ).fetchall()
-                kills.extend(1 for ok, in rows if ok)
+                kills.extend(1 for (ok,) in rows if ok)
 
     thread = threading.Thread(target=killer)
     store = PostgresEventStore(url)
@@ -296,7 +302,10 @@ def test_the_indexes_are_checked(url: str) -> None:
     with PostgresEventStore(url) as store:
         store.append("s", [episode(f"i{i}", i) for i in range(500)], 0)
         assert store.integrity_problems() == []
-        indexes = run(url, "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1")
+        indexes = run(
+            url,
+            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1",
+        )
         assert len(indexes) == 3  # position, (stream_id, stream_version), event_id
         (name,) = indexes[0]
         run(url, "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", name)
@@ -307,7 +316,10 @@ def test_a_disabled_trigger_and_a_tampered_row_are_reported(url: str) -> None:
     with PostgresEventStore(url) as store:
         store.append("s", [episode(f"t{i}", i) for i in range(10)], 0)
         run(url, "ALTER TABLE events DISABLE TRIGGER events_no_update")
-        run(url, "UPDATE events SET payload = convert_to(replace(convert_from(payload, 'UTF8'), '\"steps\":6', '\"steps\":7'), 'UTF8') WHERE position = 7")
+        run(
+            url,
+            "UPDATE events SET payload = convert_to(replace(convert_from(payload, 'UTF8'), '\"steps\":6', '\"steps\":7'), 'UTF8') WHERE position = 7",
+        )
         assert store.integrity_problems() == [
             "the append-only trigger events_no_update is disabled: the log can be changed"
         ]
@@ -317,12 +329,21 @@ def test_a_disabled_trigger_and_a_tampered_row_are_reported(url: str) -> None:
 
 def test_hashes_match_sqlite_for_the_same_events(url: str, tmp_path: Path) -> None:
     events = [episode(f"h{i}", i) for i in range(25)]
-    with PostgresEventStore(url) as postgres, SQLiteEventStore(tmp_path / "events.db", create=True) as sqlite:
+    with (
+        PostgresEventStore(url) as postgres,
+        SQLiteEventStore(tmp_path / "events.db", create=True) as sqlite,
+    ):
         postgres.append("s", events, 0)
         sqlite.append("s", events, 0)
         ours, theirs = everything(postgres), everything(sqlite)
-    strip = [(e.position, e.stream_id, e.stream_version, e.event_id, e.type, e.payload, e.payload_hash) for e in ours]
-    assert strip == [(e.position, e.stream_id, e.stream_version, e.event_id, e.type, e.payload, e.payload_hash) for e in theirs]
+    strip = [
+        (e.position, e.stream_id, e.stream_version, e.event_id, e.type, e.payload, e.payload_hash)
+        for e in ours
+    ]
+    assert strip == [
+        (e.position, e.stream_id, e.stream_version, e.event_id, e.type, e.payload, e.payload_hash)
+        for e in theirs
+    ]
 
 
 # --------------------------------------------------------------------------- read-only
@@ -354,7 +375,9 @@ def test_a_role_that_may_only_read_refuses_appends(url: str) -> None:
             assert not store.read_only
         from sqlalchemy.engine import make_url
 
-        reader_url = make_url(url).set(username=role, password=None).render_as_string(hide_password=False)
+        reader_url = (
+            make_url(url).set(username=role, password=None).render_as_string(hide_password=False)
+        )
         with PostgresEventStore(reader_url) as reader:
             assert reader.read_only
             assert reader.head() == 1
@@ -417,7 +440,13 @@ def test_processes_creating_one_store_at_once_all_succeed(tmp_path: Path) -> Non
     go = tmp_path / "go"
     names = [f"creator-{i}" for i in range(4)]
     procs = [
-        subprocess.Popen([sys.executable, "-c", CREATOR, url, n, str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        subprocess.Popen(
+            [sys.executable, "-c", CREATOR, url, n, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
         for n in names
     ]
     try:

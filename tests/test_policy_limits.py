@@ -45,7 +45,9 @@ def evaluator() -> Iterator[Evaluator]:
 
 def evaluate(evaluator: Evaluator, source: str, horizon: int = 20, **config) -> EvaluationResult:
     settings = {"episodes": 1, "jobs": 1, "episode_timeout": 5.0, **config}
-    return evaluator.evaluate(program(source), CounterBenchmark(horizon=horizon), EvaluationConfig(**settings))
+    return evaluator.evaluate(
+        program(source), CounterBenchmark(horizon=horizon), EvaluationConfig(**settings)
+    )
 
 
 def reported(result: EvaluationResult, tag: str) -> list[object]:
@@ -74,7 +76,9 @@ def make_policy(c):
 
 @pytest.mark.parametrize("pause", [0.045, 0.05])
 @pytest.mark.timeout(60)  # a hang guard: before, these ran for the Environment's whole horizon
-def test_the_deadline_holds_however_a_policy_paces_its_answers(evaluator: Evaluator, pause: float) -> None:
+def test_the_deadline_holds_however_a_policy_paces_its_answers(
+    evaluator: Evaluator, pause: float
+) -> None:
     # Each answer comes back within (or right at) the Host's 50 ms receive slice: before,
     # the deadline was only looked at when a slice came back empty, so the policy played on.
     result = evaluate(evaluator, PACED.format(pause=pause), episode_timeout=1.0, horizon=10_000_000)
@@ -88,7 +92,9 @@ def test_the_deadline_holds_however_a_policy_paces_its_answers(evaluator: Evalua
 
 def test_a_paced_policy_within_its_deadline_finishes(evaluator: Evaluator) -> None:
     # At most 8 acts of 30 ms to reach the target: about a quarter of the 1 s budget.
-    result = evaluate(evaluator, PACED.format(pause=0.03).replace("return 0", "return 1"), episode_timeout=1.0)
+    result = evaluate(
+        evaluator, PACED.format(pause=0.03).replace("return 0", "return 1"), episode_timeout=1.0
+    )
     assert result.episodes[0].status == "ok", result.episodes[0]
 
 
@@ -160,7 +166,9 @@ def make_policy(c):
 """
 
 
-def test_tracing_namespaces_and_kernel_facilities_are_refused_and_the_episode_scores(evaluator: Evaluator) -> None:
+def test_tracing_namespaces_and_kernel_facilities_are_refused_and_the_episode_scores(
+    evaluator: Evaluator,
+) -> None:
     if not seccomp.available():
         pytest.skip(f"no syscall filter is known for {platform.machine()}")
     # First: without the filter, the raw clone below would really fork the policy mid-act.
@@ -267,7 +275,9 @@ def test_a_cgroup_bounds_the_cpu_of_a_policy_and_its_children(evaluator: Evaluat
     before = _cpu_usage_s(group)
     started = time.monotonic()
     # Not pinned: only the cgroup's cpu.max keeps the nine busy processes to one core.
-    result = evaluate(evaluator, BUSY_CHILDREN, episode_timeout=2.0, horizon=10_000_000, pin_cpus=False)
+    result = evaluate(
+        evaluator, BUSY_CHILDREN, episode_timeout=2.0, horizon=10_000_000, pin_cpus=False
+    )
     elapsed = time.monotonic() - started
     used = _cpu_usage_s(group) - before
     assert {"cgroup-cpu", "cgroup-memory", "cgroup-pids"} <= set(result.enforced), result.enforced
@@ -315,8 +325,18 @@ def test_the_filter_program_denies_what_it_lists_and_fails_closed(machine: str) 
             assert _run_filter(ops, arch, harmless) == allow, harmless
     clone = seccomp.number("clone", machine)
     assert _run_filter(ops, arch, clone, 17) == allow  # fork: SIGCHLD
-    assert _run_filter(ops, arch, clone, 0x3D0F00) == allow  # a thread: CLONE_VM | CLONE_THREAD | ...
-    for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000):
+    assert (
+        _run_filter(ops, arch, clone, 0x3D0F00) == allow
+    )  # a thread: CLONE_VM | CLONE_THREAD | ...
+    for flag in (
+        0x00020000,
+        0x02000000,
+        0x04000000,
+        0x08000000,
+        0x10000000,
+        0x20000000,
+        0x40000000,
+    ):
         assert _run_filter(ops, arch, clone, flag | 17) == eperm, hex(flag)
     assert _run_filter(ops, arch, seccomp.number("clone3", machine)) == enosys
     # Another ABI on the same kernel (32-bit x86 through int 0x80, arm32): everything denied.
@@ -334,12 +354,21 @@ def _cgroup_tree(root: Path, subtree: dict[str, str]) -> None:
         (directory / "cgroup.subtree_control").write_text(enabled)
 
 
-def test_the_policy_cgroup_goes_under_the_nearest_cgroup_that_hands_cpu_down(tmp_path: Path) -> None:
+def test_the_policy_cgroup_goes_under_the_nearest_cgroup_that_hands_cpu_down(
+    tmp_path: Path,
+) -> None:
     mountinfo = (
         f"31 1 0:27 / {tmp_path} rw,nosuid - cgroup2 cgroup2 rw\n"
         "32 1 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"
     )
-    _cgroup_tree(tmp_path, {"/": "cpu memory pids io", "/system.slice": "memory pids", "/system.slice/host.service": ""})
+    _cgroup_tree(
+        tmp_path,
+        {
+            "/": "cpu memory pids io",
+            "/system.slice": "memory pids",
+            "/system.slice/host.service": "",
+        },
+    )
     own = "0::/system.slice/host.service\n"
     # The Host's own cgroup holds processes, its parent hands no cpu down: the root does.
     assert cgroups.find_parent(mountinfo, own) == (str(tmp_path), ("cpu", "memory", "pids"))
@@ -347,7 +376,12 @@ def test_the_policy_cgroup_goes_under_the_nearest_cgroup_that_hands_cpu_down(tmp
     assert cgroups.find_parent(mountinfo, own) == (str(tmp_path / "system.slice"), ("cpu", "pids"))
     # A hybrid system whose v2 hierarchy has none of them, and cgroup v1 alone: no group.
     assert cgroups.find_parent(mountinfo.replace(str(tmp_path), "/nonexistent"), own) is None
-    assert cgroups.find_parent("32 1 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "4:cpu:/\n") is None
+    assert (
+        cgroups.find_parent(
+            "32 1 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "4:cpu:/\n"
+        )
+        is None
+    )
 
 
 def test_stale_groups_of_gone_fork_servers_are_swept(tmp_path: Path) -> None:
@@ -356,4 +390,7 @@ def test_stale_groups_of_gone_fork_servers_are_swept(tmp_path: Path) -> None:
     (tmp_path / f"evopolicy-{os.getpid()}-abcd" / "e1").mkdir(parents=True)
     (tmp_path / "unrelated").mkdir()
     cgroups.sweep_stale(str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"evopolicy-{os.getpid()}-abcd", "unrelated"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"evopolicy-{os.getpid()}-abcd",
+        "unrelated",
+    ]

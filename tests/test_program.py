@@ -444,7 +444,11 @@ def test_names_no_filesystem_can_hold_are_refused() -> None:
 def test_a_program_is_immutable_hashable_and_pickles_old_and_new():
     program = Program.from_files({"policy.py": b"x = 1\n", "lib/a.bin": b"\x00\xff"})
     same = Program.from_files({"lib/a.bin": b"\x00\xff", "policy.py": "x = 1\n"})
-    assert program == same and hash(program) == hash(same) and program != Program.from_files({"policy.py": b"x = 2\n"})
+    assert (
+        program == same
+        and hash(program) == hash(same)
+        and program != Program.from_files({"policy.py": b"x = 2\n"})
+    )
     assert program != (program.files, program.digest)
     with pytest.raises(AttributeError):
         program.digest = "sha256:0"

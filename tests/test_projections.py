@@ -756,7 +756,10 @@ def test_a_duckdb_data_error_inside_the_transaction_skips_only_that_event(
         stored = [row[0] for row in db.execute("SELECT position FROM strict ORDER BY 1").fetchall()]
         marks = checkpoints(db)
     assert stored == [p for p in range(1, 28) if p != bad]
-    assert {name: mark[1:] for name, mark in marks.items()} == {"strict": (27, 1), "events": (27, 0)}
+    assert {name: mark[1:] for name, mark in marks.items()} == {
+        "strict": (27, 1),
+        "events": (27, 0),
+    }
 
 
 def test_an_error_inside_the_transaction_is_reported_as_itself(
@@ -778,7 +781,9 @@ def test_an_error_inside_the_transaction_is_reported_as_itself(
         with pytest.raises(duckdb.OutOfMemoryException):
             catch_up(two_runs, db, [hungry])
         assert checkpoints(db)["huge"][1] == 0  # nothing of the page was kept
-        assert db.execute("SELECT count(*) FROM huge").fetchone() == (0,)  # the connection still works
+        assert db.execute("SELECT count(*) FROM huge").fetchone() == (
+            0,
+        )  # the connection still works
 
 
 def test_an_oversized_payload_is_trimmed_in_the_events_table(
@@ -795,12 +800,12 @@ def test_an_oversized_payload_is_trimmed_in_the_events_table(
     )
     payload = encode(created)
     assert len(payload) > 8000
-    append(store, "run-old", [NewEvent("old-1", "RunCreated", 1, payload), *finished_run("old")[1:]])
+    append(
+        store, "run-old", [NewEvent("old-1", "RunCreated", 1, payload), *finished_run("old")[1:]]
+    )
     refresh(store)
     with open_read_models(store, read_only=True) as db:
-        row = db.execute(
-            "SELECT payload FROM events WHERE type = 'RunCreated'"
-        ).fetchone()
+        row = db.execute("SELECT payload FROM events WHERE type = 'RunCreated'").fetchone()
         assert row is not None
         kept = json.loads(row[0])
         assert kept["_trimmed"]["bytes"] == len(payload) and "pool" in kept["_trimmed"]["left_out"]
@@ -810,7 +815,9 @@ def test_an_oversized_payload_is_trimmed_in_the_events_table(
         assert {name: mark[2] for name, mark in checkpoints(db).items()} == dict.fromkeys(
             ("events", "runs", "submissions", "episodes"), 0
         )
-    result = invoke("query", "SELECT count(*) AS n FROM events", "--store", str(store.path), "--json")
+    result = invoke(
+        "query", "SELECT count(*) AS n FROM events", "--store", str(store.path), "--json"
+    )
     assert result.exit_code == 0 and json.loads(result.stdout) == [{"n": len(finished_run("old"))}]
 
 
@@ -1013,12 +1020,24 @@ def test_query_json(two_runs: Store) -> None:
             "dated": True,
         },
         # No Host holds beta: its Host died without a word, as record list says too
-        {"run_id": "beta", "status": "interrupted", "best_score": 1.0, "submissions": 2, "dated": True},
+        {
+            "run_id": "beta",
+            "status": "interrupted",
+            "best_score": 1.0,
+            "submissions": 2,
+            "dated": True,
+        },
     ]
     from evopolicygym.run.liveness import run_lock
 
     with run_lock(two_runs, "beta"):  # while a Host holds it, it is running
-        held = invoke("query", "SELECT status FROM runs WHERE run_id = 'beta'", "--store", str(two_runs.path), "--json")
+        held = invoke(
+            "query",
+            "SELECT status FROM runs WHERE run_id = 'beta'",
+            "--store",
+            str(two_runs.path),
+            "--json",
+        )
         assert json.loads(held.stdout) == [{"status": "running"}]
     # JSON payloads come out as objects, lists as lists, timestamps as ISO text.
     result = invoke(
@@ -1086,7 +1105,9 @@ def test_query_is_read_only(two_runs: Store) -> None:
     line = assert_one_line_error(result, 1)
     assert "read-only" in line.lower()
     # runs is the view that says which unfinished Runs are interrupted: not a table to change
-    line = assert_one_line_error(invoke("query", "DELETE FROM runs", "--store", str(two_runs.path)), 1)
+    line = assert_one_line_error(
+        invoke("query", "DELETE FROM runs", "--store", str(two_runs.path)), 1
+    )
     assert line.startswith("error: query failed:")
 
 

@@ -34,7 +34,16 @@ from evopolicygym.registry import baseline_dir, load_benchmark
 # A Run's events that differ between two Runs of one config wherever they run: the clock
 # (durations, message times), process ids, the Run's own id and the blobs of raw process
 # output that carry times. Everything else must be equal.
-UNTIMED = {"duration_s", "at", "pid", "run_id", "request_id", "raw_blob", "stdout_blob", "stderr_blob"}
+UNTIMED = {
+    "duration_s",
+    "at",
+    "pid",
+    "run_id",
+    "request_id",
+    "raw_blob",
+    "stdout_blob",
+    "stderr_blob",
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +86,16 @@ def untimed(result: EvaluationResult) -> tuple[bytes, bytes, bytes]:
     return encoded(records), encoded(summaries), encoded(result.feedback)
 
 
-def both(engines: tuple[Evaluator, RayEvaluator], prog: Program, benchmark: Any, config: EvaluationConfig) -> tuple[EvaluationResult, EvaluationResult]:
+def both(
+    engines: tuple[Evaluator, RayEvaluator], prog: Program, benchmark: Any, config: EvaluationConfig
+) -> tuple[EvaluationResult, EvaluationResult]:
     local, remote = engines
     return local.evaluate(prog, benchmark, config), remote.evaluate(prog, benchmark, config)
 
 
-def test_cartpole_episodes_are_the_same_on_ray_workers(engines: tuple[Evaluator, RayEvaluator]) -> None:
+def test_cartpole_episodes_are_the_same_on_ray_workers(
+    engines: tuple[Evaluator, RayEvaluator],
+) -> None:
     benchmark = load_benchmark("cartpole")
     found = baseline_dir(benchmark)
     assert found is not None
@@ -158,7 +171,9 @@ def make_policy(context):
 """
 
 
-def test_a_worker_lost_mid_episode_is_retried_on_another(engines: tuple[Evaluator, RayEvaluator]) -> None:
+def test_a_worker_lost_mid_episode_is_retried_on_another(
+    engines: tuple[Evaluator, RayEvaluator],
+) -> None:
     import ray
 
     local, remote = engines
@@ -181,7 +196,10 @@ def test_a_worker_lost_mid_episode_is_retried_on_another(engines: tuple[Evaluato
     assert there.failures == 0  # the Host's fault, never a scored policy failure
     # The pool made up for them: the next evaluation runs as before.
     again = remote.evaluate(prog, benchmark, EvaluationConfig(episodes=2, seed=1, jobs=2))
-    assert untimed(again)[0] == untimed(local.evaluate(prog, benchmark, EvaluationConfig(episodes=2, seed=1, jobs=2)))[0]
+    assert (
+        untimed(again)[0]
+        == untimed(local.evaluate(prog, benchmark, EvaluationConfig(episodes=2, seed=1, jobs=2)))[0]
+    )
 
 
 def test_stop_ends_an_evaluation_on_ray_workers(cluster: str) -> None:
@@ -196,7 +214,10 @@ def test_stop_ends_an_evaluation_on_ray_workers(cluster: str) -> None:
         assert any(ref() is remote for ref in _live)
         with pytest.raises(EvaluationError, match="stopped"):
             remote.evaluate(
-                program(SLOW), benchmark, EvaluationConfig(episodes=4, jobs=2), progress=lambda done, total: remote.stop()
+                program(SLOW),
+                benchmark,
+                EvaluationConfig(episodes=4, jobs=2),
+                progress=lambda done, total: remote.stop(),
             )
         with pytest.raises(EvaluationError, match="stopped"):
             remote.evaluate(program(SLOW), benchmark, EvaluationConfig(episodes=1, jobs=1))
@@ -226,9 +247,23 @@ def _facts(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(kind, e) for kind, e in events if kind != "AgentMessages"]
 
 
-RUN = ["run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "6",
-       "--validation-episodes", "4", "--assessment-episodes", "4", "--jobs", "2",
-       "--allow-uncontained-agent", "--json"]
+RUN = [
+    "run",
+    "--benchmark",
+    "cartpole",
+    "--agent",
+    "reference",
+    "--budget",
+    "6",
+    "--validation-episodes",
+    "4",
+    "--assessment-episodes",
+    "4",
+    "--jobs",
+    "2",
+    "--allow-uncontained-agent",
+    "--json",
+]
 
 
 def _workers_made() -> int:
@@ -266,8 +301,20 @@ def test_a_reference_run_records_the_same_events_on_ray(engines: Any, tmp_path: 
     }
     # The Run played locally re-evaluates on Ray workers to the same scores, exactly.
     before = _workers_made()
-    replayed = runner.invoke(main, ["record", "replay", outcomes["local"]["run_id"], "--reevaluate",
-                                    "--executor", "ray", "--store", str(tmp_path / "local"), "--json"])
+    replayed = runner.invoke(
+        main,
+        [
+            "record",
+            "replay",
+            outcomes["local"]["run_id"],
+            "--reevaluate",
+            "--executor",
+            "ray",
+            "--store",
+            str(tmp_path / "local"),
+            "--json",
+        ],
+    )
     assert replayed.exit_code == 0, replayed.output
     assert json.loads(replayed.stdout)["mismatches"] == []
     assert _workers_made() > before
@@ -275,17 +322,32 @@ def test_a_reference_run_records_the_same_events_on_ray(engines: Any, tmp_path: 
 
 def test_evaluate_from_another_process_on_the_cluster(cluster: str) -> None:
     """A second driver reaches the cluster by its address: the command a lab types."""
-    args = ["evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "4", "--seed", "3", "--json"]
+    args = [
+        "evaluate",
+        "baseline",
+        "--benchmark",
+        "cartpole",
+        "--episodes",
+        "4",
+        "--seed",
+        "3",
+        "--json",
+    ]
     cli = [sys.executable, "-m", "evopolicygym.cli"]
     there = subprocess.run(
-        [*cli, *args, "--executor", "ray", "--ray-address", cluster], capture_output=True, text=True, timeout=180
+        [*cli, *args, "--executor", "ray", "--ray-address", cluster],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert there.returncode == 0, there.stderr
     here = CliRunner().invoke(main, args)
     assert here.exit_code == 0, here.output
     a, b = json.loads(there.stdout), json.loads(here.stdout)
     assert a["feedback"] == b["feedback"]
-    assert [{**e, "duration_s": 0} for e in a["episodes"]] == [{**e, "duration_s": 0} for e in b["episodes"]]
+    assert [{**e, "duration_s": 0} for e in a["episodes"]] == [
+        {**e, "duration_s": 0} for e in b["episodes"]
+    ]
     assert a["containment"] == b["containment"] and 1 <= a["jobs"] <= 4  # those placed in time
 
 
@@ -310,16 +372,31 @@ with open(out, "w") as f:
     [
         ["--help"],
         ["evaluate", "baseline", "--benchmark", "cartpole", "--episodes", "2", "--json"],
-        ["run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "2", "--no-validation",
-         "--no-assessment", "--allow-uncontained-agent", "--json"],
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "reference",
+            "--budget",
+            "2",
+            "--no-validation",
+            "--no-assessment",
+            "--allow-uncontained-agent",
+            "--json",
+        ],
     ],
     ids=["help", "evaluate", "run"],
 )
 def test_the_local_executor_never_imports_ray(args: list[str], tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(out), *args], capture_output=True, text=True, timeout=120,
-        cwd=tmp_path, env={**os.environ, "EVOPOLICY_STORE": str(tmp_path / "store")},
+        [sys.executable, "-c", _PROBE, str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "EVOPOLICY_STORE": str(tmp_path / "store")},
     )
     probe = json.loads(out.read_text())
     assert probe["code"] in (0, None), done.stderr
@@ -333,9 +410,26 @@ _NO_RAY = "import sys, runpy; sys.modules['ray'] = None; sys.argv = ['evopolicy'
 def test_without_the_ray_extra_the_error_says_how_to_install_it(tmp_path: Path) -> None:
     store = tmp_path / "store"
     done = subprocess.run(
-        [sys.executable, "-c", _NO_RAY, "run", "--benchmark", "cartpole", "--agent", "reference",
-         "--budget", "2", "--executor", "ray", "--store", str(store), "--allow-uncontained-agent"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            _NO_RAY,
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "reference",
+            "--budget",
+            "2",
+            "--executor",
+            "ray",
+            "--store",
+            str(store),
+            "--allow-uncontained-agent",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -352,10 +446,28 @@ def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole", "--agent", "reference",
-         "--budget", "2", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--store", str(store),
-         "--allow-uncontained-agent"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "reference",
+            "--budget",
+            "2",
+            "--executor",
+            "ray",
+            "--ray-address",
+            f"127.0.0.1:{port}",
+            "--store",
+            str(store),
+            "--allow-uncontained-agent",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == (
@@ -367,7 +479,11 @@ def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [["evaluate", "baseline", "--benchmark", "cartpole"], ["resume", "abc"], ["record", "replay", "abc", "--reevaluate"]],
+    [
+        ["evaluate", "baseline", "--benchmark", "cartpole"],
+        ["resume", "abc"],
+        ["record", "replay", "abc", "--reevaluate"],
+    ],
 )
 def test_a_ray_address_needs_the_ray_executor(command: list[str]) -> None:
     done = CliRunner().invoke(main, [*command, "--ray-address", "127.0.0.1:6379"])

@@ -67,7 +67,17 @@ def _spec(tmp_path: Path, name: str, *, seeds: int, budget: int) -> Path:
 
 
 def _experiment(spec: Path, store: str, *extra: str) -> list[str]:
-    return [*CLI, "experiment", "run", str(spec), "--store", store, "--allow-uncontained-agent", "--json", *extra]
+    return [
+        *CLI,
+        "experiment",
+        "run",
+        str(spec),
+        "--store",
+        store,
+        "--allow-uncontained-agent",
+        "--json",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +137,9 @@ def _hosts_of(run_ids: set[str]) -> list[str]:
     return found
 
 
-def test_on_a_store_directory_ray_ends_the_experiment_as_local_does(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_on_a_store_directory_ray_ends_the_experiment_as_local_does(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
     spec = _spec(tmp_path, "same", seeds=1, budget=4)
     results = {}
     for executor, extra in (
@@ -135,7 +147,9 @@ def test_on_a_store_directory_ray_ends_the_experiment_as_local_does(cluster: Loc
         ("ray", ("--executor", "ray", "--ray-address", cluster.address)),
     ):
         store = tmp_path / f"store-{executor}"
-        done = subprocess.run(_experiment(spec, str(store), *extra), capture_output=True, text=True, timeout=TIMEOUT)
+        done = subprocess.run(
+            _experiment(spec, str(store), *extra), capture_output=True, text=True, timeout=TIMEOUT
+        )
         assert done.returncode == 0, f"{executor}: {done.stderr[-3000:]}"
         outcome = json.loads(done.stdout)
         assert (outcome["complete"], outcome["runs_started"]) == (True, 2), done.stdout
@@ -156,7 +170,9 @@ runpy.run_module("evopolicygym.cli", run_name="__main__", alter_sys=True)
 
 def test_without_ray_the_ray_executor_is_one_line_and_local_needs_none(tmp_path: Path) -> None:
     spec = tmp_path / "one.toml"
-    spec.write_text(SPEC.format(name="one", seeds=1, budget=2).replace('[[benchmarks]]\nid = "acrobot"\n', ""))
+    spec.write_text(
+        SPEC.format(name="one", seeds=1, budget=2).replace('[[benchmarks]]\nid = "acrobot"\n', "")
+    )
     store = str(tmp_path / "store")
     missing = subprocess.run(
         [sys.executable, "-c", _NO_RAY, *_experiment(spec, store, "--executor", "ray")[3:]],
@@ -168,22 +184,36 @@ def test_without_ray_the_ray_executor_is_one_line_and_local_needs_none(tmp_path:
     ]
     assert not (tmp_path / "store").exists()  # refused before anything was recorded
     local = subprocess.run(
-        [sys.executable, "-c", _NO_RAY, *_experiment(spec, store)[3:]], capture_output=True, text=True, timeout=TIMEOUT
+        [sys.executable, "-c", _NO_RAY, *_experiment(spec, store)[3:]],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert local.returncode == 0, local.stderr[-3000:]
     assert json.loads(local.stdout)["done"] == 1
-    usage = subprocess.run([*CLI, "experiment", "run", str(spec), "--ray-address", "127.0.0.1:1"], capture_output=True, text=True)
-    assert usage.returncode == 2 and usage.stderr.strip().splitlines() == ["error: --ray-address is for --executor ray"]
+    usage = subprocess.run(
+        [*CLI, "experiment", "run", str(spec), "--ray-address", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+    )
+    assert usage.returncode == 2 and usage.stderr.strip().splitlines() == [
+        "error: --ray-address is for --executor ray"
+    ]
 
 
 @pytest.mark.parametrize(
     ("address", "error"),
     [
         ("127.0.0.1:1", "error: cannot join the Ray cluster at 127.0.0.1:1: connection refused"),
-        ("head-node", "error: the Ray address 'head-node' is not HOST:PORT (as `ray start --head` prints it)"),
+        (
+            "head-node",
+            "error: the Ray address 'head-node' is not HOST:PORT (as `ray start --head` prints it)",
+        ),
     ],
 )
-def test_a_ray_address_nothing_answers_at_is_one_line_at_once(tmp_path: Path, address: str, error: str) -> None:
+def test_a_ray_address_nothing_answers_at_is_one_line_at_once(
+    tmp_path: Path, address: str, error: str
+) -> None:
     """Ray itself would try to reach it for ever; nothing is recorded."""
     require_ray()
     spec = tmp_path / "one.toml"
@@ -226,7 +256,9 @@ def test_a_carry_gets_its_environment_its_signals_and_dies_with_its_actor(
         wait_until(report.exists, 120, "the carry's start")
         seen = json.loads(report.read_text())
         assert seen["secret"] == "s3cret"
-        assert any(seen["tmp"] == str(cluster.machine(node) / "tmp") for node in ("node-1", "node-2")), seen
+        assert any(
+            seen["tmp"] == str(cluster.machine(node) / "tmp") for node in ("node-1", "node-2")
+        ), seen
         executor.signal(signal.SIGINT)
         assert executor.wait() == [("first", 7, "interrupted\n")]
     finally:
@@ -270,19 +302,29 @@ def test_a_node_killed_mid_experiment_its_runs_finish_on_another(
         )
         try:
             # Killed once a Host on node-1 has its Agent at work (its workspace prepared).
-            wait_until(lambda: bool(cluster.runs_on("node-1")) or process.poll() is not None, TIMEOUT, "a Run on node-1")
+            wait_until(
+                lambda: bool(cluster.runs_on("node-1")) or process.poll() is not None,
+                TIMEOUT,
+                "a Run on node-1",
+            )
             assert process.poll() is None, "the experiment ended before a node could be killed"
             cluster.kill("node-1")
             victims = cluster.runs_on("node-1")  # its disk stays: what it held when it died
             # SIGKILL reaches the node's Hosts a moment after remove_node returns: one may still
             # append its RunFinished then. Which Runs the node left unfinished is read once none
             # of its processes lives.
-            wait_until(lambda: not _processes_of(cluster.machine("node-1")), 30, "node-1's processes to die")
+            wait_until(
+                lambda: not _processes_of(cluster.machine("node-1")),
+                30,
+                "node-1's processes to die",
+            )
             with open_store(url) as opened:
                 unfinished = {
                     run_id
                     for run_id in victims
-                    if not isinstance(list(opened.events.read_stream(f"run-{run_id}", 0))[-1].event(), RunFinished)
+                    if not isinstance(
+                        list(opened.events.read_stream(f"run-{run_id}", 0))[-1].event(), RunFinished
+                    )
                 }
             assert unfinished, "every Run on node-1 had finished before it was killed"
             # Each lands on node-2, which never saw it: its workspace is rebuilt there.
@@ -304,10 +346,14 @@ def test_a_node_killed_mid_experiment_its_runs_finish_on_another(
         check_consistent(url, "faulty")  # type: ignore[arg-type]  # (a URL opens as a directory does)
         with open_store(url) as opened:
             runs = experiment_runs(opened.events, "faulty")
-            assert all(r.attempt == 1 for r in runs), "a Run lost with its node was carried on, not replaced"
+            assert all(r.attempt == 1 for r in runs), (
+                "a Run lost with its node was carried on, not replaced"
+            )
             for run_id in unfinished:
                 events = [e.event() for e in opened.events.read_stream(f"run-{run_id}", 0)]
-                assert any(isinstance(e, RunResumed) for e in events), run_id  # carried on from its log
+                assert any(isinstance(e, RunResumed) for e in events), (
+                    run_id
+                )  # carried on from its log
             assert not any(host_alive(opened, r.run_id) for r in runs)
         assert unfinished <= seen_on_2, f"not carried on node-2: {unfinished - seen_on_2}"
         assert not _hosts_of({r.run_id for r in runs}), "a Host outlived the experiment"

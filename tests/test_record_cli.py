@@ -693,7 +693,9 @@ def test_recorded_control_characters_do_not_reach_the_terminal(tmp_path: Path) -
     with open_store(tmp_path / "store", create=True) as store:
         w = Writer(store)
         w.append("run-esc", run_created("esc", "sha256:" + "a" * 64))
-        w.append("run-esc", SubmissionRejected(request_id="r1", code="invalid_request", message=hostile))
+        w.append(
+            "run-esc", SubmissionRejected(request_id="r1", code="invalid_request", message=hostile)
+        )
     for args in (["events", "esc"], ["show", "esc"]):
         result = invoke("record", "--store", str(tmp_path / "store"), *args)
         assert result.exit_code == 0, result.stderr
@@ -706,9 +708,20 @@ def test_follow_from_past_the_end_of_a_finished_run_returns(tmp_path: Path) -> N
 
     with open_store(tmp_path / "store", create=True) as store:
         w = Writer(store)
-        w.append("run-done", run_created("done", "sha256:" + "a" * 64), RunFinished(reason="finished"))
-    command = [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(tmp_path / "store")]
-    done = subprocess.run([*command, "events", "done", "--follow", "--from-version", "5"], timeout=60)
+        w.append(
+            "run-done", run_created("done", "sha256:" + "a" * 64), RunFinished(reason="finished")
+        )
+    command = [
+        sys.executable,
+        "-m",
+        "evopolicygym.cli",
+        "record",
+        "--store",
+        str(tmp_path / "store"),
+    ]
+    done = subprocess.run(
+        [*command, "events", "done", "--follow", "--from-version", "5"], timeout=60
+    )
     assert done.returncode == 0
 
 
@@ -720,7 +733,10 @@ def test_verify_finds_a_damaged_index_and_reads_fail_cleanly(tmp_path: Path) -> 
         w = Writer(store)
         w.append("run-idx", run_created("idx", "sha256:" + "a" * 64))
         for i in range(300):
-            w.append("run-idx", SubmissionRejected(request_id=f"r{i}", code="invalid_request", message="x" * 40))
+            w.append(
+                "run-idx",
+                SubmissionRejected(request_id=f"r{i}", code="invalid_request", message="x" * 40),
+            )
     raw = sqlite3.connect(root / "events.db")
     raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (rootpage,) = raw.execute(
@@ -741,7 +757,12 @@ def test_verify_reports_a_malformed_blob_reference(tmp_path: Path) -> None:
     root = tmp_path / "store"
     with open_store(root, create=True) as store:
         w = Writer(store)
-        w.append("run-bad", run_created("bad", store.blobs.put_program(Program.from_files({"policy.py": POLICY_V1}))))
+        w.append(
+            "run-bad",
+            run_created(
+                "bad", store.blobs.put_program(Program.from_files({"policy.py": POLICY_V1}))
+            ),
+        )
         w.append("run-bad", AgentExited(attempt=1, stdout_blob="not-a-digest"))
     result = invoke("record", "--store", str(root), "verify")
     assert result.exit_code == 1
@@ -766,8 +787,12 @@ def rechain_from(root: Path, position: int) -> None:
         ).fetchall()
         prev = rows[0][8]
         for pos, sid, version, event_id, type_name, schema, at, payload_hash, _ in rows:
-            link = chain_hash(prev, pos, sid, version, event_id, type_name, schema, at, payload_hash)
-            connection.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?", (prev, link, pos))
+            link = chain_hash(
+                prev, pos, sid, version, event_id, type_name, schema, at, payload_hash
+            )
+            connection.execute(
+                "UPDATE events SET prev_hash = ?, hash = ? WHERE position = ?", (prev, link, pos)
+            )
             prev = link
         connection.commit()
     finally:

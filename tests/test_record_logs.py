@@ -58,8 +58,18 @@ def _agent(tmp_path: Path, name: str, body: str) -> str:
 def _run_args(store: Path, command: str) -> list[str]:
     """``run`` of a small cartpole Run whose Agent is ``command``, recorded in ``store``."""
     return [
-        "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command, *SMALL,
-        "--allow-uncontained-agent", "--store", str(store), "--json",
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "command",
+        "--agent-command",
+        command,
+        *SMALL,
+        "--allow-uncontained-agent",
+        "--store",
+        str(store),
+        "--json",
     ]
 
 

@@ -219,9 +219,15 @@ def test_the_leaf_redacts_json_like_values_and_returns_unchanged_ones_themselves
     """What the exporters use: no transcript types, and ``value(v) is v`` exactly when
     nothing was replaced, however deep (so a row can say whether it was redacted)."""
     leaf = redaction.Redactor()
-    clean: Any = {"files": [{"path": "policy.py", "content": "GAIN = 0.5\n"}], "n": (1, "max_tokens")}
+    clean: Any = {
+        "files": [{"path": "policy.py", "content": "GAIN = 0.5\n"}],
+        "n": (1, "max_tokens"),
+    }
     assert leaf.value(clean) is clean
-    dirty: Any = {"files": [{"path": "policy.py", "content": "# sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w\n"}], "n": (1,)}
+    dirty: Any = {
+        "files": [{"path": "policy.py", "content": "# sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w\n"}],
+        "n": (1,),
+    }
     out = leaf.value(dirty)
     assert out is not dirty and out["n"] is dirty["n"]
     assert out["files"][0] == {"path": "policy.py", "content": f"# {REDACTED}\n"}

@@ -536,7 +536,8 @@ def test_agent_without_a_session_writes_a_transcript_and_exits_cleanly(
     assert (
         submits
         # The initial program, said to be edited from the initial program (0).
-        and submits[0].arguments["command"] == "evopolicy session submit program --episodes 0:4 --parent 0"
+        and submits[0].arguments["command"]
+        == "evopolicy session submit program --episodes 0:4 --parent 0"
     )
     assert "[exit code 2]" in next(m.content for m in messages if m.tool_call_id == submits[0].id)
     assert messages[-1].role == "assistant"

@@ -245,7 +245,9 @@ def finished_run(store: Store, run_id: str, direction: str = "maximize") -> Reco
     recorder.do(Finish(request_id="fin", candidates=[3, 1]))
     recorder.do(AgentExit(exit_code=0))
     recorder.do(StartValidation())
-    recorder.do(RecordReference(score=7.0, failures=0, episodes=outcomes(3.5)))  # the initial program
+    recorder.do(
+        RecordReference(score=7.0, failures=0, episodes=outcomes(3.5))
+    )  # the initial program
     recorder.do(RecordCandidate(submission_id=3, score=11.0, failures=0, episodes=outcomes(5.5)))
     recorder.do(RecordCandidate(submission_id=1, score=9.0, failures=0, episodes=outcomes(4.5)))
     recorder.do(StartAssessment())

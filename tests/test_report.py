@@ -43,7 +43,9 @@ def _run() -> SynthRun:
             Planned(hostile, [0, 1], [4.0, 5.0]),
             Planned({"policy.py": policy_source(0.9)}, [3, 4], [9.0, 9.0]),
             Planned({"policy.py": policy_source(1.1)}, [5], None),
-            Planned({"policy.py": policy_source(0.5, structural=True)}, [0, 1], [0.5, 0.5], parent=0),
+            Planned(
+                {"policy.py": policy_source(0.5, structural=True)}, [0, 1], [0.5, 0.5], parent=0
+            ),
         ],
         candidates=[2, 3],
     )
@@ -58,7 +60,7 @@ def test_the_page_is_self_contained_with_plotly_inlined_once(store: Store) -> No
     html = _page(store)
     assert html.startswith("<!DOCTYPE html>")
     # plotly.js once (its source carries its version banner), then one call per figure.
-    assert html.count("<script type=\"text/javascript\">") == 1
+    assert html.count('<script type="text/javascript">') == 1
     assert len(re.findall(r"plotly\.js v\d", html)) == 1
     # Nothing else is fetched: no external script, style, image or font (the library's own
     # source names links it can draw, which fetch nothing).
@@ -100,7 +102,11 @@ def test_the_page_tells_the_runs_facts(store: Store) -> None:
     # 1 and 3 and takes the more recent).
     options = re.findall(r'<option value="(\d+)">#\d+ vs its parent (\S+) \((\w+)\)</option>', html)
     assert [(sid, parent) for sid, parent, _kind in options] == [
-        ("1", "initial"), ("2", "#1"), ("3", "#1"), ("4", "#3"), ("5", "initial")
+        ("1", "initial"),
+        ("2", "#1"),
+        ("3", "#1"),
+        ("4", "#3"),
+        ("5", "initial"),
     ]
     assert dict((sid, kind) for sid, _parent, kind in options)["5"] == "synthesis"
     assert re.findall(r'<pre class="diff" data-diff="(\d+)">', html) == ["1", "2", "3", "4", "5"]
@@ -120,7 +126,10 @@ def test_the_cli_writes_the_page_and_tells_where(store: Store, tmp_path: Path) -
     out = tmp_path / "report.html"
     done = subprocess.run(
         [*CLI, "report", "alpha", "-o", str(out), "--store", str(store.path), "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     told = json.loads(done.stdout)
@@ -128,10 +137,15 @@ def test_the_cli_writes_the_page_and_tells_where(store: Store, tmp_path: Path) -
     assert "Run alpha" in out.read_text(encoding="utf-8")
     again = subprocess.run(
         [*CLI, "report", "run-alpha", "-o", str(out), "--store", str(store.path)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert again.returncode == 0 and again.stdout.startswith(f"wrote {out} ("), again.stderr
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report.html")] == []  # no temporary left
+    assert [
+        p.name for p in tmp_path.iterdir() if p.name.startswith(".report.html")
+    ] == []  # no temporary left
 
 
 # --------------------------------------------------------------------------- many Runs
@@ -156,14 +170,28 @@ def test_the_page_of_many_runs_tells_the_diagnostics_and_no_recorded_text(store:
     html = built.html
     assert built.runs == 6
     ranks = diagnostics.rank_scores(diagnostics.score_table(runs_df(store)))
-    board = re.search(r'id="leaderboard"><h2>Leaderboard</h2><table class=""><thead>.*?</thead><tbody>(.*?)</tbody>', html)
+    board = re.search(
+        r'id="leaderboard"><h2>Leaderboard</h2><table class=""><thead>.*?</thead><tbody>(.*?)</tbody>',
+        html,
+    )
     assert board is not None
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in board.group(1).split("</tr>") if row]
-    assert [(c[0], float(c[1])) for c in cells] == list(zip(ranks["agent"], ranks["rank_score"], strict=True))
+    assert [(c[0], float(c[1])) for c in cells] == list(
+        zip(ranks["agent"], ranks["rank_score"], strict=True)
+    )
     assert [c[0] for c in cells] == ["chat-x", "reference"]  # higher means on both Benchmarks
     figures = re.findall(r'<div class="figure" data-figure="([\w-]+)">', html)
-    assert figures == ["plot-leaderboard", "plot-best-0", "plot-best-1", "plot-selection", "plot-edits"]
-    assert html.count("Plotly.newPlot(") == len(figures) and len(re.findall(r"plotly\.js v\d", html)) == 1
+    assert figures == [
+        "plot-leaderboard",
+        "plot-best-0",
+        "plot-best-1",
+        "plot-selection",
+        "plot-edits",
+    ]
+    assert (
+        html.count("Plotly.newPlot(") == len(figures)
+        and len(re.findall(r"plotly\.js v\d", html)) == 1
+    )
     # Edit kinds as the frames classify them.
     edits = diagnostics.edit_dynamics(runs_df(store), submissions_df(store))
     assert set(edits["synthesis"]) and f"{edits['synthesis'].iloc[0]:.4g}" in html

@@ -80,7 +80,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "spec.toml").write_text(SPEC, encoding="utf-8")
     done = subprocess.run(
         [*CLI, "experiment", "run", str(root / "spec.toml"), "--store", store],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     cells = _cli("experiment", "status", "browser", "--store", store, "--json")["cell_runs"]
@@ -88,7 +91,16 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run_id = next(c["run_id"] for c in cells if c["benchmark"] == "cartpole")
     written = _cli("report", run_id, "-o", str(root / "run.html"), "--store", store, "--json")
     assert written["runs"] == 1 and written["bytes"] == (root / "run.html").stat().st_size
-    written = _cli("report", "--experiment", "browser", "-o", str(root / "experiment.html"), "--store", store, "--json")
+    written = _cli(
+        "report",
+        "--experiment",
+        "browser",
+        "-o",
+        str(root / "experiment.html"),
+        "--store",
+        store,
+        "--json",
+    )
     assert written["runs"] == 2
     return {"run": root / "run.html", "experiment": root / "experiment.html"}
 
@@ -165,14 +177,21 @@ def test_every_plot_of_an_experiments_page_renders_with_no_console_error(
     figures = opened.figures()
     # The leaderboard, a best-so-far figure per Benchmark, selection validity, edit dynamics.
     assert [f["id"] for f in figures] == [
-        "plot-leaderboard", "plot-best-0", "plot-best-1", "plot-selection", "plot-edits"
+        "plot-leaderboard",
+        "plot-best-0",
+        "plot-best-1",
+        "plot-selection",
+        "plot-edits",
     ]
     for figure in figures:
         assert figure["svgs"] >= 1, figure
         assert figure["traces"] >= 1 and figure["drawn"] >= 1, figure
     # Each Benchmark's figure is titled by it; the leaderboard ranks the one agent first.
     titles = page.eval_on_selector_all(".gtitle", "ts => ts.map(t => t.textContent)")
-    assert "acrobot: best so far vs Episodes used" in titles and "cartpole: best so far vs Episodes used" in titles
+    assert (
+        "acrobot: best so far vs Episodes used" in titles
+        and "cartpole: best so far vs Episodes used" in titles
+    )
     board = page.locator("#leaderboard table").first.inner_text()
     assert "reference" in board
     assert opened.errors == [], opened.errors

@@ -65,7 +65,9 @@ class Recorded:
     def baselines(self) -> list[SubmissionSummary]:
         """The Host's published Submissions of the initial program."""
         initial = self.created.initial_program_digest
-        return [s for s in self.submissions if s.program_digest == initial and s.status == "published"]
+        return [
+            s for s in self.submissions if s.program_digest == initial and s.status == "published"
+        ]
 
 
 @dataclass
@@ -121,7 +123,9 @@ def initial_files(row: dict[str, Any]) -> dict[str, str]:
 
 
 def grpo_reward_call(
-    reward_func: Callable[..., list[float | None]], inputs: list[dict[str, Any]], completions: list[Any]
+    reward_func: Callable[..., list[float | None]],
+    inputs: list[dict[str, Any]],
+    completions: list[Any],
 ) -> list[float]:
     """What ``GRPOTrainer._calculate_rewards`` does with a synchronous custom reward function:
     every input column but prompt/completion/completion_ids as a keyword list (one item per
@@ -139,7 +143,10 @@ def grpo_reward_call(
     reward_kwargs["log_extra"] = lambda column, values: None
     reward_kwargs["log_metric"] = lambda name, value: None
     output = reward_func(
-        prompts=prompts, completions=completions, completion_ids=completion_ids_list, **reward_kwargs
+        prompts=prompts,
+        completions=completions,
+        completion_ids=completion_ids_list,
+        **reward_kwargs,
     )
     output = [reward if reward is not None else math.nan for reward in output]
     assert len(output) == len(prompts)
@@ -174,7 +181,9 @@ def write_file(path: str, content: str) -> dict[str, Any]:
 
 
 def crashing() -> list[dict[str, Any]]:
-    return [{"role": "assistant", "content": "", "tool_calls": [write_file("program/policy.py", CRASH)]}]
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [write_file("program/policy.py", CRASH)]}
+    ]
 
 
 def test_grpo_rewards_on_two_rows_are_the_hosts_scores(exported: Exported) -> None:
@@ -223,7 +232,10 @@ def test_the_rows_episodes_are_the_pool_the_host_planned(exported: Exported) -> 
         assert task.indices(every) == [e.index for e in pool]
         planned = task.episodes(run.pool_seed, every)
         host = [(e.split, e.index, e.seed, e.policy_seed, dict(e.scenario)) for e in pool]
-        ours = [(e.spec.split, e.spec.index, e.spec.seed, e.policy_seed, dict(e.spec.scenario)) for e in planned]
+        ours = [
+            (e.spec.split, e.spec.index, e.spec.seed, e.policy_seed, dict(e.spec.scenario))
+            for e in planned
+        ]
         assert ours == host
 
 
@@ -255,7 +267,9 @@ def test_a_completion_without_a_program_or_with_a_broken_one_scores_the_failure_
         "```python\nclass\n```\n",  # a plain-text completion: the standard format
     ]
     with caplog.at_level(logging.WARNING, logger="evopolicygym_exporters.rewards"):
-        rewards = grpo_reward_call(functools.partial(reward_function, jobs=1), [row] * 3, completions)
+        rewards = grpo_reward_call(
+            functools.partial(reward_function, jobs=1), [row] * 3, completions
+        )
     assert rewards == [FAILURE] * 3
     assert "writes no program" in caplog.text and "SyntaxError" in caplog.text
     caplog.clear()
@@ -298,10 +312,16 @@ def test_program_files_reads_tool_calls_and_fenced_blocks(exported: Exported) ->
         write_file("analysis/notes.py", "B = 2\n"),
         {
             "type": "function",
-            "function": {"name": "write_file", "arguments": '{"path": "program/policy.py", "content": "C = 3\\n"}'},
+            "function": {
+                "name": "write_file",
+                "arguments": '{"path": "program/policy.py", "content": "C = 3\\n"}',
+            },
         },
         write_file("program/lib/helpers.py", "D = 4\n"),
-        {"type": "function", "function": {"name": "read_file", "arguments": {"path": "program/x.py"}}},
+        {
+            "type": "function",
+            "function": {"name": "read_file", "arguments": {"path": "program/x.py"}},
+        },
     ]
     message = {"role": "assistant", "content": "```python\nIGNORED = 1\n```", "tool_calls": calls}
     assert program_files([message]) == {"policy.py": "C = 3\n", "lib/helpers.py": "D = 4\n"}

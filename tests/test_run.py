@@ -205,7 +205,9 @@ def test_every_rejection_is_answered_and_recorded(store: Store, tmp_path: Path) 
     )
     run_id = new_run(store, command, config)
     state, events = drive(store, run_id)
-    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    messages = [
+        m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"
+    ]
     codes = json.loads(messages[-1].content)
     assert codes == [
         "invalid_request",
@@ -337,7 +339,11 @@ def test_resume_reruns_a_reserved_evaluation_once_and_restarts_the_agent(
     )
     run_id = new_run(store, command)
     state, events = load_run(store, run_id)
-    program = Program.from_files({"policy.py": "def make_policy(c):\n    return P()\nclass P:\n    def act(self, o):\n        return 0\n"})
+    program = Program.from_files(
+        {
+            "policy.py": "def make_policy(c):\n    return P()\nclass P:\n    def act(self, o):\n        return 0\n"
+        }
+    )
     store.blobs.put_program(program)
     stream = run_stream_id(run_id)
     started = AgentStarted(attempt=1, command=["gone"], pid=None)
@@ -364,9 +370,24 @@ def test_run_and_replay_from_the_command_line(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(
         main,
-        ["run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
-         "--budget", "4", "--validation-episodes", "2", "--assessment-episodes", "2",
-         "--store", store, "--json"],
+        [
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            "--budget",
+            "4",
+            "--validation-episodes",
+            "2",
+            "--assessment-episodes",
+            "2",
+            "--store",
+            store,
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     outcome = json.loads(result.stdout)
@@ -383,7 +404,10 @@ def test_bad_run_options_are_one_line_errors(tmp_path: Path) -> None:
     store = str(tmp_path / "s")
     for args, needle in [
         (["--agent", "command"], "--agent-command"),
-        (["--budget", "4", "--max-episodes-per-submission", "9"], "--max-episodes-per-submission must be between 1 and --pool-size"),
+        (
+            ["--budget", "4", "--max-episodes-per-submission", "9"],
+            "--max-episodes-per-submission must be between 1 and --pool-size",
+        ),
         (["--agent", "command", "--agent-command", "no-such-agent-x"], "not found"),
     ]:
         result = runner.invoke(main, ["run", "--benchmark", "cartpole", "--store", store, *args])
@@ -462,7 +486,9 @@ def test_the_whole_transcript_is_kept_and_leftovers_are_ended(store: Store, tmp_
     )
     run_id = new_run(store, command)
     _, events = drive(store, run_id)
-    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    messages = [
+        m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"
+    ]
     assert [m.content for m in messages] == [f"line {i}" for i in range(3000)]
     assert all(m.at < 10**19 for m in messages)  # stamped by the Host, not the Agent
     raw = store.blobs.get(of(events, AgentExited)[0].stdout_blob)
@@ -496,15 +522,33 @@ def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> Non
     store_dir = tmp_path / "store"
     cli = [sys.executable, "-m", "evopolicygym.cli"]
     host = subprocess.Popen(
-        [*cli, "run", "--benchmark", "cartpole", "--agent", "command", "--agent-command", command,
-         "--budget", "4", "--no-validation", "--no-assessment", "--store", str(store_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            *cli,
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            command,
+            "--budget",
+            "4",
+            "--no-validation",
+            "--no-assessment",
+            "--store",
+            str(store_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             notes = list(store_dir.glob("runs/*.workspace"))
-            if notes and (Path(notes[0].read_text().strip()) / "program" / "unsubmitted.txt").exists():
+            if (
+                notes
+                and (Path(notes[0].read_text().strip()) / "program" / "unsubmitted.txt").exists()
+            ):
                 break
             time.sleep(0.05)
         host.send_signal(signal.SIGKILL)
@@ -515,7 +559,12 @@ def test_a_resumed_run_keeps_the_agents_unsubmitted_edits(tmp_path: Path) -> Non
     with open_store(store_dir) as opened:
         (info,) = opened.events.streams("run-")
         run_id = info.stream_id[len("run-") :]
-    done = subprocess.run([*cli, "resume", run_id, "--store", str(store_dir), "--json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*cli, "resume", run_id, "--store", str(store_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["status"] == "finished" and outcome["final_submission_id"] == 1
@@ -555,7 +604,9 @@ def test_the_agent_cannot_see_the_store_or_the_host(store: Store, tmp_path: Path
     run_id = new_run(store, command)
     state, events = drive(store, run_id)
     assert state.finished == "finished"  # the session still works from inside
-    messages = [m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"]
+    messages = [
+        m for chunk in of(events, AgentMessages) for m in chunk.messages if m.role == "assistant"
+    ]
     seen = json.loads(messages[0].content)
     assert seen["store"] == [] and seen["events_db"] == "hidden"
     assert seen["host_visible"] is False and seen["processes"] <= 8
@@ -585,7 +636,9 @@ def test_a_malformed_request_is_refused_and_recorded(store: Store, tmp_path: Pat
 
 
 def test_quickstart_runs_replays_and_verifies(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["quickstart", "--store", str(tmp_path / "qs"), "--budget", "8"])
+    result = CliRunner().invoke(
+        main, ["quickstart", "--store", str(tmp_path / "qs"), "--budget", "8"]
+    )
     assert result.exit_code == 0, result.output
     assert "the Run verifies" in result.stdout
     assert "packaged baseline" in result.stdout and "What next:" in result.stdout

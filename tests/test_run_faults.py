@@ -117,10 +117,23 @@ def test_sigkill_the_host_anywhere_then_resume(tmp_path: Path) -> None:
     for trial in range(TRIALS):
         store_dir = tmp_path / f"store-{trial}"
         command = _cli(
-            "run", "--benchmark", "cartpole", "--agent", "command",
-            "--agent-command", f"{sys.executable} {agent}",
-            "--budget", "8", "--validation-episodes", "3", "--assessment-episodes", "3",
-            "--max-candidates", "2", "--store", str(store_dir),
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            f"{sys.executable} {agent}",
+            "--budget",
+            "8",
+            "--validation-episodes",
+            "3",
+            "--assessment-episodes",
+            "3",
+            "--max-candidates",
+            "2",
+            "--store",
+            str(store_dir),
         )
         host = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # A random moment: once the Run's stream reaches a random version (a Run here has
@@ -147,7 +160,10 @@ def test_sigkill_the_host_anywhere_then_resume(tmp_path: Path) -> None:
             resumed_mid_run += 1
             done = subprocess.run(
                 _cli("resume", run_id, "--store", str(store_dir)),
-                env=env, capture_output=True, text=True, timeout=300,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             assert done.returncode == 0, done.stderr
         with open_store(store_dir) as store:
@@ -178,10 +194,21 @@ def test_an_interrupted_run_says_so_until_resumed(tmp_path: Path) -> None:
     agent.write_text("import time\ntime.sleep(600)\n")
     store_dir = tmp_path / "store"
     host = subprocess.Popen(
-        _cli("run", "--benchmark", "cartpole", "--agent", "command",
-             "--agent-command", f"{sys.executable} {agent}", "--budget", "4",
-             "--store", str(store_dir)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        _cli(
+            "run",
+            "--benchmark",
+            "cartpole",
+            "--agent",
+            "command",
+            "--agent-command",
+            f"{sys.executable} {agent}",
+            "--budget",
+            "4",
+            "--store",
+            str(store_dir),
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
@@ -217,8 +244,19 @@ def test_a_resumed_reference_agent_goes_on_from_what_it_did(tmp_path: Path) -> N
     submits a program again on Episodes it was already charged for."""
     store_dir = tmp_path / "store"
     command = _cli(
-        "run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "32",
-        "--validation-episodes", "3", "--assessment-episodes", "3", "--store", str(store_dir),
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "reference",
+        "--budget",
+        "32",
+        "--validation-episodes",
+        "3",
+        "--assessment-episodes",
+        "3",
+        "--store",
+        str(store_dir),
     )
     host = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
@@ -238,7 +276,12 @@ def test_a_resumed_reference_agent_goes_on_from_what_it_did(tmp_path: Path) -> N
     host.send_signal(signal.SIGKILL)
     host.wait()
     (run_id,) = _run_ids(store_dir)
-    done = subprocess.run(_cli("resume", run_id, "--store", str(store_dir)), capture_output=True, text=True, timeout=400)
+    done = subprocess.run(
+        _cli("resume", run_id, "--store", str(store_dir)),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     with open_store(store_dir) as store:
         state, events = load_run(store, run_id)
@@ -250,4 +293,6 @@ def test_a_resumed_reference_agent_goes_on_from_what_it_did(tmp_path: Path) -> N
         elif isinstance(event, EvaluationStarted):
             charged[attempt].add((event.program_digest, tuple(event.indices)))
     assert attempt == 2 and charged[1] and charged[2]
-    assert not charged[1] & charged[2], "the resumed agent submitted what it had already been charged for"
+    assert not charged[1] & charged[2], (
+        "the resumed agent submitted what it had already been charged for"
+    )

@@ -85,8 +85,15 @@ def test_stream_ids() -> None:
 
 def test_resolve_run_takes_the_id_or_the_stream(tmp_path: Path) -> None:
     with open_store(tmp_path / "store", create=True) as store:
-        write_run(store, SynthRun("alpha", [Planned({"policy.py": policy_source(1.0)}, [0, 1], [1.0, 2.0])]))
-        assert resolve_run(store.events, "alpha") == resolve_run(store.events, "run-alpha") == "run-alpha"
+        write_run(
+            store,
+            SynthRun("alpha", [Planned({"policy.py": policy_source(1.0)}, [0, 1], [1.0, 2.0])]),
+        )
+        assert (
+            resolve_run(store.events, "alpha")
+            == resolve_run(store.events, "run-alpha")
+            == "run-alpha"
+        )
         with pytest.raises(UnknownRun, match="no run 'beta'"):
             resolve_run(store.events, "beta")
 
@@ -117,7 +124,11 @@ def test_a_summary_of_a_finished_run(store: Store) -> None:
     )
     write_run(store, run)
     summary = summarize(store.events, "run-alpha")
-    assert (summary.run_id, summary.benchmark_id, summary.status) == ("alpha", "toy-counter", "finished")
+    assert (summary.run_id, summary.benchmark_id, summary.status) == (
+        "alpha",
+        "toy-counter",
+        "finished",
+    )
     assert (summary.started, summary.published, summary.failed) == (4, 3, 1)
     assert (summary.best_submission_id, summary.best_score) == (3, 4.0)
     assert summary.first_published is not None and summary.first_published.score == 2.0
@@ -146,7 +157,12 @@ def test_a_summary_of_a_finished_run(store: Store) -> None:
     ],
 )
 def test_success_is_finished_handed_off_and_improved(
-    store: Store, reference: float | None, reason: str, handoff: str, improved: bool | None, success: bool
+    store: Store,
+    reference: float | None,
+    reason: str,
+    handoff: str,
+    improved: bool | None,
+    success: bool,
 ) -> None:
     write_run(store, SynthRun("r", [Planned(_files(1.0), [0], [1.0])], reference_score=reference))
     summary = summarize(store.events, "run-r")
@@ -164,12 +180,20 @@ def test_success_is_finished_handed_off_and_improved(
 
 def test_the_best_says_whether_it_rests_on_matched_evidence(store: Store) -> None:
     write_run(store, SynthRun("same", [Planned(_files(g), [0, 1], [g, g]) for g in (1.0, 2.0)]))
-    write_run(store, SynthRun("apart", [Planned(_files(1.0), [0, 1], [1.0, 1.0]), Planned(_files(2.0), [2, 3], [2.0, 2.0])]))
+    write_run(
+        store,
+        SynthRun(
+            "apart",
+            [Planned(_files(1.0), [0, 1], [1.0, 1.0]), Planned(_files(2.0), [2, 3], [2.0, 2.0])],
+        ),
+    )
     assert summarize(store.events, "run-same").best_basis == "matched"
     assert summarize(store.events, "run-same").published_indices == [0, 1]
     assert summarize(store.events, "run-apart").best_basis == "unmatched"
     replay = replay_run(store, "apart")
-    marks = [(e.best_so_far, e.best_so_far_basis) for e in replay.timeline if hasattr(e, "best_so_far")]
+    marks = [
+        (e.best_so_far, e.best_so_far_basis) for e in replay.timeline if hasattr(e, "best_so_far")
+    ]
     assert marks == [(True, "single"), (True, "unmatched")]
 
 
@@ -188,7 +212,11 @@ def test_overview_reads_only_the_ends(store: Store) -> None:
     write_run(store, SynthRun("alpha", [Planned(_files(1.0), [0], [1.0])]))
     (info,) = store.events.streams(RUN_PREFIX)
     head = overview(store.events, info)
-    assert (head.benchmark_id, head.status, head.events) == ("toy-counter", "finished", info.version)
+    assert (head.benchmark_id, head.status, head.events) == (
+        "toy-counter",
+        "finished",
+        info.version,
+    )
     assert head.terminal_assessment_score == 42.0
     assert head.started == 0  # the middle of the stream was not read
 
@@ -258,7 +286,9 @@ def test_every_reader_of_a_run_agrees_with_its_summary(
         )
         # Like with like only when every Submission ran on the same indices.
         index_sets = {tuple(range(len(r or [0]))) for r in plans}
-        expected_basis = "single" if len(plans) == 1 else "matched" if len(index_sets) == 1 else "unmatched"
+        expected_basis = (
+            "single" if len(plans) == 1 else "matched" if len(index_sets) == 1 else "unmatched"
+        )
         assert summary.best_basis == expected_basis
 
         (history,) = read_histories(store, RunFilter())

@@ -128,7 +128,10 @@ def test_fixture_is_a_stored_v1_payload() -> None:
     assert AgentStarted.SCHEMA_VERSION == 1
     current = decode_event("AgentStarted", 1, raw)
     assert isinstance(current, AgentStarted) and current.tools is None
-    assert msgspec.json.decode(encode_payload(current)) == {**msgspec.json.decode(raw), "tools": None}
+    assert msgspec.json.decode(encode_payload(current)) == {
+        **msgspec.json.decode(raw),
+        "tools": None,
+    }
 
 
 def test_v1_payload_is_upcast_to_v2(v2_catalogue: None) -> None:

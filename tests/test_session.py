@@ -145,7 +145,9 @@ def test_submit_sends_the_program_and_selector(
     assert req["problem"] is None
     assert req["parent"] is None  # not said
     assert len(req["request_id"]) == 32
-    proc = cli("submit", str(program), "--episodes", "1", "--parent", "0", env={SESSION_ENV: server.path})
+    proc = cli(
+        "submit", str(program), "--episodes", "1", "--parent", "0", env={SESSION_ENV: server.path}
+    )
     assert proc.returncode == 0, proc.stderr
     assert handler.requests[-1]["parent"] == 0  # edited from the initial program
 
@@ -279,7 +281,6 @@ MALFORMED = {
         {"op": "submit", "request_id": "r", "episodes": "1", "files": {"a": "x!"}, "problem": None}
     ),
     "msgpack": struct.pack(">I", 11) + b"\x81\xa2op\xa6finish",
-
     "long selector": frame(
         {"op": "submit", "request_id": "r", "episodes": "1" * 1001, "files": {}, "problem": None}
     ),
@@ -410,7 +411,12 @@ def test_directories_of_dead_hosts_are_swept() -> None:
 
     tmp_path = Path(tempfile.mkdtemp(prefix="eps-"))  # short: socket paths are limited
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead = tmp_path / f"evopolicy-session-{gone.stdout.strip()}-abc"
     alive = tmp_path / f"evopolicy-session-{os.getpid()}-def"
     other = tmp_path / "evopolicy-session-notapid"

@@ -28,7 +28,15 @@ from evopolicygym.run.session import SessionServer
 
 pytestmark = pytest.mark.timeout(120)
 
-HEAVY = ("click", "msgspec", "numpy", "gymnasium", "sqlalchemy", "evopolicygym.run", "evopolicygym.cli.group")
+HEAVY = (
+    "click",
+    "msgspec",
+    "numpy",
+    "gymnasium",
+    "sqlalchemy",
+    "evopolicygym.run",
+    "evopolicygym.cli.group",
+)
 
 
 class Host:
@@ -40,11 +48,19 @@ class Host:
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(request)
         if request["op"] == "finish" and 9 in request["candidates"]:
-            return {"ok": False, "error": {"code": "unknown_submission", "message": "no Submission 9 — é"}}
+            return {
+                "ok": False,
+                "error": {"code": "unknown_submission", "message": "no Submission 9 — é"},
+            }
         files = request.get("files") or {}
         return {
             "ok": True,
-            "result": {"files": sorted(files), "size": sum(map(len, files.values())), "note": "naïve\n", "x": 1.5},
+            "result": {
+                "files": sorted(files),
+                "size": sum(map(len, files.values())),
+                "note": "naïve\n",
+                "x": 1.5,
+            },
         }
 
 
@@ -96,12 +112,28 @@ def test_the_quick_path_and_click_send_and_print_the_same(
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "link.py").symlink_to(program / "policy.py")
     (tmp_path / "worse").mkdir()
-    os.symlink(program / "policy.py", os.fsdecode(bytes(tmp_path / "worse") + b"/l\xff"))  # not UTF-8
+    os.symlink(
+        program / "policy.py", os.fsdecode(bytes(tmp_path / "worse") + b"/l\xff")
+    )  # not UTF-8
     cases = [
         ["submit", str(program), "--episodes", "0:2,5", "--socket", server.path],
         ["submit", "--episodes", "3", "--parent", "0", str(program), "--socket", server.path],
-        ["submit", str(tmp_path / "bad"), "--episodes", "1", "--socket", server.path],  # invalid program
-        ["submit", str(tmp_path / "worse"), "--episodes", "1", "--socket", server.path],  # and its name
+        [
+            "submit",
+            str(tmp_path / "bad"),
+            "--episodes",
+            "1",
+            "--socket",
+            server.path,
+        ],  # invalid program
+        [
+            "submit",
+            str(tmp_path / "worse"),
+            "--episodes",
+            "1",
+            "--socket",
+            server.path,
+        ],  # and its name
         ["submit", str(tmp_path / "missing"), "--episodes", "1", "--socket", server.path],
         ["submit", "--episodes", "4"],  # program from the workspace, socket from the environment
         ["finish", "2", "0", "--socket", server.path],
@@ -125,10 +157,25 @@ def test_the_quick_path_and_click_send_and_print_the_same(
     assert any("l\\udcff" in (r.get("problem") or "") for r in handler.requests)  # shown escaped
 
 
-def test_a_plain_submit_loads_neither_click_nor_msgspec(host: tuple[Host, SessionServer], program: Path) -> None:
+def test_a_plain_submit_loads_neither_click_nor_msgspec(
+    host: tuple[Host, SessionServer], program: Path
+) -> None:
     _handler, server = host
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "evopolicygym.cli", "session", "submit", str(program), "--episodes", "0", "--socket", server.path],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "evopolicygym.cli",
+            "session",
+            "submit",
+            str(program),
+            "--episodes",
+            "0",
+            "--socket",
+            server.path,
+        ],
         capture_output=True,
         text=True,
         env=_env(),
@@ -136,26 +183,46 @@ def test_a_plain_submit_loads_neither_click_nor_msgspec(host: tuple[Host, Sessio
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["files"] == ["lib/w.bin", "policy.py"]
-    modules = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "evopolicygym.cli.session_core" in modules
     assert sorted(m for m in modules if m.startswith(HEAVY)) == []
-    assert not any(m.startswith(("typing", "dataclasses", "pathlib")) for m in modules), sorted(modules)
+    assert not any(m.startswith(("typing", "dataclasses", "pathlib")) for m in modules), sorted(
+        modules
+    )
 
 
-def test_the_console_script_takes_the_quick_path(host: tuple[Host, SessionServer], program: Path) -> None:
+def test_the_console_script_takes_the_quick_path(
+    host: tuple[Host, SessionServer], program: Path
+) -> None:
     script = shutil.which("evopolicy", path=str(Path(sys.executable).parent))
     if script is None:
         pytest.skip("no evopolicy console script installed")
     _handler, server = host
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", script, "session", "finish", "3", "--socket", server.path],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            script,
+            "session",
+            "finish",
+            "3",
+            "--socket",
+            server.path,
+        ],
         capture_output=True,
         text=True,
         env=_env(),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "click" not in {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "click" not in {
+        line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line
+    }
 
 
 @pytest.mark.parametrize(
@@ -179,8 +246,27 @@ def test_anything_else_goes_to_click(args: list[str]) -> None:
 
 
 TOKENS = st.sampled_from(
-    ["--episodes", "--parent", "--socket", "--help", "-h", "--", "--episodes=1", "0", "7", "0:4,6",
-     "prog", "", "-1", "x", "007", "9223372036854775807", "9223372036854775808", "٣", "\udcff"]
+    [
+        "--episodes",
+        "--parent",
+        "--socket",
+        "--help",
+        "-h",
+        "--",
+        "--episodes=1",
+        "0",
+        "7",
+        "0:4,6",
+        "prog",
+        "",
+        "-1",
+        "x",
+        "007",
+        "9223372036854775807",
+        "9223372036854775808",
+        "٣",
+        "\udcff",
+    ]
 )
 
 

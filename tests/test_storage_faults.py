@@ -30,9 +30,11 @@ from evopolicygym.records.location import open_store
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.ledger import load_run
 
-pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux's unshare is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("unshare") is None, reason="util-linux's unshare is not installed"
+)
 
-AGENT = r'''
+AGENT = r"""
 import json, os, subprocess, sys
 disk, fault, mark = sys.argv[1], sys.argv[2], sys.argv[3]
 def session(*args):
@@ -57,9 +59,9 @@ if not os.path.exists(mark):  # the first attempt: one Submission, then the faul
 else:  # the resumed attempt: whatever the fault left undone, then finish
     session("submit", "--episodes", "2:4")
     session("finish", "1")
-'''
+"""
 
-DRIVER = r'''
+DRIVER = r"""
 import json, os, subprocess, sys
 disk, store, agent, mark, fault, out = sys.argv[1:7]
 cli = [sys.executable, "-m", "evopolicygym.cli"]
@@ -78,11 +80,15 @@ run_id = json.loads(listed.stdout)[0]["run_id"]
 resumed = subprocess.run([*cli, "resume", run_id, "--store", store, "--json"], capture_output=True, text=True)
 subprocess.run(["cp", "-a", store, out], check=True)
 print(json.dumps({"run": [run.returncode, run.stderr], "resumed": [resumed.returncode, resumed.stderr], "run_id": run_id}))
-'''
+"""
 
 
-@pytest.mark.parametrize(("fault", "what"), [("full", "store full"), ("readonly", "store on read-only media")])
-def test_a_store_fault_interrupts_the_run_and_resume_finishes_it(tmp_path: Path, fault: str, what: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "what"), [("full", "store full"), ("readonly", "store on read-only media")]
+)
+def test_a_store_fault_interrupts_the_run_and_resume_finishes_it(
+    tmp_path: Path, fault: str, what: str
+) -> None:
     disk, out = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
     agent, driver = tmp_path / "agent.py", tmp_path / "driver.py"
@@ -90,16 +96,33 @@ def test_a_store_fault_interrupts_the_run_and_resume_finishes_it(tmp_path: Path,
     driver.write_text(DRIVER)
     env = {**os.environ, "EVOPOLICY_CONTAINMENT": "process-group"}  # the Agent shares the namespace
     done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", sys.executable, str(driver),
-         str(disk), str(disk / "store"), str(agent), str(tmp_path / "started"), fault, str(out)],
-        capture_output=True, text=True, timeout=600, env=env,
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            sys.executable,
+            str(driver),
+            str(disk),
+            str(disk / "store"),
+            str(agent),
+            str(tmp_path / "started"),
+            fault,
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     (code, stderr), (resumed_code, resumed_stderr) = report["run"], report["resumed"]
     lines = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert code != 0 and "Traceback" not in stderr, stderr
-    assert len(lines) == 1 and what in lines[0] and f"evopolicy resume {report['run_id']}" in lines[0], stderr
+    assert (
+        len(lines) == 1 and what in lines[0] and f"evopolicy resume {report['run_id']}" in lines[0]
+    ), stderr
     assert resumed_code == 0, resumed_stderr
 
     with open_store(out) as store:

@@ -297,9 +297,13 @@ def test_the_same_id_twice_in_one_batch_is_a_value_error(event_store: EventStore
 
 def sized(event_id: str, size: int) -> NewEvent:
     """An AgentMessages event whose payload is exactly ``size`` bytes."""
-    base = new_event(AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content="")]), event_id)
+    base = new_event(
+        AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content="")]), event_id
+    )
     text = "x" * (size - len(base.payload))
-    return new_event(AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content=text)]), event_id)
+    return new_event(
+        AgentMessages(attempt=1, chunk=0, messages=[Message(role="user", content=text)]), event_id
+    )
 
 
 def test_an_event_over_the_size_limit_is_refused_whole(event_store: EventStore) -> None:
@@ -313,13 +317,22 @@ def test_an_event_over_the_size_limit_is_refused_whole(event_store: EventStore) 
         with pytest.raises(EventTooLarge) as refused:
             event_store.append("s", events, 2)
         message = str(refused.value)
-        assert "\n" not in message and message.startswith(f"AgentMessages event of {MAX_EVENT_BYTES + 1:,} bytes")
+        assert "\n" not in message and message.startswith(
+            f"AgentMessages event of {MAX_EVENT_BYTES + 1:,} bytes"
+        )
         assert f"limit of {MAX_EVENT_BYTES:,} bytes (8 MiB); nothing was appended" in message
-        assert (refused.value.event_type, refused.value.size) == ("AgentMessages", MAX_EVENT_BYTES + 1)
+        assert (refused.value.event_type, refused.value.size) == (
+            "AgentMessages",
+            MAX_EVENT_BYTES + 1,
+        )
         assert isinstance(refused.value, StoreError)
     assert event_store.head() == 2 and event_store.streams() == [StreamInfo("s", 2)]
     assert event_store.append("s", [at_limit], 2) == [3]  # at the limit is within it
-    assert [e.event_id for e in read_everything(event_store)] == ["before-0", "before-1", "at-limit"]
+    assert [e.event_id for e in read_everything(event_store)] == [
+        "before-0",
+        "before-1",
+        "at-limit",
+    ]
 
 
 # --------------------------------------------------------------------------- reading
@@ -699,7 +712,9 @@ def one_of_each() -> list[Event]:
         FinishRejected(request_id="f1", code="empty", message="no candidates", candidates=[]),
         FinishAccepted(request_id="f2", candidates=[1, 3]),
         AgentExited(attempt=1, exit_code=0, signal=None, reason="finished", stdout_blob=digest),
-        ValidationStarted(candidates=[1, 3], split="validation", episodes=20, seed=99, handoff="agent"),
+        ValidationStarted(
+            candidates=[1, 3], split="validation", episodes=20, seed=99, handoff="agent"
+        ),
         ReferenceValidated(program_digest=digest, score=250.0, failures=0, episodes=[outcome]),
         CandidateValidated(submission_id=1, score=300.5, failures=1, episodes=[outcome, failed]),
         ValidationFailed(error="validation crashed"),
@@ -711,7 +726,9 @@ def one_of_each() -> list[Event]:
             submission_id=1, score=280.0, failures=0, episodes=[outcome], content={"k": "v"}
         ),
         AssessmentFailed(error="assessment crashed"),
-        CandidateAssessed(submission_id=2, score=250.0, failures=1, episodes=[outcome], content={"k": "v"}),
+        CandidateAssessed(
+            submission_id=2, score=250.0, failures=1, episodes=[outcome], content={"k": "v"}
+        ),
         ExperimentCreated(
             experiment_id="exp-1",
             spec_digest="cd" * 32,
@@ -719,10 +736,21 @@ def one_of_each() -> list[Event]:
             config={"budget": 100},
             agents=[ExperimentAgent(name="ref", provider="reference", options={"t": 0.2})],
             benchmarks=[ExperimentBenchmark(name="cp", id="cartpole", params={"max_steps": 200})],
-            cells=[ExperimentCell(cell_id="ref/cp/1", agent="ref", benchmark="cp", seed=1, agent_seed=2)],
+            cells=[
+                ExperimentCell(
+                    cell_id="ref/cp/1", agent="ref", benchmark="cp", seed=1, agent_seed=2
+                )
+            ],
         ),
         CellRunAssigned(cell_id="ref/cp/1", run_id="run-1", attempt=1),
-        CellRunEnded(cell_id="ref/cp/1", run_id="run-1", attempt=1, outcome="finished", retryable=False, error=None),
+        CellRunEnded(
+            cell_id="ref/cp/1",
+            run_id="run-1",
+            attempt=1,
+            outcome="finished",
+            retryable=False,
+            error=None,
+        ),
         RunInterrupted(reason="SIGTERM", last_position=17),
         RunResumed(attempt=2),
         RunFinished(

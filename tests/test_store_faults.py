@@ -267,7 +267,9 @@ def test_a_log_appears_whole_while_others_create_and_read_it(tmp_path: Path) -> 
     assert [proc.returncode for proc in creators] == [0, 0, 0], [err for _, err in outputs]
     assert [out.strip() for out, _ in outputs] == ["0", "0", "0"]
     assert all(line == "head 0" for line in seen), sorted(set(seen))
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # nothing left aside
+    assert (
+        sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    )  # nothing left aside
     with SQLiteEventStore(path) as store:
         assert_sound(store)
 

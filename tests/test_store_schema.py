@@ -18,9 +18,12 @@ from evopolicygym.records.tables import LogModel
 def test_the_kept_ddl_is_what_the_models_compile_to() -> None:
     compiled: list[str] = []
     for table in LogModel.metadata.sorted_tables:
-        compiled.append(str(CreateTable(table, if_not_exists=True).compile(dialect=sqlite_dialect())))
+        compiled.append(
+            str(CreateTable(table, if_not_exists=True).compile(dialect=sqlite_dialect()))
+        )
         compiled.extend(
-            str(CreateIndex(index, if_not_exists=True).compile(dialect=sqlite_dialect())) for index in table.indexes
+            str(CreateIndex(index, if_not_exists=True).compile(dialect=sqlite_dialect()))
+            for index in table.indexes
         )
     assert list(sqlite._SCHEMA) == compiled
 

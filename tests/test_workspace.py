@@ -429,7 +429,9 @@ def test_unsafe_and_duplicate_artifact_names_are_listed_not_written(
     ]
 
 
-def test_a_runs_cache_between_publications_changes_no_byte(run: RunLog, store: Store, tmp_path: Path) -> None:
+def test_a_runs_cache_between_publications_changes_no_byte(
+    run: RunLog, store: Store, tmp_path: Path
+) -> None:
     """The Host keeps one cache per Run and builds after every Submission: at every point
     of the log, and as retention prunes what an earlier build wrote, the cached build is the
     fresh one, and syncing it leaves the same tree as syncing a fresh build into a new

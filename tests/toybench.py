@@ -40,7 +40,9 @@ class CounterEnv:
         self.t += 1
         self.position += action
         done = self.position >= self.target
-        return StepResult([self.position, self.target], 1.0 if done else -0.1, done, self.t >= self.horizon)
+        return StepResult(
+            [self.position, self.target], 1.0 if done else -0.1, done, self.t >= self.horizon
+        )
 
     def close(self) -> None:
         CLOSED.append(self.seed)
@@ -62,15 +64,20 @@ class CounterBenchmark:
         )
 
     def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
-        return [EpisodeSpec(split=split, index=i, seed=derive_seed("toy", split, seed, i)) for i in range(count)]
+        return [
+            EpisodeSpec(split=split, index=i, seed=derive_seed("toy", split, seed, i))
+            for i in range(count)
+        ]
 
     def make_environment(self, episode: EpisodeSpec) -> CounterEnv:
         if self.fail_on == "make":
             raise RuntimeError("environment factory broke")
         env = CounterEnv(episode.seed, self.horizon)
         if self.fail_on == "step":
+
             def broken(action: Any) -> StepResult:
                 raise RuntimeError("physics exploded")
+
             env.step = broken  # type: ignore[method-assign]
         return env
 

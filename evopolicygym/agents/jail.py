@@ -54,8 +54,14 @@ _PR_SET_NO_NEW_PRIVS = 38
 # The character devices an Agent's tools expect; the disks and the rest of /dev stay out.
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx")
 # statvfs flags that a bind remount must repeat (the kernel refuses to clear locked ones).
-_KEPT_FLAGS = ((os.ST_NOSUID, 0x2), (os.ST_NODEV, 0x4), (os.ST_NOEXEC, 0x8), (os.ST_NOATIME, 0x400),
-               (os.ST_NODIRATIME, 0x800), (os.ST_RELATIME, 0x200000))
+_KEPT_FLAGS = (
+    (os.ST_NOSUID, 0x2),
+    (os.ST_NODEV, 0x4),
+    (os.ST_NOEXEC, 0x8),
+    (os.ST_NOATIME, 0x400),
+    (os.ST_NODIRATIME, 0x800),
+    (os.ST_RELATIME, 0x200000),
+)
 
 
 def _namespaces() -> ModuleType:
@@ -67,7 +73,9 @@ def _namespaces() -> ModuleType:
         return namespaces
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "namespaces.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "namespaces.py"
+    )
     spec = importlib.util.spec_from_file_location("_evopolicy_namespaces", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -78,7 +86,9 @@ def _namespaces() -> ModuleType:
 class _Options:
     def __init__(self, argv: list[str]) -> None:
         if "--" not in argv:
-            raise SystemExit("usage: jail.py [--probe] [--hide DIR]... [--read-only DIR]... -- PROGRAM ARGS...")
+            raise SystemExit(
+                "usage: jail.py [--probe] [--hide DIR]... [--read-only DIR]... -- PROGRAM ARGS..."
+            )
         split = argv.index("--")
         options, self.command = argv[:split], argv[split + 1 :]
         self.probe = "--probe" in options
@@ -93,7 +103,11 @@ class _Options:
     @staticmethod
     def _paths(options: list[str], flag: str) -> list[str]:
         # realpath: a symlinked spelling of the store must hide the store itself.
-        return [os.path.realpath(options[i + 1]) for i, o in enumerate(options) if o == flag and i + 1 < len(options)]
+        return [
+            os.path.realpath(options[i + 1])
+            for i, o in enumerate(options)
+            if o == flag and i + 1 < len(options)
+        ]
 
 
 def _exec(command: list[str]) -> None:
@@ -202,8 +216,12 @@ def _dev(ns: ModuleType) -> None:
         os.close(fd)
     os.mkdir("/dev/shm", 0o1777)
     ns.mount_fs("tmpfs", "/dev/shm", ns.MS_NOSUID | ns.MS_NODEV, "mode=1777")
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"/dev/{name}")
     if "ptmx" not in held and "pts" in held:
         os.symlink("pts/ptmx", "/dev/ptmx")
@@ -213,10 +231,16 @@ def _contain(ns: ModuleType, options: _Options) -> None:
     """PID 1's part: a fresh /proc, the Host's files hidden or read-only, a small /dev."""
     ns.mount_fs("proc", "/proc", ns.MS_NOSUID | ns.MS_NODEV | ns.MS_NOEXEC)
     ns.mount("/proc/sys", "/proc/sys", ns.MS_BIND | ns.MS_REC)
-    ns.mount(None, "/proc/sys", ns.MS_BIND | ns.MS_REMOUNT | ns.MS_RDONLY | _kept_flags("/proc/sys"))
+    ns.mount(
+        None, "/proc/sys", ns.MS_BIND | ns.MS_REMOUNT | ns.MS_RDONLY | _kept_flags("/proc/sys")
+    )
     _dev(ns)
     own = [os.environ.get("HOME", ""), os.environ.get("TMPDIR", ""), "/tmp", "/var/tmp"]
-    writable = [d for d in dict.fromkeys([*options.writable, *map(os.path.realpath, filter(None, own))]) if os.path.isdir(d)]
+    writable = [
+        d
+        for d in dict.fromkeys([*options.writable, *map(os.path.realpath, filter(None, own))])
+        if os.path.isdir(d)
+    ]
     for directory in writable:
         _bind(ns, directory)
     # The machine read-only but for the Agent's own places: nothing it writes can change
@@ -226,10 +250,14 @@ def _contain(ns: ModuleType, options: _Options) -> None:
         if os.path.isdir(directory):
             _bind(ns, directory)
             # its workspace may lie inside
-            _read_only(ns, directory, keep=[w for w in writable if _under(w, directory) and w != directory])
+            _read_only(
+                ns, directory, keep=[w for w in writable if _under(w, directory) and w != directory]
+            )
     for directory in options.hides:  # last: a hidden directory inside a read-only one stays hidden
         if os.path.isdir(directory):
-            ns.mount_fs("tmpfs", directory, ns.MS_NOSUID | ns.MS_NODEV | ns.MS_NOEXEC, "size=64k,mode=0700")
+            ns.mount_fs(
+                "tmpfs", directory, ns.MS_NOSUID | ns.MS_NODEV | ns.MS_NOEXEC, "size=64k,mode=0700"
+            )
 
 
 def _uncontained(options: _Options, why: str) -> None:

@@ -58,7 +58,10 @@ class ProviderLauncher:
         try:
             probe = subprocess.run(
                 [*_jail_command(), "--probe", "--"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             why = f"the jail's probe failed: {exc}"
@@ -66,7 +69,11 @@ class ProviderLauncher:
             if probe.returncode == 0 and jail_module.PROBE_OK in probe.stderr:
                 return "namespaces"
             lines = probe.stderr.strip().splitlines()
-            why = lines[-1].removeprefix("jail: ").removesuffix("; not starting it") if lines else f"exit {probe.returncode}"
+            why = (
+                lines[-1].removeprefix("jail: ").removesuffix("; not starting it")
+                if lines
+                else f"exit {probe.returncode}"
+            )
         if self._allow_uncontained:
             return "none"
         raise AgentError(
@@ -82,7 +89,9 @@ class ProviderLauncher:
         credential variables (and those it was given), and every known secret pattern."""
         provider = PROVIDERS.get(agent.provider)
         names = [name for name in (provider.env if provider else ()) if is_credential_name(name)]
-        names += [str(name) for name in agent.options.get("env", [])]  # given on purpose: all kept out
+        names += [
+            str(name) for name in agent.options.get("env", [])
+        ]  # given on purpose: all kept out
         if agent.options.get("api_key_env"):
             names.append(str(agent.options["api_key_env"]))
         return Redactor.from_environment(names)
@@ -106,7 +115,9 @@ class ProviderLauncher:
             jail += ["--read-only", path]
         for path in [cwd, *_own_dirs(env)]:
             jail += ["--writable", path]
-        if containment_disabled() or self._containment == "none":  # the same override as for policies
+        if (
+            containment_disabled() or self._containment == "none"
+        ):  # the same override as for policies
             jail.append("--uncontained")
         elif self._allow_uncontained:
             jail.append("--allow-uncontained")
@@ -115,12 +126,19 @@ class ProviderLauncher:
         )
 
     def session_record(
-        self, agent: AgentIdentity, stdout: bytes, stderr: bytes, env: dict[str, str], workspace: str
+        self,
+        agent: AgentIdentity,
+        stdout: bytes,
+        stderr: bytes,
+        env: dict[str, str],
+        workspace: str,
     ) -> SessionRecord | None:
         record = read_session(agent.provider, session_id_in(agent.provider, stdout, stderr), env)
         if record is None:
             return None
-        return msgspec.structs.replace(record, messages=relative_to_workspace(record.messages, workspace))
+        return msgspec.structs.replace(
+            record, messages=relative_to_workspace(record.messages, workspace)
+        )
 
 
 def _jail_command() -> list[str]:
@@ -141,6 +159,9 @@ def _own_dirs(env: dict[str, str]) -> list[str]:
     """The Agent's configuration and data directories named by its environment (CODEX_HOME,
     XDG_CONFIG_HOME, KIMI_SHARE_DIR...): writable to it, as its home is."""
     return [
-        value for name, value in env.items()
-        if (name.endswith(("_HOME", "_DIR")) or name.startswith("XDG_")) and os.path.isabs(value) and os.path.isdir(value)
+        value
+        for name, value in env.items()
+        if (name.endswith(("_HOME", "_DIR")) or name.startswith("XDG_"))
+        and os.path.isabs(value)
+        and os.path.isdir(value)
     ]

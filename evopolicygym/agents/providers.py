@@ -28,7 +28,15 @@ import msgspec
 
 from evopolicygym.transcript import AgentIdentity
 
-__all__ = ["PROVIDERS", "AgentError", "AgentLaunch", "Provider", "agent_identity", "kimi_flavour", "launch_for"]
+__all__ = [
+    "PROVIDERS",
+    "AgentError",
+    "AgentLaunch",
+    "Provider",
+    "agent_identity",
+    "kimi_flavour",
+    "launch_for",
+]
 
 # What an Agent inherits from the Host's environment; everything else (credentials, the
 # store's location) stays with the Host unless the user passes it on with --agent-env.
@@ -331,6 +339,12 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
     if identity.provider not in ("reference", "chat"):
         executable = shutil.which(argv[0], path=env["PATH"])
         if executable is None:
-            hint = "" if identity.provider == "command" else f" (the {identity.provider} agent runs it)"
-            raise AgentError(f"agent command not found: {argv[0]}{hint}; install it or put it on PATH")
+            hint = (
+                ""
+                if identity.provider == "command"
+                else f" (the {identity.provider} agent runs it)"
+            )
+            raise AgentError(
+                f"agent command not found: {argv[0]}{hint}; install it or put it on PATH"
+            )
     return AgentLaunch(argv=argv, env=env, stream=spec.stream)

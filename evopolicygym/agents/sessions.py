@@ -89,7 +89,11 @@ def read_session(
         pattern, source, parse = f"*/{session_id}/agents/main/wire.jsonl", "kimi-wire", kimi_wire
     elif provider == "kimi":  # kimi-cli 1.x
         where = Path(env.get("KIMI_SHARE_DIR") or home / ".kimi") / "sessions"
-        pattern, source, parse = f"*/{session_id}/context.jsonl", "kimi-cli-context", kimi_cli_context
+        pattern, source, parse = (
+            f"*/{session_id}/context.jsonl",
+            "kimi-cli-context",
+            kimi_cli_context,
+        )
     else:
         return None
     with contextlib.suppress(OSError):
@@ -110,7 +114,11 @@ def session_id_in(provider: str, stdout: bytes, stderr: bytes = b"") -> str | No
     Claude Code's ``system``/``init``, Kimi Code's ``session.resume_hint`` (stdout) or
     kimi-cli's resume line (stderr). From the recorded output, so an attempt whose Host
     died can be found again on resume."""
-    marker = {"codex": b"thread.started", "claude-code": b'"init"', "kimi": b"session.resume_hint"}.get(provider)
+    marker = {
+        "codex": b"thread.started",
+        "claude-code": b'"init"',
+        "kimi": b"session.resume_hint",
+    }.get(provider)
     if marker is None:
         return None
     for event in _objects(stdout.splitlines(), marker):
@@ -173,7 +181,11 @@ class _Response:
 
 
 def _said(
-    texts: list[str], thoughts: list[str], calls: list[ToolCall], usage: Usage | None, model: str | None
+    texts: list[str],
+    thoughts: list[str],
+    calls: list[ToolCall],
+    usage: Usage | None,
+    model: str | None,
 ) -> Message:
     """One model response as an assistant message."""
     return Message(
@@ -364,7 +376,9 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
         if entry.get("type") == "llm.request" and isinstance(entry.get("model"), str):
             model = entry["model"]
             continue
-        if entry.get("type") != "agent.message.appended" or not isinstance(entry.get("message"), dict):
+        if entry.get("type") != "agent.message.appended" or not isinstance(
+            entry.get("message"), dict
+        ):
             continue
         envelope = entry["message"]
         message, meta = envelope.get("message"), envelope.get("meta")
@@ -374,20 +388,43 @@ def kimi_wire(lines: Iterable[bytes]) -> list[Message]:
         role = message.get("role")
         given = message.get("content")
         parts: list[Any] = given if isinstance(given, list) else []
-        texts = [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-        thoughts = [str(p.get("think") or "") for p in parts if isinstance(p, dict) and p.get("type") == "think"]
+        texts = [
+            str(p.get("text") or "")
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "text"
+        ]
+        thoughts = [
+            str(p.get("think") or "")
+            for p in parts
+            if isinstance(p, dict) and p.get("type") == "think"
+        ]
         if role == "assistant":
             calls = []
             for call in message.get("toolCalls") or ():
                 if isinstance(call, dict):
                     call_id = str(call.get("id") or "")
                     names[call_id] = str(call.get("name") or "?")
-                    calls.append(ToolCall(id=call_id, name=names[call_id], arguments=tool_arguments(call.get("arguments"))))
+                    calls.append(
+                        ToolCall(
+                            id=call_id,
+                            name=names[call_id],
+                            arguments=tool_arguments(call.get("arguments")),
+                        )
+                    )
             usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else None
-            out.append(_said(texts, thoughts, calls, None if usage is None else _kimi_usage(usage), model))
+            out.append(
+                _said(texts, thoughts, calls, None if usage is None else _kimi_usage(usage), model)
+            )
         elif role == "tool":
             call_id = str(message.get("toolCallId") or "")
-            out.append(Message(role="tool", content="\n".join(texts), tool_call_id=call_id, name=names.get(call_id)))
+            out.append(
+                Message(
+                    role="tool",
+                    content="\n".join(texts),
+                    tool_call_id=call_id,
+                    name=names.get(call_id),
+                )
+            )
         elif role == "user":
             if seen_task and not any(t.startswith("<system-reminder>") for t in texts):
                 out.append(Message(role="user", content="\n".join(texts)))

@@ -283,7 +283,11 @@ def _fault(text: str, kind: str, status: int | None = None) -> Message:
     if status is None:
         found = _STATUS.search(text)
         status = int(found.group(1)) if found else None
-    return Message(role="error", content=text, error=AgentFault(kind=kind[:_MAX_KIND_CHARS] or "error", status=status))
+    return Message(
+        role="error",
+        content=text,
+        error=AgentFault(kind=kind[:_MAX_KIND_CHARS] or "error", status=status),
+    )
 
 
 def synthetic_fault(event: dict[str, Any]) -> Message | None:
@@ -308,7 +312,9 @@ def _error_text(value: Any) -> tuple[str, str | None]:
     body = _decode(text.encode()) if text.startswith("{") else None
     error = _dict(body.get("error")) if isinstance(body, dict) else None
     if error is not None:
-        return _str(error.get("message")) or text, _str(error.get("type")) or _str(error.get("code"))
+        return _str(error.get("message")) or text, _str(error.get("type")) or _str(
+            error.get("code")
+        )
     return text, None
 
 
@@ -711,7 +717,9 @@ class ClaudeCodeParser(_JsonLines):
                     name = _str(block.get("name")) or ""
                     self._names.add(call_id, name)
                     calls.append(
-                        ToolCall(id=call_id, name=name, arguments=tool_arguments(block.get("input")))
+                        ToolCall(
+                            id=call_id, name=name, arguments=tool_arguments(block.get("input"))
+                        )
                     )
                 else:
                     self._count(f"content:{block_type}")
@@ -792,9 +800,13 @@ class ClaudeCodeParser(_JsonLines):
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             if fault is None:
                 subtype = _str(event.get("subtype")) or "result"
-                fault = _fault(_str(event.get("result")) or "", subtype if subtype != "success" else "result")
+                fault = _fault(
+                    _str(event.get("result")) or "", subtype if subtype != "success" else "result"
+                )
             if status is not None and fault.error is not None:
-                fault = msgspec.structs.replace(fault, error=AgentFault(kind=fault.error.kind, status=status))
+                fault = msgspec.structs.replace(
+                    fault, error=AgentFault(kind=fault.error.kind, status=status)
+                )
         out = self._usage_of_result(event)
         return out if fault is None else [*out, fault]
 
@@ -853,7 +865,9 @@ class KimiParser(_JsonLines):
                 name = _str(function.get("name")) or ""
                 self._names.add(call_id, name)
                 calls.append(
-                    ToolCall(id=call_id, name=name, arguments=tool_arguments(function.get("arguments")))
+                    ToolCall(
+                        id=call_id, name=name, arguments=tool_arguments(function.get("arguments"))
+                    )
                 )
             return [Message(role="assistant", content=text, reasoning=reasoning, tool_calls=calls)]
         if role == "tool":

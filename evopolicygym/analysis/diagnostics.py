@@ -66,10 +66,38 @@ GROUP = ["agent", "benchmark"]
 # Two-sided 95% quantiles of Student's t (0.975) by degrees of freedom; between rows
 # the next lower row is taken (a slightly wider, conservative interval).
 _T975 = {
-    1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-    9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
-    17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064,
-    25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000,
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    21: 2.080,
+    22: 2.074,
+    23: 2.069,
+    24: 2.064,
+    25: 2.060,
+    26: 2.056,
+    27: 2.052,
+    28: 2.048,
+    29: 2.045,
+    30: 2.042,
+    40: 2.021,
+    60: 2.000,
     120: 1.980,
 }
 _Z975 = 1.960
@@ -97,7 +125,11 @@ def _direction(frame: pd.DataFrame) -> str:
 
 
 def _float(value: Any) -> float | None:
-    return None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else float(value)
+    return (
+        None
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+        else float(value)
+    )
 
 
 # --------------------------------------------------------------------------- scores
@@ -127,14 +159,27 @@ def score_table(runs: pd.DataFrame, score: str = "assessment_score") -> pd.DataF
                 "score_direction": _direction(group),
             }
         )
-    columns = ["agent", "benchmark", "runs", "scored", "unscored", "mean", "sd", "ci_low", "ci_high", "score_direction"]
+    columns = [
+        "agent",
+        "benchmark",
+        "runs",
+        "scored",
+        "unscored",
+        "mean",
+        "sd",
+        "ci_low",
+        "ci_high",
+        "score_direction",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
 def _ranks(means: dict[str, float | None], direction: str) -> dict[str, int]:
     """Competition ranks (ties take the best rank); agents without a mean rank last."""
     scored = {a: m for a, m in means.items() if m is not None}
-    ranks = {a: 1 + sum(better(o, m, direction) for o in scored.values()) for a, m in scored.items()}
+    ranks = {
+        a: 1 + sum(better(o, m, direction) for o in scored.values()) for a, m in scored.items()
+    }
     last = len(scored) + 1
     return {a: ranks.get(a, last) for a in means}
 
@@ -154,14 +199,27 @@ def rank_scores(table: pd.DataFrame) -> pd.DataFrame:
             per_agent[agent][f"rank_{benchmark}"] = rank
             scores[agent].append(1.0 if k == 1 else (k - rank) / (k - 1))
     rows = [
-        {**per_agent[a], "rank_score": sum(scores[a]) / len(scores[a]) if scores[a] else math.nan, "benchmarks": len(scores[a])}
+        {
+            **per_agent[a],
+            "rank_score": sum(scores[a]) / len(scores[a]) if scores[a] else math.nan,
+            "benchmarks": len(scores[a]),
+        }
         for a in agents
     ]
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=["agent", "rank_score", "benchmarks"])
-    ordered = ["agent", "rank_score", "benchmarks", *sorted(c for c in frame.columns if c.startswith("rank_") and c != "rank_score")]
-    return frame[ordered].sort_values(["rank_score", "agent"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    ordered = [
+        "agent",
+        "rank_score",
+        "benchmarks",
+        *sorted(c for c in frame.columns if c.startswith("rank_") and c != "rank_score"),
+    ]
+    return (
+        frame[ordered]
+        .sort_values(["rank_score", "agent"], ascending=[False, True], kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 # --------------------------------------------------------------------------- selection validity
@@ -170,7 +228,9 @@ def rank_scores(table: pd.DataFrame) -> pd.DataFrame:
 def spearman(x: Iterable[Any], y: Iterable[Any]) -> float | None:
     """Spearman's rank correlation of the pairs where both are known (average ranks for
     ties); None with fewer than 3 pairs or where either side is constant."""
-    pairs = [(a, b) for a, b in zip(x, y, strict=True) if _float(a) is not None and _float(b) is not None]
+    pairs = [
+        (a, b) for a, b in zip(x, y, strict=True) if _float(a) is not None and _float(b) is not None
+    ]
     if len(pairs) < 3:
         return None
     rx = pd.Series([float(a) for a, _ in pairs]).rank(method="average")
@@ -195,16 +255,24 @@ def selection_validity(runs: pd.DataFrame, submissions: pd.DataFrame) -> dict[st
                 "benchmark": benchmark,
                 "pairs": len(both),
                 "spearman": spearman(both["validation_score"], both["assessment_score"]),
-                "mean_gap": float((both["assessment_score"] - both["validation_score"]).mean()) if len(both) else None,
+                "mean_gap": float((both["assessment_score"] - both["validation_score"]).mean())
+                if len(both)
+                else None,
             }
         )
     candidates = []
     chosen = submissions[submissions["run_id"].isin(set(kept["run_id"]))]
-    assessed = chosen[chosen["candidate"].fillna(False).astype(bool) & chosen["assessment_score"].notna()]
+    assessed = chosen[
+        chosen["candidate"].fillna(False).astype(bool) & chosen["assessment_score"].notna()
+    ]
     for run_id, group in assessed.groupby("run_id", sort=True):
         if len(group) >= 2:
             candidates.append(
-                {"run_id": run_id, "candidates": len(group), "spearman": spearman(group["validation_score"], group["assessment_score"])}
+                {
+                    "run_id": run_id,
+                    "candidates": len(group),
+                    "spearman": spearman(group["validation_score"], group["assessment_score"]),
+                }
             )
     return {
         "runs": per_run.reset_index(drop=True),
@@ -217,8 +285,13 @@ def selection_validity(runs: pd.DataFrame, submissions: pd.DataFrame) -> dict[st
 
 
 def _bounds(labelled: pd.DataFrame) -> dict[str, tuple[float, float]]:
-    published = labelled[labelled["published"].fillna(False).astype(bool) & labelled["score"].notna()]
-    return {str(b): (float(g["score"].min()), float(g["score"].max())) for b, g in published.groupby("benchmark")}
+    published = labelled[
+        labelled["published"].fillna(False).astype(bool) & labelled["score"].notna()
+    ]
+    return {
+        str(b): (float(g["score"].min()), float(g["score"].max()))
+        for b, g in published.groupby("benchmark")
+    }
 
 
 def _normalized(score: float, bounds: tuple[float, float], direction: str) -> float:
@@ -245,11 +318,24 @@ def efficiency_curves(runs: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataF
                 "submission_id": sub.submission_id,
                 "episodes_used": sub.cumulative_episodes,
                 "best_so_far": sub.best_so_far_score,
-                "normalized": _normalized(float(sub.best_so_far_score), bounds[str(sub.benchmark)], str(sub.score_direction)),
+                "normalized": _normalized(
+                    float(sub.best_so_far_score),
+                    bounds[str(sub.benchmark)],
+                    str(sub.score_direction),
+                ),
                 "basis": sub.best_so_far_basis,
             }
         )
-    columns = ["run_id", "agent", "benchmark", "submission_id", "episodes_used", "best_so_far", "normalized", "basis"]
+    columns = [
+        "run_id",
+        "agent",
+        "benchmark",
+        "submission_id",
+        "episodes_used",
+        "best_so_far",
+        "normalized",
+        "basis",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -265,7 +351,9 @@ def _area(steps: pd.DataFrame, budget: float) -> float:
     return area / budget if budget > 0 else math.nan
 
 
-def improvement_efficiency(runs: pd.DataFrame, submissions: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def improvement_efficiency(
+    runs: pd.DataFrame, submissions: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
     """``runs``: per Run its normalized ``area``, ``steps`` and ``unmatched_steps`` of its
     best-so-far; ``groups``: per agent x Benchmark the mean area over its Runs (``runs``)."""
     kept = current_runs(runs)
@@ -291,7 +379,12 @@ def improvement_efficiency(runs: pd.DataFrame, submissions: pd.DataFrame) -> dic
     frame = pd.DataFrame(per_run, columns=["run_id", *GROUP, "area", "steps", "unmatched_steps"])
     groups = (
         frame.groupby(GROUP, sort=True)
-        .agg(runs=("run_id", "count"), area=("area", "mean"), unmatched_steps=("unmatched_steps", "sum"), steps=("steps", "sum"))
+        .agg(
+            runs=("run_id", "count"),
+            area=("area", "mean"),
+            unmatched_steps=("unmatched_steps", "sum"),
+            steps=("steps", "sum"),
+        )
         .reset_index()
         if len(frame)
         else pd.DataFrame(columns=[*GROUP, "runs", "area", "unmatched_steps", "steps"])
@@ -327,7 +420,15 @@ def edit_dynamics(runs: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame
             matched_hit_rate=hits / comparable if comparable else math.nan,
         )
         rows.append(row)
-    columns = [*GROUP, "submissions", *EDIT_KINDS[::-1], "hits", "comparable", "hit_rate", "matched_hit_rate"]
+    columns = [
+        *GROUP,
+        "submissions",
+        *EDIT_KINDS[::-1],
+        "hits",
+        "comparable",
+        "hit_rate",
+        "matched_hit_rate",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -347,13 +448,26 @@ def budget_use(runs: pd.DataFrame) -> pd.DataFrame:
                 "runs": len(group),
                 "budget_share": float(group["budget_share"].mean()),
                 "episodes": episodes,
-                "failed_episode_share": int(group["failed_episodes"].sum()) / episodes if episodes else math.nan,
+                "failed_episode_share": int(group["failed_episodes"].sum()) / episodes
+                if episodes
+                else math.nan,
                 "submissions": submitted,
-                "failed_submission_share": int(group["failed"].sum()) / submitted if submitted else math.nan,
+                "failed_submission_share": int(group["failed"].sum()) / submitted
+                if submitted
+                else math.nan,
                 "terminal_reasons": {str(k): int(v) for k, v in sorted(reasons.items())},
             }
         )
-    columns = [*GROUP, "runs", "budget_share", "episodes", "failed_episode_share", "submissions", "failed_submission_share", "terminal_reasons"]
+    columns = [
+        *GROUP,
+        "runs",
+        "budget_share",
+        "episodes",
+        "failed_episode_share",
+        "submissions",
+        "failed_submission_share",
+        "terminal_reasons",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -368,7 +482,9 @@ def _plain(frame: pd.DataFrame) -> list[dict[str, Any]]:
         for key, value in record.items():
             if isinstance(value, dict):
                 row[str(key)] = value
-            elif value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            elif (
+                value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+            ):
                 row[str(key)] = None
             elif hasattr(value, "item"):
                 row[str(key)] = value.item()
@@ -383,7 +499,11 @@ def _leaderboard(board: pd.DataFrame) -> list[dict[str, Any]]:
     label is data, not a key name)."""
     rows = []
     for row in _plain(board):
-        ranks = {k.removeprefix("rank_"): row.pop(k) for k in list(row) if k.startswith("rank_") and k != "rank_score"}
+        ranks = {
+            k.removeprefix("rank_"): row.pop(k)
+            for k in list(row)
+            if k.startswith("rank_") and k != "rank_score"
+        }
         rows.append({**row, "ranks": ranks})
     return rows
 
@@ -404,7 +524,10 @@ def study(runs: pd.DataFrame, submissions: pd.DataFrame) -> dict[str, Any]:
             "runs": _plain(validity["runs"]),
             "candidates": _plain(validity["candidates"]),
         },
-        "improvement_efficiency": {"groups": _plain(efficiency["groups"]), "runs": _plain(efficiency["runs"])},
+        "improvement_efficiency": {
+            "groups": _plain(efficiency["groups"]),
+            "runs": _plain(efficiency["runs"]),
+        },
         "edit_dynamics": _plain(edit_dynamics(runs, submissions)),
         "budget_use": _plain(budget_use(runs)),
     }

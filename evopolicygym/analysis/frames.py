@@ -262,7 +262,9 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pd.DataFrame:
             series = pd.Series(values, dtype=object)
             data[name] = series
         elif kind == "float64":
-            data[name] = pd.array([float("nan") if v is None else v for v in values], dtype="float64")
+            data[name] = pd.array(
+                [float("nan") if v is None else v for v in values], dtype="float64"
+            )
         else:
             data[name] = pd.array(values, dtype=kind)
     frame = pd.DataFrame(data, columns=list(columns))
@@ -472,7 +474,10 @@ def _message_rows(_: Any, record: RunRecord) -> list[dict[str, Any]]:
                     "role": m.role,
                     "content": m.content,
                     "reasoning": m.reasoning,
-                    "tool_calls": [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in m.tool_calls],
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": dict(c.arguments)}
+                        for c in m.tool_calls
+                    ],
                     "tool_call_id": m.tool_call_id,
                     "name": m.name,
                     "model": m.model,
@@ -492,7 +497,9 @@ def messages_df(
     store: StoreLike = None, *, run_ids: Sequence[str] | None = None, experiment: str | None = None
 ) -> pd.DataFrame:
     """One row per transcript message (see the module's table)."""
-    return _frame(_records(store, run_ids, experiment, _message_rows, messages=True), MESSAGES_COLUMNS)
+    return _frame(
+        _records(store, run_ids, experiment, _message_rows, messages=True), MESSAGES_COLUMNS
+    )
 
 
 # --------------------------------------------------------------------------- events
@@ -500,7 +507,16 @@ def messages_df(
 _EVENT_SCALARS = {
     name: kind
     for name, kind in EVENTS_COLUMNS.items()
-    if name not in ("position", "run_id", "stream_version", "event_id", "type", "schema_version", "recorded_at")
+    if name
+    not in (
+        "position",
+        "run_id",
+        "stream_version",
+        "event_id",
+        "type",
+        "schema_version",
+        "recorded_at",
+    )
 }
 
 
@@ -528,7 +544,10 @@ def events_df(
                 payload = envelope.data()
                 if not isinstance(payload, dict):
                     payload = {}
-                if envelope.type == "CandidateValidated" and payload.get("submission_id") != selected:
+                if (
+                    envelope.type == "CandidateValidated"
+                    and payload.get("submission_id") != selected
+                ):
                     continue  # a candidate not selected: the events export leaves it out too
                 if envelope.type == "CandidateAssessed":
                     continue  # always a candidate not selected (the selected one's is AssessmentCompleted)

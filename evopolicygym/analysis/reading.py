@@ -122,7 +122,9 @@ class RunRecord:
     def failure_score(self) -> float | None:
         spec = self.summary.benchmark_spec or {}
         floor = spec.get("failure_score")
-        return float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+        return (
+            float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+        )
 
 
 # --------------------------------------------------------------------------- which Runs
@@ -169,7 +171,11 @@ def selected_runs(
     with _opened(store) as opened:
         if experiment is not None:
             cells = _cells(opened, experiment)
-            wanted = None if run_ids is None else {run_id_of(resolve_run(opened.events, r)) for r in run_ids}
+            wanted = (
+                None
+                if run_ids is None
+                else {run_id_of(resolve_run(opened.events, r)) for r in run_ids}
+            )
             streams = [
                 (RUN_PREFIX + run_id, cell)
                 for run_id, cell in cells.items()
@@ -187,7 +193,9 @@ def selected_runs(
 # --------------------------------------------------------------------------- one Run
 
 
-def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages: bool = False) -> RunRecord:
+def read_run(
+    store: Store, stream_id: str, cell: Cell | None = None, *, messages: bool = False
+) -> RunRecord:
     """The Run ``stream_id`` read in one pass; its transcript only with ``messages``. A
     payload that does not decode is left out (the summary's ``undecodable`` lists it)."""
     summary = RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id)
@@ -221,7 +229,9 @@ def read_run(store: Store, stream_id: str, cell: Cell | None = None, *, messages
             # Episodes of a Submission never started are ignored, as the workspace does.
             case EpisodeCompleted() if event.submission_id in started:
                 record.episodes.setdefault(event.submission_id, []).append(event)
-                record.episode_times.setdefault(event.submission_id, []).append(envelope.recorded_at)
+                record.episode_times.setdefault(event.submission_id, []).append(
+                    envelope.recorded_at
+                )
     for number, found in recorded.items():
         # The CLI's own record replaces the live chunks, as in the exports; the error
         # records only the live stream has (API errors) follow it.
@@ -298,16 +308,26 @@ def lineage(record: RunRecord, programs: _Programs) -> dict[int, SubmissionLinea
             published=s.status == "published",
             score=s.score,
             stated_parent=s.parent_submission_id,
-            episodes=[(e.index, e.status == "ok", e.total_reward) for e in record.episodes.get(s.submission_id, [])],
+            episodes=[
+                (e.index, e.status == "ok", e.total_reward)
+                for e in record.episodes.get(s.submission_id, [])
+            ],
         )
         for s in record.started
         if s.program_digest is not None  # ``started`` keeps those with a Program
     ]
-    edges = lineage_of(initial, inputs, direction=record.direction, failure_score=record.failure_score,
-                       lines_of=programs.lines_of)
+    edges = lineage_of(
+        initial,
+        inputs,
+        direction=record.direction,
+        failure_score=record.failure_score,
+        lines_of=programs.lines_of,
+    )
     return {
         item.submission_id: SubmissionLineage(
-            parent_submission_id=0 if edge.parent_submission_id is None else edge.parent_submission_id,
+            parent_submission_id=0
+            if edge.parent_submission_id is None
+            else edge.parent_submission_id,
             parent_basis=edge.parent_basis,
             parent_distance=edge.parent_distance,
             edit_kind=programs.edit_kind(edge.parent_digest, item.program_digest),

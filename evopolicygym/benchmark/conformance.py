@@ -61,7 +61,9 @@ class _ClosingProbe:
         self.inner.close()
 
 
-def _rollout(benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed: int) -> tuple[list[Any], _ClosingProbe]:
+def _rollout(
+    benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed: int
+) -> tuple[list[Any], _ClosingProbe]:
     rng = random.Random(action_seed)
     env = benchmark.make_environment(episode)
     probe = _ClosingProbe(env)
@@ -71,11 +73,20 @@ def _rollout(benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed
         frames.append(to_policy_value(obs))
         for _ in range(steps):
             # Through the wire codec, as a policy's action would arrive.
-            action = benchmark.validate_action(decode_value(encode_value(benchmark.sample_action(rng))))
+            action = benchmark.validate_action(
+                decode_value(encode_value(benchmark.sample_action(rng)))
+            )
             result = env.step(action)
             if not math.isfinite(result.reward):
                 raise BenchmarkError(f"non-finite reward {result.reward!r}")
-            frames.append((to_policy_value(result.observation), float(result.reward), result.terminated, result.truncated))
+            frames.append(
+                (
+                    to_policy_value(result.observation),
+                    float(result.reward),
+                    result.terminated,
+                    result.truncated,
+                )
+            )
             if result.terminated or result.truncated:
                 break
     finally:
@@ -83,7 +94,9 @@ def _rollout(benchmark: Benchmark, episode: EpisodeSpec, steps: int, action_seed
     return frames, probe
 
 
-def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200) -> ConformanceReport:
+def check_benchmark(
+    benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
+) -> ConformanceReport:
     """Run the conformance checks: interface, spec, planning and replay determinism, close, scoring."""
     checks: list[CheckResult] = []
 
@@ -97,7 +110,11 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
         return value
 
     def interface() -> None:
-        missing = [m for m in ("plan", "make_environment", "validate_action", "sample_action", "score") if not callable(getattr(benchmark, m, None))]
+        missing = [
+            m
+            for m in ("plan", "make_environment", "validate_action", "sample_action", "score")
+            if not callable(getattr(benchmark, m, None))
+        ]
         if missing or not isinstance(getattr(benchmark, "spec", None), BenchmarkSpec):
             raise BenchmarkError(f"missing {missing or ['spec']}")
         if not benchmark.splits or len(set(benchmark.splits)) != len(benchmark.splits):
@@ -105,8 +122,14 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
 
     def spec() -> None:
         s = benchmark.spec
-        if not s.id or s.score_direction not in ("maximize", "minimize") or s.max_episode_steps <= 0:
-            raise BenchmarkError("spec needs an id, a score direction and a positive max_episode_steps")
+        if (
+            not s.id
+            or s.score_direction not in ("maximize", "minimize")
+            or s.max_episode_steps <= 0
+        ):
+            raise BenchmarkError(
+                "spec needs an id, a score direction and a positive max_episode_steps"
+            )
         for field in ("observation_space", "action_space", "metadata", "environment_parameters"):
             encode_value(getattr(s, field))
         canonical_digest(s.environment_parameters)
@@ -123,7 +146,9 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
         for split in benchmark.splits:
             for e in benchmark.plan(split, 7, episodes):
                 if seen.setdefault(e.seed, split) != split:
-                    raise BenchmarkError(f"splits {seen[e.seed]!r} and {split!r} share an Episode seed")
+                    raise BenchmarkError(
+                        f"splits {seen[e.seed]!r} and {split!r} share an Episode seed"
+                    )
         return f"{episodes} Episodes per split"
 
     returns: list[float] = []  # of the random rollouts, for the failure check
@@ -142,7 +167,9 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
                 raise BenchmarkError("close() not called exactly once")
             if not values_equal(first, second):
                 if not declared_nondeterministic:
-                    raise BenchmarkError(f"Episode {episode.index} differs when replayed with the same actions")
+                    raise BenchmarkError(
+                        f"Episode {episode.index} differs when replayed with the same actions"
+                    )
                 differed += 1
             total += len(first) - 1
         if declared_nondeterministic:
@@ -161,12 +188,19 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
         planned = benchmark.plan(benchmark.splits[0], 3, episodes)
         private_policy_seed = 7_919_000_000_000_001  # distinctive, so a leak is recognisable
         records = [
-            EpisodeRecord(spec=e, policy_seed=private_policy_seed, status="ok", total_reward=float(i), steps=1)
+            EpisodeRecord(
+                spec=e, policy_seed=private_policy_seed, status="ok", total_reward=float(i), steps=1
+            )
             for i, e in enumerate(planned)
         ]
         records.append(
             EpisodeRecord(
-                spec=planned[0], policy_seed=private_policy_seed, status="timeout", total_reward=0.0, steps=0, failure="deadline"
+                spec=planned[0],
+                policy_seed=private_policy_seed,
+                status="timeout",
+                total_reward=0.0,
+                steps=0,
+                failure="deadline",
             )
         )
         feedback = benchmark.score(records)
@@ -176,7 +210,9 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
             encode_value(feedback.content)
         except PolicyValueError as exc:
             raise BenchmarkError(f"feedback content is not a PolicyValue: {exc}") from exc
-        public = msgspec.json.encode(feedback.content) + b"".join(a.data for a in feedback.artifacts)
+        public = msgspec.json.encode(feedback.content) + b"".join(
+            a.data for a in feedback.artifacts
+        )
         for secret in [*(e.seed for e in planned), private_policy_seed]:
             if str(secret).encode() in public:
                 raise BenchmarkError("feedback reveals a Host-private seed")
@@ -193,18 +229,24 @@ def check_benchmark(benchmark: Benchmark, *, episodes: int = 2, steps: int = 200
         episode = benchmark.plan(benchmark.splits[0], 5, 1)[0]
 
         def scored(status: str, total: float) -> float:
-            record = EpisodeRecord(spec=episode, policy_seed=1, status=status, total_reward=total, steps=1)  # type: ignore[arg-type]
+            record = EpisodeRecord(
+                spec=episode, policy_seed=1, status=status, total_reward=total, steps=1
+            )  # type: ignore[arg-type]
             return float(benchmark.score([record]).score)
 
         failed = scored("exception", 0.0)
         sign = 1.0 if benchmark.spec.score_direction == "maximize" else -1.0
         for total in returns or [0.0]:
             if sign * failed > sign * scored("ok", total):
-                raise BenchmarkError(f"a failed Episode ({failed:g}) beats a completed one returning {total:g}")
+                raise BenchmarkError(
+                    f"a failed Episode ({failed:g}) beats a completed one returning {total:g}"
+                )
         return f"failure score {declared:g}"
 
     if check("interface", interface) is None and not checks[-1].ok:
-        return ConformanceReport(getattr(getattr(benchmark, "spec", None), "id", "?"), tuple(checks))
+        return ConformanceReport(
+            getattr(getattr(benchmark, "spec", None), "id", "?"), tuple(checks)
+        )
     check("spec", spec)
     check("planning", planning)
     check("replay determinism and close", replay)

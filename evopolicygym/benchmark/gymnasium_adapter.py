@@ -434,11 +434,18 @@ class EpisodeTracker:
     PolicyValues (numbers, bools, strings, None, small lists and dicts).
     """
 
-    def on_reset(self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]) -> None:
+    def on_reset(
+        self, env: gymnasium.Env[Any, Any], observation: Any, info: dict[str, Any]
+    ) -> None:
         """Called after reset."""
 
     def on_step(
-        self, env: gymnasium.Env[Any, Any], t: int, action: Any, result: StepResult, info: dict[str, Any]
+        self,
+        env: gymnasium.Env[Any, Any],
+        t: int,
+        action: Any,
+        result: StepResult,
+        info: dict[str, Any],
     ) -> None:
         """Called after step ``t`` (1 for the first step)."""
 
@@ -466,7 +473,9 @@ class GymnasiumEnvironment:
     """One Episode of a Gymnasium environment, reset with the Episode's seed; with a tracker,
     it follows the Episode for its domain summary (``summary()``, asked after the last step)."""
 
-    def __init__(self, env: gymnasium.Env[Any, Any], seed: int, tracker: EpisodeTracker | None = None) -> None:
+    def __init__(
+        self, env: gymnasium.Env[Any, Any], seed: int, tracker: EpisodeTracker | None = None
+    ) -> None:
         self._env: gymnasium.Env[Any, Any] | None = env
         self._seed = seed
         self._tracker = tracker
@@ -622,7 +631,9 @@ class GymnasiumBenchmark:
     ) -> None:
         registered = _lookup_spec(env_id)
         if tracker is not None and termination is not None:
-            raise BenchmarkError("give tracker or termination, not both (a tracker has its own termination)")
+            raise BenchmarkError(
+                "give tracker or termination, not both (a tracker has its own termination)"
+            )
         # Module-level callables and classes, so the Benchmark still pickles into workers.
         self.catalog = catalog
         self.tracker = tracker
@@ -644,7 +655,11 @@ class GymnasiumBenchmark:
         self.max_episode_steps = max_episode_steps
         if failure_return is None:
             failure_return = worst_return(env_id, max_episode_steps)
-        elif isinstance(failure_return, bool) or not isinstance(failure_return, int | float) or not math.isfinite(failure_return):
+        elif (
+            isinstance(failure_return, bool)
+            or not isinstance(failure_return, int | float)
+            or not math.isfinite(failure_return)
+        ):
             raise BenchmarkError(f"failure_return must be a finite number, got {failure_return!r}")
         self.failure_return = None if failure_return is None else float(failure_return)
         self.success_threshold = None if success_threshold is None else float(success_threshold)
@@ -742,7 +757,9 @@ class GymnasiumBenchmark:
                     # In the parameters, so the digest tells one profile's scores from another's,
                     # unless the make keywords already do (the profile is just their name).
                     chosen = next(p for p in catalog.profiles if p.name == catalog.profile)
-                    if any(self.make_kwargs.get(k, _ABSENT) != v for k, v in chosen.parameters.items()):
+                    if any(
+                        self.make_kwargs.get(k, _ABSENT) != v for k, v in chosen.parameters.items()
+                    ):
                         parameters["profile"] = catalog.profile
                     metadata["profile"] = catalog.profile
                     metadata["difficulty"] = catalog.difficulty
@@ -775,7 +792,9 @@ class GymnasiumBenchmark:
     def plan(self, split: str, seed: int, count: int) -> list[EpisodeSpec]:
         if split not in self.splits:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(self.splits)}")
-        episode_seed = seed_deriver("episode", self.benchmark_id, split, seed)  # derive_seed(..., i)
+        episode_seed = seed_deriver(
+            "episode", self.benchmark_id, split, seed
+        )  # derive_seed(..., i)
         return [EpisodeSpec(split=split, index=i, seed=episode_seed(i)) for i in range(count)]
 
     def make_environment(self, episode: EpisodeSpec) -> GymnasiumEnvironment:
@@ -811,7 +830,9 @@ class GymnasiumBenchmark:
     def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
         returns = [self.episode_return(r) for r in records]
         floor = self.failure_return
-        below = sum(1 for r in records if r.status == "ok" and floor is not None and r.total_reward < floor)
+        below = sum(
+            1 for r in records if r.status == "ok" and floor is not None and r.total_reward < floor
+        )
         failures: dict[str, int] = {}
         terminations: dict[str, int] = {}
         episodes = []
@@ -1020,18 +1041,28 @@ def _constructor_parameters(
 
 
 def _shown(value: Any) -> str:
-    return msgspec.json.encode(value).decode() if value is None or type(value) in (bool, int, float, str) else str(value)
+    return (
+        msgspec.json.encode(value).decode()
+        if value is None or type(value) in (bool, int, float, str)
+        else str(value)
+    )
 
 
 def _check_params(env_id: str, raw: dict[str, Any], coerced: dict[str, Any]) -> None:
     """A parameter the environment's constructor does not take, or whose type is known (the
     Benchmark's own, or the constructor's annotation or default) and the value does not read
     as: refused now, not when the Environment is made or at some step of an Episode."""
-    known: dict[str, tuple[type, Any]] = {name: (kind, None) for name, kind in _BENCHMARK_PARAMETERS.items()}
+    known: dict[str, tuple[type, Any]] = {
+        name: (kind, None) for name, kind in _BENCHMARK_PARAMETERS.items()
+    }
     nullable: set[str] = set()
     if any(name not in known for name in coerced):
         types, names, nullable = _constructor_parameters(_lookup_spec(env_id))
-        unknown = sorted(name for name in coerced if name not in known and names is not None and name not in names)
+        unknown = sorted(
+            name
+            for name in coerced
+            if name not in known and names is not None and name not in names
+        )
         if unknown and names is not None:
             takes = ", ".join([*sorted(names - {"render_mode"}), *known, "description"])
             given = " ".join(f"--param {name}={raw[name]}" for name in unknown)
@@ -1041,10 +1072,18 @@ def _check_params(env_id: str, raw: dict[str, Any], coerced: dict[str, Any]) -> 
             )
         known = {**types, **known}
     for name, value in coerced.items():
-        if name not in known or _fits(value, known[name][0]) or (value is None and name in nullable):
+        if (
+            name not in known
+            or _fits(value, known[name][0])
+            or (value is None and name in nullable)
+        ):
             continue
         kind, default = known[name]
-        said = f" (default {_shown(default)})" if default not in (None, inspect.Parameter.empty) else ""
+        said = (
+            f" (default {_shown(default)})"
+            if default not in (None, inspect.Parameter.empty)
+            else ""
+        )
         raise BenchmarkError(
             f"--param {name}={raw[name]}: gymnasium:{env_id} takes {_KIND[kind]} for {name}{said}"
         )

@@ -30,7 +30,9 @@ def list_agents(as_json: bool) -> None:
         found = provider.executable is None or shutil.which(provider.executable) is not None
         # kimi is two CLIs under one name with other flags: say which one the Run would use
         flavour = kimi_flavour(dict(os.environ)) if provider.name == "kimi" and found else None
-        options = [flag for flag, ok in (("--model", provider.model), ("--effort", provider.effort)) if ok]
+        options = [
+            flag for flag, ok in (("--model", provider.model), ("--effort", provider.effort)) if ok
+        ]
         inherits = list(provider.env)
         if provider.name == "chat":
             options += ["--base-url", "--api-key-env"]

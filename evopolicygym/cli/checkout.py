@@ -16,6 +16,7 @@ from evopolicygym.records.runs import program_of, summarize
 
 __all__ = ["checkout"]
 
+
 def _parse_submission(value: str) -> int | Literal["initial", "final"]:
     if value == "initial":
         return "initial"

@@ -71,7 +71,9 @@ def _translated() -> Iterator[None]:
         if "surrogates not allowed" not in exc.reason:
             raise
         shown = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        raise CliUsageError(f"not valid UTF-8: '{one_line(shown)}' (give arguments as UTF-8 text)") from exc
+        raise CliUsageError(
+            f"not valid UTF-8: '{one_line(shown)}' (give arguments as UTF-8 text)"
+        ) from exc
     except Exception as exc:
         kind = _known(exc)
         if kind is None:

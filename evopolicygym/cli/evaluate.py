@@ -47,7 +47,12 @@ The same with --json."""
 @click.argument("program", metavar="PROGRAM", callback=not_empty)
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
-@click.option("--split", default="train", show_default=True, help="Episode split (see `evopolicy benchmarks show ID`).")
+@click.option(
+    "--split",
+    default="train",
+    show_default=True,
+    help="Episode split (see `evopolicy benchmarks show ID`).",
+)
 @click.option(
     "--episodes",
     type=click.IntRange(min=1, max=MAX_EPISODES),
@@ -55,9 +60,18 @@ The same with --json."""
     show_default=True,
     help="Episodes to evaluate on.",
 )
-@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Evaluation seed: which Episodes of the split are planned.")
 @click.option(
-    "--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's]."
+    "--seed",
+    type=click.IntRange(min=0, max=2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Evaluation seed: which Episodes of the split are planned.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's].",
 )
 @click.option(
     "--episode-timeout",
@@ -127,7 +141,9 @@ def evaluate(
                 open_evaluator(executor, ray_address) as evaluator,
                 _progress(enabled=not as_json, total=len(planned)) as progress,
             ):
-                result = evaluator.evaluate(captured, benchmark, config, episodes=planned, progress=progress)
+                result = evaluator.evaluate(
+                    captured, benchmark, config, episodes=planned, progress=progress
+                )
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
@@ -207,7 +223,8 @@ def scored_returns(result: EvaluationResult, benchmark: Benchmark) -> dict[int, 
                 listed[entry["index"]] = float(value)
     floor = benchmark.spec.failure_score
     return {
-        e.index: listed.get(e.index, e.total_reward if e.status == "ok" else floor) for e in result.episodes
+        e.index: listed.get(e.index, e.total_reward if e.status == "ok" else floor)
+        for e in result.episodes
     }
 
 
@@ -250,7 +267,9 @@ def _print_result(result: EvaluationResult, benchmark: Benchmark) -> None:
     )
     if len(shown) < len(episodes):
         hidden = len(episodes) - len(shown)
-        failed_hidden = sum(e.status != "ok" for e in episodes) - sum(e.status != "ok" for e in shown)
+        failed_hidden = sum(e.status != "ok" for e in episodes) - sum(
+            e.status != "ok" for e in shown
+        )
         what = f"{failed_hidden} of them failed" if failed_hidden else "all ok"
         console.print(
             f"… {hidden} more Episode{'s' if hidden != 1 else ''} ({what}); --json lists every one",

@@ -56,7 +56,9 @@ class ExperimentGroup(StoreGroup):
     """The experiment commands; those of other modules (``summary``) load when used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *(n for n in _SUBCOMMANDS_ELSEWHERE if self._elsewhere(n) is not None)})
+        return sorted(
+            {*self.commands, *(n for n in _SUBCOMMANDS_ELSEWHERE if self._elsewhere(n) is not None)}
+        )
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _SUBCOMMANDS_ELSEWHERE:
@@ -75,7 +77,10 @@ class ExperimentGroup(StoreGroup):
         return command
 
 
-@click.group(cls=ExperimentGroup, short_help="Run and summarize matrices of Runs (agents x Benchmarks x seeds).")
+@click.group(
+    cls=ExperimentGroup,
+    short_help="Run and summarize matrices of Runs (agents x Benchmarks x seeds).",
+)
 def experiment() -> None:
     """Experiments: a TOML spec names agents, Benchmarks (with parameters), Run seeds,
     agent seeds and a Run profile; `experiment run` carries one Run per cell of their
@@ -145,14 +150,22 @@ class CliCellLauncher:
                 load(benchmark.id, benchmark.params)
             except CliError as exc:
                 raise CliError(f"benchmarks {benchmark.name}: {exc.format_message()}") from exc
-            except (LookupError, ValueError, TypeError) as exc:  # an unknown id, a factory's refusal
-                raise CliError(f"benchmarks {benchmark.name}: {one_line(str(exc).strip(chr(39)))}") from exc
+            except (
+                LookupError,
+                ValueError,
+                TypeError,
+            ) as exc:  # an unknown id, a factory's refusal
+                raise CliError(
+                    f"benchmarks {benchmark.name}: {one_line(str(exc).strip(chr(39)))}"
+                ) from exc
         try:
             self._containment = self.launcher.containment()
         except AgentError as exc:
             raise CliError(one_line(str(exc))) from exc
 
-    def create(self, store: Store, experiment: ExperimentCreated, cell: ExperimentCell, run_id: str) -> None:
+    def create(
+        self, store: Store, experiment: ExperimentCreated, cell: ExperimentCell, run_id: str
+    ) -> None:
         from evopolicygym.agents.providers import AgentError
         from evopolicygym.records.experiments import cell_config
         from evopolicygym.run import RunConfig, RunConfigError, RunError, create_run
@@ -187,7 +200,9 @@ class CliCellLauncher:
 
 
 def _default_max_runs(jobs: int | None) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     return max(1, cpus // max(1, jobs or cpus))
 
 
@@ -200,7 +215,10 @@ class _Progress:
         self.text = Text("")
 
     def update(self, outcome: Any) -> None:
-        counts = {state: outcome.count(state) for state in ("done", "running", "pending", "failed", "interrupted")}
+        counts = {
+            state: outcome.count(state)
+            for state in ("done", "running", "pending", "failed", "interrupted")
+        }
         line = (
             f"experiment {outcome.experiment_id}: {counts['done']}/{self.total} done, "
             f"{counts['running']} running, {counts['pending']} waiting"
@@ -208,14 +226,19 @@ class _Progress:
         if counts["failed"] or counts["interrupted"]:
             line += f", {counts['failed']} failed, {counts['interrupted']} stopped short"
         running = [
-            f"  {p.cell.cell_id}: run {p.run_id}" + (f" (attempt {p.attempt})" if p.attempt > 1 else "")
+            f"  {p.cell.cell_id}: run {p.run_id}"
+            + (f" (attempt {p.attempt})" if p.attempt > 1 else "")
             for p in outcome.cells
             if p.state == "running"
         ]
         self.text = Text("\n".join([line, *running]))
 
 
-_SETTLED = ("done", "failed", "interrupted")  # a cell's states once this invocation is through with it
+_SETTLED = (
+    "done",
+    "failed",
+    "interrupted",
+)  # a cell's states once this invocation is through with it
 
 
 class _RunLines:
@@ -243,7 +266,13 @@ class _RunLines:
                 self._tell(p.cell, p.run_id, p.attempt, reason=p.outcome, detail=p.detail)
 
     def _tell(
-        self, cell: ExperimentCell, run_id: str | None, attempt: int, *, reason: str | None = None, detail: str = ""
+        self,
+        cell: ExperimentCell,
+        run_id: str | None,
+        attempt: int,
+        *,
+        reason: str | None = None,
+        detail: str = "",
     ) -> None:
         if (cell.cell_id, run_id, attempt) in self.told:
             return
@@ -316,7 +345,12 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
     show_default=True,
     help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, validation_failed, assessment_failed), counted over every invocation.",
 )
-@click.option("--max-runs", type=click.IntRange(min=1), default=None, help="Runs carried at once [default: this machine's CPUs (with --executor ray, the cluster's) // each Run's jobs (1 unless [run] says otherwise), at least 1].")
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs carried at once [default: this machine's CPUs (with --executor ray, the cluster's) // each Run's jobs (1 unless [run] says otherwise), at least 1].",
+)
 @click.option(
     "--executor",
     "executor_name",
@@ -394,9 +428,13 @@ def run_experiment(
     location = resolve_store(store_dir)
     executor: Executor
     if executor_name == "ray":
-        location, executor = _ray_executor(created, location, max_runs, jobs if isinstance(jobs, int) else 1, ray_address)
+        location, executor = _ray_executor(
+            created, location, max_runs, jobs if isinstance(jobs, int) else 1, ray_address
+        )
     else:
-        executor = LocalExecutor(max_runs or _default_max_runs(jobs if isinstance(jobs, int) else None))
+        executor = LocalExecutor(
+            max_runs or _default_max_runs(jobs if isinstance(jobs, int) else None)
+        )
     console = Console(stderr=True)
     progress = _Progress(console, len(created.cells))
     # No refresh thread (auto_refresh off): the runner's children are forked with a preexec
@@ -413,9 +451,11 @@ def run_experiment(
         if lines is not None:
             lines.update(outcome)
 
-    runner = ExperimentRunner(location, created, launcher, executor, retries=retries, on_change=changed)
+    runner = ExperimentRunner(
+        location, created, launcher, executor, retries=retries, on_change=changed
+    )
     try:
-        with _forwarding(runner), (live if console.is_terminal else contextlib.nullcontext()):
+        with _forwarding(runner), live if console.is_terminal else contextlib.nullcontext():
             outcome = runner.run()
     except (ExperimentMismatch, ExperimentBusy, StoreError) as exc:
         raise CliError(str(exc)) from exc
@@ -442,7 +482,9 @@ def _print_result(outcome: Any, *, as_json: bool, told: set[tuple[str, str | Non
         "cells": len(cells),
         "done": outcome.count("done"),
         "failed": outcome.count("failed"),
-        "stopped": outcome.count("interrupted") + outcome.count("pending") + outcome.count("running"),
+        "stopped": outcome.count("interrupted")
+        + outcome.count("pending")
+        + outcome.count("running"),
         "runs_started": outcome.runs_started,
         "interrupted": outcome.interrupted,
         "complete": outcome.complete,
@@ -455,7 +497,10 @@ def _print_result(outcome: Any, *, as_json: bool, told: set[tuple[str, str | Non
         emit_json(result)
         return
     for row in cells:
-        if row["cell_state"] in ("failed", "interrupted") and (row["cell_id"], row["run_id"], row["attempt"]) not in told:
+        if (
+            row["cell_state"] in ("failed", "interrupted")
+            and (row["cell_id"], row["run_id"], row["attempt"]) not in told
+        ):
             reason = row["terminal_reason"] or "stopped short"
             detail = f": {row['detail']}" if row["detail"] else ""
             click.echo(f"{row['cell_id']}: run {row['run_id']} {reason}{detail}")
@@ -467,7 +512,11 @@ def _print_result(outcome: Any, *, as_json: bool, told: set[tuple[str, str | Non
 
 
 def _ray_executor(
-    created: ExperimentCreated, location: Path | StoreUrl, max_runs: int | None, jobs: int, address: str | None
+    created: ExperimentCreated,
+    location: Path | StoreUrl,
+    max_runs: int | None,
+    jobs: int,
+    address: str | None,
 ) -> tuple[Path | StoreUrl, Any]:
     """The store as every node names it (a directory made absolute: a Ray worker starts
     elsewhere) and a ``RayExecutor`` whose carries get, in their environment, the store's
@@ -482,7 +531,13 @@ def _ray_executor(
         location = location.absolute()
     for agent in created.agents:
         names = [agent.options.get("api_key_env"), *agent.options.get("agent_env", ())]
-        env.update({name: os.environ[name] for name in names if isinstance(name, str) and name in os.environ})
+        env.update(
+            {
+                name: os.environ[name]
+                for name in names
+                if isinstance(name, str) and name in os.environ
+            }
+        )
     try:
         return location, RayExecutor(max_runs, address=address, cpus_per_run=max(1, jobs), env=env)
     except RayUnavailable as exc:
@@ -552,7 +607,9 @@ def _status_rows(store: Store, experiment_id: str) -> tuple[int, list[dict[str, 
 @experiment.command("status", short_help="Each cell of an experiment: its Run and how it stands.")
 @click.argument("experiment_id", metavar="EXPERIMENT")
 @store_option()
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON object with one entry per cell.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON object with one entry per cell."
+)
 @click.pass_context
 def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_json: bool) -> None:
     """Per cell of EXPERIMENT: agent, Benchmark, seed, agent seed, the Run standing for it,
@@ -583,14 +640,18 @@ def status(ctx: click.Context, experiment_id: str, store_dir: str | None, as_jso
         for r in rows
     ]
     print_table(Console(), headers, table, keys=(4,))
-    ended = sum(1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted"))
+    ended = sum(
+        1 for r in rows if r["terminal_reason"] in ("finished", "agent_exited", "budget_exhausted")
+    )
     waiting = sum(1 for r in rows if r["run_id"] is None)
     click.echo(f"{ended} of {total} cells ended with an outcome; {waiting} have no Run yet")
 
 
 @experiment.command("list", short_help="The experiments in the store.")
 @store_option()
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with one object per experiment.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON list with one object per experiment."
+)
 @click.pass_context
 def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -> None:
     """Each experiment in the store: its profile, cells and how many have ended."""
@@ -608,7 +669,9 @@ def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -
                     "profile": record.created.profile if record.created else None,
                     "cells": len(record.cells),
                     "done": sum(1 for r in runs if r.outcome in OUTCOMES),
-                    "failed": sum(1 for r in runs if r.outcome is not None and r.outcome not in OUTCOMES),
+                    "failed": sum(
+                        1 for r in runs if r.outcome is not None and r.outcome not in OUTCOMES
+                    ),
                     "runs": len(record.runs()),
                 }
             )
@@ -616,10 +679,22 @@ def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -
         emit_json(rows)
         return
     if not rows:
-        click.echo(f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)")
+        click.echo(
+            f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)"
+        )
         return
     print_table(
         Console(),
         ["experiment", "profile", "cells", "done", "failed", "runs"],
-        [[str(r["experiment_id"]), str(r["profile"]), str(r["cells"]), str(r["done"]), str(r["failed"]), str(r["runs"])] for r in rows],
+        [
+            [
+                str(r["experiment_id"]),
+                str(r["profile"]),
+                str(r["cells"]),
+                str(r["done"]),
+                str(r["failed"]),
+                str(r["runs"]),
+            ]
+            for r in rows
+        ],
     )

@@ -39,7 +39,11 @@ def _cell(row: dict[str, Any] | None) -> str:
     counted = f"n={row['scored']}/{row['runs']}"
     if row["mean"] is None:
         return f"no score {counted}"
-    spread = f" ± {_num(row['sd'])} [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if row["sd"] is not None else ""
+    spread = (
+        f" ± {_num(row['sd'])} [{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+        if row["sd"] is not None
+        else ""
+    )
     return f"{_num(row['mean'])}{spread} {counted}"
 
 
@@ -52,65 +56,111 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
     scores = {(r["agent"], r["benchmark"]): r for r in found["scores"]}
     benchmarks = sorted({b for _, b in scores})
     click.echo(f"Leaderboard of {experiment_id}: {found['runs']} Runs (each cell's current one)")
-    click.echo("Assessment score per Benchmark: mean ± SD [95% t-interval] n=scored/Runs; "
-               "a Run with no Assessment score is counted in Runs, not in the mean.")
+    click.echo(
+        "Assessment score per Benchmark: mean ± SD [95% t-interval] n=scored/Runs; "
+        "a Run with no Assessment score is counted in Runs, not in the mean."
+    )
     print_table(
         console,
         ["agent", "rank score", *map(_label, benchmarks)],
         [
-            [_label(row["agent"]), _num(row["rank_score"], 3), *(_cell(scores.get((row["agent"], b))) for b in benchmarks)]
+            [
+                _label(row["agent"]),
+                _num(row["rank_score"], 3),
+                *(_cell(scores.get((row["agent"], b))) for b in benchmarks),
+            ]
             for row in found["leaderboard"]
         ],
     )
     validity = found["selection_validity"]
-    click.echo("\nSelection validity: the selected Program's Validation vs Assessment score across Runs")
+    click.echo(
+        "\nSelection validity: the selected Program's Validation vs Assessment score across Runs"
+    )
     print_table(
         console,
         ["benchmark", "pairs", "spearman", "mean gap (assessment - validation)"],
-        [[_label(r["benchmark"]), str(r["pairs"]), _num(r["spearman"], 3), _num(r["mean_gap"])] for r in validity["benchmarks"]],
+        [
+            [_label(r["benchmark"]), str(r["pairs"]), _num(r["spearman"], 3), _num(r["mean_gap"])]
+            for r in validity["benchmarks"]
+        ],
     )
     if validity["candidates"]:
         rhos = [r["spearman"] for r in validity["candidates"] if r["spearman"] is not None]
         mean = sum(rhos) / len(rhos) if rhos else None
-        click.echo(f"\nCandidates assessed in {len(validity['candidates'])} Runs (every validated candidate on the same")
-        click.echo(f"Assessment Episodes): Validation vs Assessment rank correlation, mean Spearman {_num(mean, 3)}")
+        click.echo(
+            f"\nCandidates assessed in {len(validity['candidates'])} Runs (every validated candidate on the same"
+        )
+        click.echo(
+            f"Assessment Episodes): Validation vs Assessment rank correlation, mean Spearman {_num(mean, 3)}"
+        )
         print_table(
             console,
             ["run", "candidates", "spearman"],
-            [[_label(r["run_id"]), str(r["candidates"]), _num(r["spearman"], 3)] for r in validity["candidates"]],
+            [
+                [_label(r["run_id"]), str(r["candidates"]), _num(r["spearman"], 3)]
+                for r in validity["candidates"]
+            ],
         )
-    click.echo("\nImprovement efficiency: area under the normalized best-so-far over the budget (1 = best from the start)")
+    click.echo(
+        "\nImprovement efficiency: area under the normalized best-so-far over the budget (1 = best from the start)"
+    )
     print_table(
         console,
         ["agent", "benchmark", "runs", "area", "unmatched steps"],
         [
-            [_label(r["agent"]), _label(r["benchmark"]), str(r["runs"]), _num(r["area"], 3), f"{r['unmatched_steps']}/{r['steps']}"]
+            [
+                _label(r["agent"]),
+                _label(r["benchmark"]),
+                str(r["runs"]),
+                _num(r["area"], 3),
+                f"{r['unmatched_steps']}/{r['steps']}",
+            ]
             for r in found["improvement_efficiency"]["groups"]
         ],
         keys=(0, 1),
     )
-    click.echo("\nEdit dynamics: shares of each edit kind against the parent (synthesis: new structure,")
-    click.echo("parametric: numbers, cosmetic: comments or layout, none); hits: Submissions that beat their")
+    click.echo(
+        "\nEdit dynamics: shares of each edit kind against the parent (synthesis: new structure,"
+    )
+    click.echo(
+        "parametric: numbers, cosmetic: comments or layout, none); hits: Submissions that beat their"
+    )
     click.echo("parent on matched indices, of all and of those with matched indices")
     print_table(
         console,
         ["agent", "benchmark", "edits", "synth", "param", "cosm", "none", "hits", "of matched"],
         [
-            [_label(r["agent"]), _label(r["benchmark"]), str(r["submissions"]), _share(r["synthesis"]),
-             _share(r["parametric"]), _share(r["cosmetic"]), _share(r["none"]), _share(r["hit_rate"]),
-             _share(r["matched_hit_rate"])]
+            [
+                _label(r["agent"]),
+                _label(r["benchmark"]),
+                str(r["submissions"]),
+                _share(r["synthesis"]),
+                _share(r["parametric"]),
+                _share(r["cosmetic"]),
+                _share(r["none"]),
+                _share(r["hit_rate"]),
+                _share(r["matched_hit_rate"]),
+            ]
             for r in found["edit_dynamics"]
         ],
         keys=(0, 1),
     )
-    click.echo("\nBudget use (mean share spent) and failures (shares of Episodes and Submissions); how Runs ended")
+    click.echo(
+        "\nBudget use (mean share spent) and failures (shares of Episodes and Submissions); how Runs ended"
+    )
     print_table(
         console,
         ["agent", "benchmark", "runs", "budget", "failed episodes", "failed submissions", "ended"],
         [
-            [_label(r["agent"]), _label(r["benchmark"]), str(r["runs"]), _share(r["budget_share"]),
-             _share(r["failed_episode_share"]), _share(r["failed_submission_share"]),
-             ", ".join(f"{k}={v}" for k, v in r["terminal_reasons"].items())]
+            [
+                _label(r["agent"]),
+                _label(r["benchmark"]),
+                str(r["runs"]),
+                _share(r["budget_share"]),
+                _share(r["failed_episode_share"]),
+                _share(r["failed_submission_share"]),
+                ", ".join(f"{k}={v}" for k, v in r["terminal_reasons"].items()),
+            ]
             for r in found["budget_use"]
         ],
         keys=(0, 1),

@@ -26,7 +26,16 @@ from evopolicygym_exporters.pipeline import ExportReport, split_warning
 
 __all__ = ["export_command"]
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
@@ -58,7 +67,9 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD[THH:MM[:SS]][+HH:MM])", ctx, param) from None
+        raise click.BadParameter(
+            f"{value!r} is not a date (YYYY-MM-DD[THH:MM[:SS]][+HH:MM])", ctx, param
+        ) from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
@@ -85,9 +96,14 @@ _OPTION_NAMES = (
 )
 @click.option("--output", "-o", required=True, metavar="DIR", help="Dataset directory to write.")
 @store_option()
-@click.option("--benchmark", multiple=True, metavar="ID", help="Keep Runs of this Benchmark (repeatable).")
 @click.option(
-    "--agent", multiple=True, metavar="NAME", help="Keep Runs of this agent name, provider or model (repeatable)."
+    "--benchmark", multiple=True, metavar="ID", help="Keep Runs of this Benchmark (repeatable)."
+)
+@click.option(
+    "--agent",
+    multiple=True,
+    metavar="NAME",
+    help="Keep Runs of this agent name, provider or model (repeatable).",
 )
 @click.option(
     "--terminal-reason",
@@ -103,16 +119,42 @@ _OPTION_NAMES = (
     metavar="X",
     help="Keep Runs whose final (held-out) score is at least as good as X, in the Benchmark's direction.",
 )
-@click.option("--since", callback=_since, metavar="DATE", help="Keep Runs created at or after DATE (UTC unless given).")
+@click.option(
+    "--since",
+    callback=_since,
+    metavar="DATE",
+    help="Keep Runs created at or after DATE (UTC unless given).",
+)
 @click.option(
     "--success-only",
     is_flag=True,
     help="sft, distill: only successful Runs (finished, the Agent handed off, and the final program beat the initial one).",
 )
-@click.option("--per-turn", is_flag=True, help="sft, distill: prompt/completion rows ending at each assistant turn.")
-@click.option("--teacher", multiple=True, metavar="NAME", help="distill: keep this agent name, provider or model.")
-@click.option("--dpo-min-margin", type=float, default=0.0, show_default=True, help="dpo: least score difference between chosen and rejected, a finite number >= 0.")
-@click.option("--dpo-max-pairs", type=int, default=64, show_default=True, help="dpo: pairs per Run, widest first, at least 1.")
+@click.option(
+    "--per-turn",
+    is_flag=True,
+    help="sft, distill: prompt/completion rows ending at each assistant turn.",
+)
+@click.option(
+    "--teacher",
+    multiple=True,
+    metavar="NAME",
+    help="distill: keep this agent name, provider or model.",
+)
+@click.option(
+    "--dpo-min-margin",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="dpo: least score difference between chosen and rejected, a finite number >= 0.",
+)
+@click.option(
+    "--dpo-max-pairs",
+    type=int,
+    default=64,
+    show_default=True,
+    help="dpo: pairs per Run, widest first, at least 1.",
+)
 @click.option(
     "--test-fraction",
     type=float,
@@ -128,12 +170,32 @@ _OPTION_NAMES = (
     help="Group splits by task (Benchmark, parameters, initial program, limits) or by Run; "
     "identical rows of a config share a split either way (rl rows are tasks).",
 )
-@click.option("--max-shard-size", callback=_size, metavar="SIZE", help="Largest parquet shard, at least 64KiB (e.g. 512MB, 1GiB) [default: 256MiB].")
-@click.option("--license", "license_id", default="other", show_default=True, help="License id for the dataset card.")
-@click.option("--push-to-hub", metavar="REPO", callback=not_empty, help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).")
+@click.option(
+    "--max-shard-size",
+    callback=_size,
+    metavar="SIZE",
+    help="Largest parquet shard, at least 64KiB (e.g. 512MB, 1GiB) [default: 256MiB].",
+)
+@click.option(
+    "--license",
+    "license_id",
+    default="other",
+    show_default=True,
+    help="License id for the dataset card.",
+)
+@click.option(
+    "--push-to-hub",
+    metavar="REPO",
+    callback=not_empty,
+    help="Then upload to this Hub dataset repo (HF_TOKEN authenticates).",
+)
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repo private.")
 @click.option("--revision", metavar="BRANCH", help="With --push-to-hub: the branch to push to.")
-@click.option("--create-pr", is_flag=True, help="With --push-to-hub: open a pull request instead of committing.")
+@click.option(
+    "--create-pr",
+    is_flag=True,
+    help="With --push-to-hub: open a pull request instead of committing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def export_command(
     formats: list[str],
@@ -178,7 +240,9 @@ def export_command(
     if (private or revision or create_pr) and not push_to_hub:
         raise CliUsageError("--private, --revision and --create-pr go with --push-to-hub")
     if revision and create_pr:
-        raise CliUsageError("--create-pr opens a pull request against the default branch: leave out --revision")
+        raise CliUsageError(
+            "--create-pr opens a pull request against the default branch: leave out --revision"
+        )
     try:
         options = ExportOptions(
             run_filter=RunFilter(
@@ -201,15 +265,18 @@ def export_command(
     except ValueError as exc:
         raise CliUsageError(name_options(str(exc), _OPTION_NAMES)) from exc
     err = Console(stderr=True)
-    with open_existing(resolve_store(store_dir)) as store, Progress(
-        TextColumn("exporting Runs"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json or not err.is_terminal,
-    ) as progress:
+    with (
+        open_existing(resolve_store(store_dir)) as store,
+        Progress(
+            TextColumn("exporting Runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=as_json or not err.is_terminal,
+        ) as progress,
+    ):
         task = progress.add_task("runs", total=None)
         try:
             report = export(
@@ -231,7 +298,11 @@ def export_command(
         )
         raise CliError(
             f"{what}: the dataset in {report.output} is empty (see `{cli_command('record', 'list')}`)"
-            + (f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}" if report.skipped else "")
+            + (
+                f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}"
+                if report.skipped
+                else ""
+            )
         )
     pushed = None
     if push_to_hub:
@@ -239,7 +310,9 @@ def export_command(
         from evopolicygym_exporters.hub import push_to_hub as push
 
         try:
-            pushed = push(Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr)
+            pushed = push(
+                Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr
+            )
         except HubError as exc:
             raise CliError(str(exc)) from exc
     _warn_empty_splits(report)  # once it all went well: an error stays the one line
@@ -264,11 +337,17 @@ def export_command(
     table = Table("config", "train", "test", "files", "")
     for name, c in summary["configs"].items():
         rows = c["rows"]
-        note = "unchanged" if c["unchanged"] else ("no rows" if not sum(rows.values()) else "written")
-        table.add_row(name, str(rows.get("train", 0)), str(rows.get("test", 0)), str(c["files"]), note)
+        note = (
+            "unchanged" if c["unchanged"] else ("no rows" if not sum(rows.values()) else "written")
+        )
+        table.add_row(
+            name, str(rows.get("train", 0)), str(rows.get("test", 0)), str(c["files"]), note
+        )
     console = Console()
     console.print(table)
-    loaded = next((name for name, c in summary["configs"].items() if sum(c["rows"].values())), formats[0])
+    loaded = next(
+        (name for name, c in summary["configs"].items() if sum(c["rows"].values())), formats[0]
+    )
     console.print(f"{report.runs} Runs read into {report.output}", markup=False, highlight=False)
     console.print(
         f"load with: datasets.load_dataset({str(report.output)!r}, {loaded!r})",
@@ -277,7 +356,10 @@ def export_command(
         soft_wrap=True,
     )
     if report.skipped:
-        console.print(f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}", markup=False)
+        console.print(
+            f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}",
+            markup=False,
+        )
     if pushed:
         console.print(f"pushed: {pushed}")
 

@@ -11,7 +11,14 @@ import click
 
 from evopolicygym.cli.errors import Cli, CliError
 
-__all__ = ["RECORD_STORE_NOTE", "STORE_META", "StoreGroup", "given_store", "param_option", "store_option"]
+__all__ = [
+    "RECORD_STORE_NOTE",
+    "STORE_META",
+    "StoreGroup",
+    "given_store",
+    "param_option",
+    "store_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,9 +38,7 @@ def _parse_params(
 
 
 STORE_META = "evopolicygym.cli.store"  # ctx.meta key: the --store given on the command line
-RECORD_STORE_NOTE = (
-    "; also accepted before the subcommand (`record --store DIR ...`); given at both, this one is used"
-)
+RECORD_STORE_NOTE = "; also accepted before the subcommand (`record --store DIR ...`); given at both, this one is used"
 
 
 def given_store(ctx: click.Context | None = None) -> str | None:
@@ -53,7 +58,9 @@ def _remember_store(ctx: click.Context, param: click.Parameter, value: str | Non
     if value and "://" not in value and os.path.exists(value) and not os.path.isdir(value):
         raise CliError(f"--store {value}: {value} is not a directory (a store is one)")
     if value == "":  # read as not given, it would be the default store
-        raise click.BadParameter("must not be empty (leave it out for the default store)", ctx, param)
+        raise click.BadParameter(
+            "must not be empty (leave it out for the default store)", ctx, param
+        )
     if value is not None:
         ctx.meta[STORE_META] = value
     return value
@@ -88,7 +95,9 @@ class StoreGroup(Cli):
         self.storeless = frozenset(storeless)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        if (name or cmd.name) not in self.storeless and not any(p.name == "store_dir" for p in cmd.params):
+        if (name or cmd.name) not in self.storeless and not any(
+            p.name == "store_dir" for p in cmd.params
+        ):
             store_option(RECORD_STORE_NOTE, expose_value=False)(cmd)
         super().add_command(cmd, name)
 

@@ -42,14 +42,23 @@ def _baseline_on_validation(state: RunState) -> float | None:
     if directory is None or not state.created:
         return None
     validation = state.cfg.validation
-    episodes = planned_split(benchmark, validation.split, state.seeds["validation"], validation.episodes_per_candidate)
-    result = evaluate(Program.from_directory(directory), benchmark, EvaluationConfig(split=validation.split, episodes=len(episodes)), episodes=episodes)
+    episodes = planned_split(
+        benchmark, validation.split, state.seeds["validation"], validation.episodes_per_candidate
+    )
+    result = evaluate(
+        Program.from_directory(directory),
+        benchmark,
+        EvaluationConfig(split=validation.split, episodes=len(episodes)),
+        episodes=episodes,
+    )
     return float(result.feedback.score)
 
 
 @click.command(short_help="Offline end-to-end demo: evolve, validate, assess, replay.")
 @store_option("; created if missing")
-@click.option("--budget", type=click.IntRange(min=4), default=48, show_default=True, help="Episode budget.")
+@click.option(
+    "--budget", type=click.IntRange(min=4), default=48, show_default=True, help="Episode budget."
+)
 def quickstart(store_dir: str | None, budget: int) -> None:
     """Run the built-in reference Agent (no network, no LLM) on `cartpole` with a small
     budget, replay the recorded Run from the log, and print what to try next."""
@@ -65,17 +74,26 @@ def quickstart(store_dir: str | None, budget: int) -> None:
             # can be set up here it runs uncontained, and the Run records that.
             launcher = ProviderLauncher(allow_uncontained=True)
             run_id = create_run(
-                store, "cartpole", config, agent_identity("reference"), agent_containment=launcher.containment()
+                store,
+                "cartpole",
+                config,
+                agent_identity("reference"),
+                agent_containment=launcher.containment(),
             )
     except (StoreError, RunError) as exc:
         raise CliError(one_line(str(exc))) from exc
-    click.echo(f"run {run_id}: the reference Agent evolves a CartPole policy with {budget} Episodes", err=True)
+    click.echo(
+        f"run {run_id}: the reference Agent evolves a CartPole policy with {budget} Episodes",
+        err=True,
+    )
     state = carry(store_dir, run_id, None, as_json=False, launcher=launcher)
     with open_store(store_dir) as store:
         replay = replay_run(store, run_id)
         baseline = _baseline_on_validation(state)
     verdict = "verifies" if not replay.problems else f"has {len(replay.problems)} problem(s)"
-    click.echo(f"\nreplayed from the log: the Run {verdict} ({len(replay.timeline)} timeline entries).")
+    click.echo(
+        f"\nreplayed from the log: the Run {verdict} ({len(replay.timeline)} timeline entries)."
+    )
     if baseline is not None and state.selected_score is not None:
         click.echo(
             f"on the same {config.validation.episodes_per_candidate} validation Episodes: "
@@ -86,10 +104,19 @@ def quickstart(store_dir: str | None, budget: int) -> None:
     hints = [
         ("the Run's timeline, verified from the log", cli_command("record", "replay", run_id)),
         ("the selected program", cli_command("record", "checkout", run_id, "final", "./best")),
-        ("SQL over the record", cli_command("query", "SELECT run_id, status, best_score FROM runs")),
-        ("Hugging Face training data", cli_command("export", "--format", "sft", "--format", "dpo", "-o", "./dataset")),
+        (
+            "SQL over the record",
+            cli_command("query", "SELECT run_id, status, best_score FROM runs"),
+        ),
+        (
+            "Hugging Face training data",
+            cli_command("export", "--format", "sft", "--format", "dpo", "-o", "./dataset"),
+        ),
         ("another Benchmark", cli_command("run", "--benchmark", "acrobot", "--budget", "64")),
-        ("your own Agent (--agent command) or an LLM one: see the examples", cli_command("run", "--help", takes_store=False)),
+        (
+            "your own Agent (--agent command) or an LLM one: see the examples",
+            cli_command("run", "--help", takes_store=False),
+        ),
     ]
     click.echo("\nWhat next:")
     for what, command in hints:

@@ -49,8 +49,13 @@ _RAW_JSON = msgspec.json.Decoder()
 _JSON_LINE = msgspec.json.Encoder()
 
 
-@click.group(cls=StoreGroup, storeless=("schema",), short_help="Inspect and verify the event store.")
-@store_option("; also accepted after the subcommand (`record list --store DIR`), where it wins", expose_value=False)
+@click.group(
+    cls=StoreGroup, storeless=("schema",), short_help="Inspect and verify the event store."
+)
+@store_option(
+    "; also accepted after the subcommand (`record list --store DIR`), where it wins",
+    expose_value=False,
+)
 def record() -> None:
     """Inspect the record: Runs, their events, integrity and the event schemas.
 
@@ -213,7 +218,9 @@ def run_summary(store: Store, stream_id: str) -> dict[str, Any]:
             "score": summary.final_score,
             "reason": summary.final_reason,
         },
-        "validation_error": one_line(summary.validation_error) if summary.validation_error else None,
+        "validation_error": one_line(summary.validation_error)
+        if summary.validation_error
+        else None,
         "assessment": assessment,
         "validation_score": summary.final_score if summary.validation_enabled else None,
         "assessment_score": summary.assessment_score,
@@ -249,7 +256,11 @@ def _agent(agent: dict[str, Any] | None) -> str:
 def _budget(summary: dict[str, Any]) -> str:
     """``8 Episodes, 3 used, 5 left``; what is left is the budget less what is used
     where the log has not said it yet."""
-    used, budget, left = summary["budget_used"], summary.get("episode_budget"), summary["budget_left"]
+    used, budget, left = (
+        summary["budget_used"],
+        summary.get("episode_budget"),
+        summary["budget_left"],
+    )
     if budget is None:
         return f"{used} Episodes used (the budget is not recorded)"
     if left is None:
@@ -287,9 +298,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
     ]
     if summary["agent_errors"]:
         last = summary["last_agent_error"]
-        rows.append(("agent errors", f"{summary['agent_errors']}" + (f" (last: {last})" if last else "")))
+        rows.append(
+            ("agent errors", f"{summary['agent_errors']}" + (f" (last: {last})" if last else ""))
+        )
     if summary["unknown_stream_kinds"]:
-        kinds = ", ".join(f"{kind} {count}" for kind, count in summary["unknown_stream_kinds"].items())
+        kinds = ", ".join(
+            f"{kind} {count}" for kind, count in summary["unknown_stream_kinds"].items()
+        )
         rows.append(("unparsed lines", kinds))
     if final is not None:
         score = "" if final["score"] is None else f", validation score {_fmt(final['score'])}"
@@ -319,7 +334,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
     if summary["undecodable_events"]:
         positions = ", ".join(str(p) for p in summary["undecodable_events"])
-        rows.append(("undecodable", f"positions {positions} (run `{cli_command('record', 'verify')}`)"))
+        rows.append(
+            ("undecodable", f"positions {positions} (run `{cli_command('record', 'verify')}`)")
+        )
     for key, value in rows:
         grid.add_row(key, escape(printable(value)))
     console.print(grid)
@@ -394,9 +411,15 @@ def payload_summary(envelope: Envelope, failure_score: float | None = None) -> s
     if not isinstance(data, dict):
         return "(payload is not an object)"
     parts: list[str] = []
-    if envelope.type == "EpisodeCompleted" and data.get("status") not in (None, "ok") and failure_score is not None:
+    if (
+        envelope.type == "EpisodeCompleted"
+        and data.get("status") not in (None, "ok")
+        and failure_score is not None
+    ):
         # First, so a clipped line keeps it: what it played, then what it counted at.
-        parts.append(f"total_reward={_short(data.pop('total_reward', None))} (failed: scored at the failure score {human(failure_score)})")
+        parts.append(
+            f"total_reward={_short(data.pop('total_reward', None))} (failed: scored at the failure score {human(failure_score)})"
+        )
     config = data.get("config")
     if isinstance(data.get("pool_blob"), str) and isinstance(config, dict):  # the pool is a blob
         parts.append(f"pool={config.get('episode_pool_size')}")
@@ -438,7 +461,9 @@ def envelope_json(envelope: Envelope) -> dict[str, Any]:
 def _finished_before(store: Store, stream_id: str, after: int) -> bool:
     """Whether the Run's last event is a RunFinished at or before version ``after`` (so
     following it from there would wait forever)."""
-    current = next((s.version for s in store.events.streams(stream_id) if s.stream_id == stream_id), 0)
+    current = next(
+        (s.version for s in store.events.streams(stream_id) if s.stream_id == stream_id), 0
+    )
     if current < 1 or current > after:
         return False
     last = next(iter(store.events.read_stream(stream_id, current - 1)), None)
@@ -610,6 +635,7 @@ def schema(check: bool, output: Path | None) -> None:
     except OSError as exc:
         raise CliError(f"cannot write schemas to {directory}: {exc}") from exc
     click.echo(f"wrote {len(render_schemas())} schemas to {directory} ({len(changed)} changed)")
+
 
 record.add_command(checkout)
 record.add_command(replay)

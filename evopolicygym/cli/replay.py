@@ -69,7 +69,9 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
             if entry.status == "published":
                 detail += f"score {_num(entry.score)} failures {_num(entry.failures)}"
                 if entry.best_so_far:
-                    detail += " best-so-far" + (" (unmatched evidence)" if entry.best_so_far_basis == "unmatched" else "")
+                    detail += " best-so-far" + (
+                        " (unmatched evidence)" if entry.best_so_far_basis == "unmatched" else ""
+                    )
             elif entry.status == "failed":
                 detail += f"FAILED: {entry.error or ''}"
             else:
@@ -87,7 +89,9 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
                 f"signal {entry.signal}" if entry.signal is not None else f"exit {entry.exit_code}"
             )
             reason = f" ({entry.reason})" if entry.reason else ""
-            errors = f"; {entry.errors} agent error(s), last: {entry.last_error}" if entry.errors else ""
+            errors = (
+                f"; {entry.errors} agent error(s), last: {entry.last_error}" if entry.errors else ""
+            )
             return "agent", f"attempt {entry.attempt} exited: {how}{reason}{errors}"
         case FinishEntry():
             return "finish", f"candidates {_ids(entry.candidates)}"
@@ -134,7 +138,9 @@ def _row(entry: TimelineEntry) -> tuple[str, str]:
         case HostEntry():
             return "resumed", f"attempt {_num(entry.attempt)}"
         case FinishedEntry():
-            improved = "" if entry.improved is None else f", improved {'yes' if entry.improved else 'no'}"
+            improved = (
+                "" if entry.improved is None else f", improved {'yes' if entry.improved else 'no'}"
+            )
             return "finished", (
                 f"{entry.reason}; final #{_num(entry.final_submission_id)}, validation "
                 f"{_num(entry.validation_score)}, assessment {_num(entry.assessment_score)}, "
@@ -250,7 +256,9 @@ def replay(
 
             try:
                 with open_evaluator(executor, ray_address) as evaluator, _Bar() as bar:
-                    mismatches = reevaluate(store, stream_id, jobs=jobs, progress=bar, evaluator=evaluator)
+                    mismatches = reevaluate(
+                        store, stream_id, jobs=jobs, progress=bar, evaluator=evaluator
+                    )
             except ReplayError as exc:
                 raise CliError(f"cannot re-evaluate run {result.run_id}: {exc}") from exc
     reasons = _reasons(result, mismatches)

@@ -52,13 +52,28 @@ def _write(path: Path, text: str) -> int:
     return len(data)
 
 
-@click.command("report", short_help="Write one self-contained HTML report of a Run or an experiment.")
+@click.command(
+    "report", short_help="Write one self-contained HTML report of a Run or an experiment."
+)
 @click.argument("run", required=False, callback=not_empty)
-@click.option("--experiment", metavar="E", callback=not_empty, help="Report on this experiment instead of one Run.")
-@click.option("--output", "-o", required=True, metavar="FILE", help="HTML file to write (replaced if it exists).")
+@click.option(
+    "--experiment",
+    metavar="E",
+    callback=not_empty,
+    help="Report on this experiment instead of one Run.",
+)
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    metavar="FILE",
+    help="HTML file to write (replaced if it exists).",
+)
 @store_option()
 @click.option("--json", "as_json", is_flag=True, help="Print {path, bytes, runs} as JSON.")
-def report(run: str | None, experiment: str | None, output: str, store_dir: str | None, as_json: bool) -> None:
+def report(
+    run: str | None, experiment: str | None, output: str, store_dir: str | None, as_json: bool
+) -> None:
     """Write one HTML page about RUN (its id, run-<id>, `latest` or a unique prefix of an
     id) or about the experiment E: plots, tables, diffs and the transcript, with its scripts,
     styles and plotly inlined, so the file opens in any browser offline.

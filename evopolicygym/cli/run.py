@@ -106,7 +106,10 @@ def exit_status(reason: str | None) -> int:
 
 # RunConfig's field names as `run` spells them, for its errors (longest first).
 _OPTION_NAMES = (
-    ("train, validation and assessment splits", "--train-split, --validation-split and --assessment-split"),
+    (
+        "train, validation and assessment splits",
+        "--train-split, --validation-split and --assessment-split",
+    ),
     ("max_episodes_per_submission", "--max-episodes-per-submission"),
     ("validation episodes_per_candidate", "--validation-episodes"),
     ("validation max_candidates", "--max-candidates"),
@@ -134,7 +137,9 @@ def _command_line(ctx: click.Context, param: click.Parameter, value: str | None)
         try:
             shlex.split(value)
         except ValueError as exc:
-            raise click.BadParameter(f"{value!r} does not split into words ({exc})", ctx, param) from exc
+            raise click.BadParameter(
+                f"{value!r} does not split into words ({exc})", ctx, param
+            ) from exc
     return value
 
 
@@ -148,16 +153,22 @@ def _feedback_traces(ctx: click.Context, param: click.Parameter, value: str) -> 
     except ValueError:
         count = -1
     if not 0 <= count <= MAX_EPISODES:
-        raise click.BadParameter(f"{value!r} is not benchmark, all, or a number from 0 to {MAX_EPISODES:,}", ctx, param)
+        raise click.BadParameter(
+            f"{value!r} is not benchmark, all, or a number from 0 to {MAX_EPISODES:,}", ctx, param
+        )
     return count
 
 
-def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+def _variable_names(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
     """``--agent-env`` takes the names of variables the Agent inherits, not NAME=VALUE."""
     for name in values:
         if not name.isidentifier() or not name.isascii():
             raise click.BadParameter(
-                f"{name!r} is not an environment variable name (give NAME: the Agent inherits its value)", ctx, param
+                f"{name!r} is not an environment variable name (give NAME: the Agent inherits its value)",
+                ctx,
+                param,
             )
     return values
 
@@ -165,22 +176,106 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
 @click.command(short_help="Run an Agent on a Benchmark under an Episode budget.")
 @click.option("--benchmark", "benchmark_ref", required=True, metavar="ID", help="Benchmark id.")
 @param_option
-@click.option("--agent", type=click.Choice(list(PROVIDERS)), default="reference", show_default=True, help="Agent provider (see `evopolicy agents list`).")
-@click.option("--model", metavar="NAME", default=None, help="Model of the chat, codex, claude-code, kimi or qoder Agent.")
-@click.option("--effort", metavar="LEVEL", default=None, help="Reasoning effort (codex): minimal, low, medium, high or xhigh [default: the CLI's own].")
-@click.option("--base-url", metavar="URL", default=None, help="OpenAI-compatible endpoint of the chat Agent (e.g. http://127.0.0.1:8000/v1).")
-@click.option("--api-key-env", metavar="NAME", default=None, help="Variable holding the chat Agent's API key [default: OPENAI_API_KEY].")
-@click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Model calls of the chat Agent [default: 60].")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].")
-@click.option("--skill", "skill_dirs", multiple=True, metavar="DIR", help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).")
-@click.option("--agent-command", metavar="CMD", default=None, callback=_command_line, help="Command line of a command Agent.")
-@click.option("--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent.")
-@click.option("--agent-env", multiple=True, metavar="NAME", callback=_variable_names, help="Environment variable the Agent inherits (repeatable).")
-@click.option("--program", "program_dir", metavar="DIR", default=None, callback=not_empty, help="Initial program [default: the Benchmark's baseline].")
-@click.option("--budget", type=click.IntRange(min=1, max=MAX_EPISODES), default=64, show_default=True, help="Episode budget: Episodes the Agent may spend on submissions.")
-@click.option("--pool-size", type=click.IntRange(min=1, max=MAX_EPISODES), default=None, help="Episodes in the Run-local pool the Agent selects from [default: the budget].")
-@click.option("--max-submissions", type=click.IntRange(min=1), default=None, help="Submissions the Agent may make [default: the budget].")
-@click.option("--max-episodes-per-submission", type=click.IntRange(min=1), default=None, help="Episodes one Submission may select, 1 to the pool size [default: the pool size].")
+@click.option(
+    "--agent",
+    type=click.Choice(list(PROVIDERS)),
+    default="reference",
+    show_default=True,
+    help="Agent provider (see `evopolicy agents list`).",
+)
+@click.option(
+    "--model",
+    metavar="NAME",
+    default=None,
+    help="Model of the chat, codex, claude-code, kimi or qoder Agent.",
+)
+@click.option(
+    "--effort",
+    metavar="LEVEL",
+    default=None,
+    help="Reasoning effort (codex): minimal, low, medium, high or xhigh [default: the CLI's own].",
+)
+@click.option(
+    "--base-url",
+    metavar="URL",
+    default=None,
+    help="OpenAI-compatible endpoint of the chat Agent (e.g. http://127.0.0.1:8000/v1).",
+)
+@click.option(
+    "--api-key-env",
+    metavar="NAME",
+    default=None,
+    help="Variable holding the chat Agent's API key [default: OPENAI_API_KEY].",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Model calls of the chat Agent [default: 60].",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens (prompt + completion) of the chat Agent [default: 2,000,000].",
+)
+@click.option(
+    "--skill",
+    "skill_dirs",
+    multiple=True,
+    metavar="DIR",
+    help="Skill directory (with a SKILL.md) given to the Agent read-only (repeatable).",
+)
+@click.option(
+    "--agent-command",
+    metavar="CMD",
+    default=None,
+    callback=_command_line,
+    help="Command line of a command Agent.",
+)
+@click.option(
+    "--agent-seed", type=int, default=0, show_default=True, help="Seed of the reference Agent."
+)
+@click.option(
+    "--agent-env",
+    multiple=True,
+    metavar="NAME",
+    callback=_variable_names,
+    help="Environment variable the Agent inherits (repeatable).",
+)
+@click.option(
+    "--program",
+    "program_dir",
+    metavar="DIR",
+    default=None,
+    callback=not_empty,
+    help="Initial program [default: the Benchmark's baseline].",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1, max=MAX_EPISODES),
+    default=64,
+    show_default=True,
+    help="Episode budget: Episodes the Agent may spend on submissions.",
+)
+@click.option(
+    "--pool-size",
+    type=click.IntRange(min=1, max=MAX_EPISODES),
+    default=None,
+    help="Episodes in the Run-local pool the Agent selects from [default: the budget].",
+)
+@click.option(
+    "--max-submissions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Submissions the Agent may make [default: the budget].",
+)
+@click.option(
+    "--max-episodes-per-submission",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Episodes one Submission may select, 1 to the pool size [default: the pool size].",
+)
 @click.option(
     "--finish-policy",
     type=click.Choice(["allow_early", "require_budget_exhaustion"]),
@@ -189,8 +284,20 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
     help="allow_early: the Agent may finish with budget left; require_budget_exhaustion: "
     "only once the budget is spent (--max-submissions x --max-episodes-per-submission must reach it).",
 )
-@click.option("--validation-episodes", type=click.IntRange(min=1), default=16, show_default=True, help="Hidden Episodes each candidate is validated on.")
-@click.option("--max-candidates", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Candidates the Agent may name when it finishes.")
+@click.option(
+    "--validation-episodes",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Hidden Episodes each candidate is validated on.",
+)
+@click.option(
+    "--max-candidates",
+    type=click.IntRange(min=1, max=100),
+    default=3,
+    show_default=True,
+    help="Candidates the Agent may name when it finishes.",
+)
 @click.option("--no-validation", is_flag=True, help="Take the Agent's first candidate as final.")
 @click.option(
     "--host-nomination",
@@ -198,18 +305,82 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
     help="When the Agent exits without an accepted finish, validate its best published Submissions "
     "anyway (recorded as handoff: host; such a Run is never a success). Default: no final program.",
 )
-@click.option("--assessment-episodes", type=click.IntRange(min=1), default=32, show_default=True, help="Held-out Episodes the final program is assessed on.")
-@click.option("--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes.")
-@click.option("--assess-candidates", is_flag=True, help="Also assess every other validated candidate on the same held-out Episodes (a study of selection validity; the selection is unchanged).")
-@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True, help="Run seed (Host-private).")
-@click.option("--episode-timeout", type=click.FloatRange(min=0, max=86_400, min_open=True), callback=finite, default=30.0, show_default=True, help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.")
-@click.option("--agent-timeout", type=click.FloatRange(min=0, max=30 * 86_400, min_open=True), callback=finite, default=3600.0, show_default=True, help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's].")
-@click.option("--max-agent-attempts", type=click.IntRange(min=1, max=100), default=3, show_default=True, help="Agent starts, counting restarts on resume.")
-@click.option("--retention-bytes", type=click.IntRange(min=0), default=64 * 1024 * 1024, show_default=True, help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.")
-@click.option("--train-split", default="train", show_default=True, help="Split of the Episode pool; the three splits must differ.")
-@click.option("--validation-split", default="validation", show_default=True, help="Split of the validation Episodes (hidden from the Agent).")
-@click.option("--assessment-split", default="assessment", show_default=True, help="Split of the held-out assessment Episodes.")
+@click.option(
+    "--assessment-episodes",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Held-out Episodes the final program is assessed on.",
+)
+@click.option(
+    "--no-assessment", is_flag=True, help="Do not measure the final program on held-out Episodes."
+)
+@click.option(
+    "--assess-candidates",
+    is_flag=True,
+    help="Also assess every other validated candidate on the same held-out Episodes (a study of selection validity; the selection is unchanged).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Run seed (Host-private).",
+)
+@click.option(
+    "--episode-timeout",
+    type=click.FloatRange(min=0, max=86_400, min_open=True),
+    callback=finite,
+    default=30.0,
+    show_default=True,
+    help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.",
+)
+@click.option(
+    "--agent-timeout",
+    type=click.FloatRange(min=0, max=30 * 86_400, min_open=True),
+    callback=finite,
+    default=3600.0,
+    show_default=True,
+    help="Wall-clock seconds each Agent attempt may run before it is stopped (2592000 is 30 days).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel Episodes [default: CPUs; with --executor ray, the cluster's].",
+)
+@click.option(
+    "--max-agent-attempts",
+    type=click.IntRange(min=1, max=100),
+    default=3,
+    show_default=True,
+    help="Agent starts, counting restarts on resume.",
+)
+@click.option(
+    "--retention-bytes",
+    type=click.IntRange(min=0),
+    default=64 * 1024 * 1024,
+    show_default=True,
+    help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.",
+)
+@click.option(
+    "--train-split",
+    default="train",
+    show_default=True,
+    help="Split of the Episode pool; the three splits must differ.",
+)
+@click.option(
+    "--validation-split",
+    default="validation",
+    show_default=True,
+    help="Split of the validation Episodes (hidden from the Agent).",
+)
+@click.option(
+    "--assessment-split",
+    default="assessment",
+    show_default=True,
+    help="Split of the held-out assessment Episodes.",
+)
 @click.option(
     "--record-trajectories",
     type=click.Choice(["none", "train", "all"]),
@@ -247,7 +418,14 @@ def _variable_names(ctx: click.Context, param: click.Parameter, values: tuple[st
     help="Leave the Benchmark's public content (its summaries and per-Episode details) out of each "
     "Submission's Feedback; its score, failure count and budget stay.",
 )
-@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, callback=not_empty, help="Agent workspace [default: a temporary directory, removed at the end].")
+@click.option(
+    "--workspace",
+    "workspace_dir",
+    metavar="DIR",
+    default=None,
+    callback=not_empty,
+    help="Agent workspace [default: a temporary directory, removed at the end].",
+)
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
@@ -378,25 +556,43 @@ def run(
         check_store_dir(store_dir)
         if agent == "chat":
             _check_chat(base_url, api_key_env)
-        load(benchmark_ref, params)  # an unknown Benchmark, or parameters it refuses, before anything is recorded
+        load(
+            benchmark_ref, params
+        )  # an unknown Benchmark, or parameters it refuses, before anything is recorded
         if workspace_dir is not None:
             _check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
-        raise CliError(name_options(one_line(str(exc)), _OPTION_NAMES) if isinstance(exc, RunConfigError) else one_line(str(exc))) from exc
+        raise CliError(
+            name_options(one_line(str(exc)), _OPTION_NAMES)
+            if isinstance(exc, RunConfigError)
+            else one_line(str(exc))
+        ) from exc
     # Before the Run is recorded: a Ray that is missing or out of reach is refused first.
     with open_evaluator(executor, ray_address) as evaluator:
         try:
             with open_store(store_dir, create=True) as store:
                 try:
                     run_id = create_run(
-                        store, benchmark_ref, config, identity, program=program, skills=skills,
+                        store,
+                        benchmark_ref,
+                        config,
+                        identity,
+                        program=program,
+                        skills=skills,
                         agent_containment=containment,
                     )
                 except (RunError, ValueError) as exc:
                     raise CliError(one_line(str(exc))) from exc
         except StoreError as exc:
             raise CliError(one_line(str(exc))) from exc
-        carry(store_dir, run_id, workspace_dir, as_json=as_json, launcher=launcher, evaluator=evaluator)
+        carry(
+            store_dir,
+            run_id,
+            workspace_dir,
+            as_json=as_json,
+            launcher=launcher,
+            evaluator=evaluator,
+        )
 
 
 run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
@@ -404,7 +600,13 @@ run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
 
 @click.command(short_help="Carry on a Run whose Host stopped.")
 @click.argument("run_id", metavar="RUN")
-@click.option("--workspace", "workspace_dir", metavar="DIR", default=None, help="Agent workspace [default: a temporary directory rebuilt from the log].")
+@click.option(
+    "--workspace",
+    "workspace_dir",
+    metavar="DIR",
+    default=None,
+    help="Agent workspace [default: a temporary directory rebuilt from the log].",
+)
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
@@ -431,8 +633,12 @@ def resume(
     check_executor(executor, ray_address)
     with open_evaluator(executor, ray_address) as evaluator:
         carry(
-            store_dir, run_id, workspace_dir, as_json=as_json,
-            launcher=ProviderLauncher(allow_uncontained=allow_uncontained), evaluator=evaluator,
+            store_dir,
+            run_id,
+            workspace_dir,
+            as_json=as_json,
+            launcher=ProviderLauncher(allow_uncontained=allow_uncontained),
+            evaluator=evaluator,
         )
 
 
@@ -461,11 +667,18 @@ def carry(
             if store.read_only:
                 raise CliError(
                     f"the store at {store.location} is read-only: the Run cannot be carried on there"
-                    + (f" (it has finished: `{cli_command('record', 'show', run_id)}` tells its outcome)" if summary.finished else "")
+                    + (
+                        f" (it has finished: `{cli_command('record', 'show', run_id)}` tells its outcome)"
+                        if summary.finished
+                        else ""
+                    )
                 )
             already_ended = summary.finished  # (the view folds on into ``summary``)
             if already_ended:
-                click.echo(f"the Run {run_id} has already ended ({summary.status}): nothing to resume", err=True)
+                click.echo(
+                    f"the Run {run_id} has already ended ({summary.status}): nothing to resume",
+                    err=True,
+                )
             else:
                 try:
                     launcher.containment()  # a resumed Run's Agent is contained as a new one's
@@ -491,7 +704,11 @@ def carry(
                 interrupted = {"run_id": run_id, "status": "interrupted", "terminal_reason": None}
                 with contextlib.suppress(Exception):
                     interrupted = _outcome(summarize(store.events, run_stream_id(run_id)))
-            except (RunError, RunBusy, RunConfigError) as exc:  # RunConfigError: a recorded config that no longer reads
+            except (
+                RunError,
+                RunBusy,
+                RunConfigError,
+            ) as exc:  # RunConfigError: a recorded config that no longer reads
                 raise CliError(one_line(str(exc))) from exc
     except StoreError as exc:
         raise CliError(one_line(str(exc))) from exc
@@ -531,12 +748,23 @@ def _check_chat(base_url: str | None, api_key_env: str | None) -> None:
         pass  # it answered (401 without a key, 404 where it lists no models): it is there
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise CliError(f"--base-url {base_url}: the chat endpoint does not answer ({one_line(str(reason))})") from exc
+        raise CliError(
+            f"--base-url {base_url}: the chat endpoint does not answer ({one_line(str(reason))})"
+        ) from exc
 
 
 # What the Host writes in an Agent's workspace; a directory holding anything else is the user's.
 _HOST_ENTRIES = frozenset(
-    {PROGRAM_DIR, FEEDBACK_DIR, ANALYSIS_DIR, TASK_MD, TASK_JSON, SKILLS_DIR, CLI_SHIM, f".{CLI_SHIM}.new"}
+    {
+        PROGRAM_DIR,
+        FEEDBACK_DIR,
+        ANALYSIS_DIR,
+        TASK_MD,
+        TASK_JSON,
+        SKILLS_DIR,
+        CLI_SHIM,
+        f".{CLI_SHIM}.new",
+    }
 )
 
 
@@ -549,7 +777,9 @@ def _check_new_workspace(workspace_dir: str) -> None:
     if path.is_dir():
         foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in _HOST_ENTRIES)
         if foreign:
-            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            shown = ", ".join(foreign[:3]) + (
+                f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            )
             raise CliError(
                 f"--workspace {workspace_dir}: holds files of its own ({shown}); "
                 "give a new or empty directory (or an earlier Run's workspace)"
@@ -626,7 +856,12 @@ def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
         shown = "not measured" if key == "improved" and value is None else human(value)
         table.add_row(key.replace("_", " "), shown)
     console.print(table)
-    console.print(f"replay it: {cli_command('record', 'replay', outcome['run_id'])}", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"replay it: {cli_command('record', 'replay', outcome['run_id'])}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 class RunView:
@@ -644,9 +879,15 @@ class RunView:
         self._phase = "interrupted" if summary.status == "interrupted" else "starting"
 
     def __enter__(self) -> RunView:
-        if self.console.is_terminal and not self._summary.finished:  # an ended Run has nothing to show live
+        if (
+            self.console.is_terminal and not self._summary.finished
+        ):  # an ended Run has nothing to show live
             self._live = Live(
-                _Panel(self), console=self.console, refresh_per_second=4, transient=False, redirect_stdout=False
+                _Panel(self),
+                console=self.console,
+                refresh_per_second=4,
+                transient=False,
+                redirect_stdout=False,
             )
             self._live.__enter__()
         return self
@@ -687,7 +928,9 @@ class RunView:
             case AgentStarted():
                 return f"agent started (attempt {event.attempt})"
             case SubmissionPublished():
-                return self._submission_line(event.submission_id, "published", event.score, event.failures)
+                return self._submission_line(
+                    event.submission_id, "published", event.score, event.failures
+                )
             case EvaluationFailed():
                 line = self._submission_line(event.submission_id, "evaluation failed", None, None)
                 return f"{line}: {one_line(event.error)}"
@@ -719,7 +962,9 @@ class RunView:
             case FinalSubmissionSelected():
                 return f"selected submission {event.submission_id} (validation {event.score:g})"
             case AssessmentStarted():
-                return f"assessment: submission {event.submission_id} on {_episodes(event.episodes)}"
+                return (
+                    f"assessment: submission {event.submission_id} on {_episodes(event.episodes)}"
+                )
             case AssessmentCompleted():
                 return (
                     f"assessment: submission {event.submission_id} scores {event.score:g} "
@@ -738,7 +983,9 @@ class RunView:
                 return f"run finished: {event.reason}"
         return None
 
-    def _submission_line(self, submission_id: int, status: str, score: float | None, failures: int | None) -> str:
+    def _submission_line(
+        self, submission_id: int, status: str, score: float | None, failures: int | None
+    ) -> str:
         """``submission 3  score 73  1 Episode  published`` (and failures, when any)."""
         episodes = self._summary.submission(submission_id).episodes
         parts = [f"submission {submission_id}"]

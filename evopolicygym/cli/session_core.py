@@ -87,7 +87,10 @@ def quick(argv: Sequence[str]) -> None:
     try:
         if command == "submit":
             status, text = submit(
-                options.get("program"), options["--episodes"], options.get("--parent"), options.get("--socket")
+                options.get("program"),
+                options["--episodes"],
+                options.get("--parent"),
+                options.get("--socket"),
             )
         else:
             status, text = finish(options["ids"], options.get("--socket"))
@@ -95,7 +98,10 @@ def quick(argv: Sequence[str]) -> None:
         status, text = 2, "error: " + " ".join(str(exc).split())
     except UnicodeEncodeError as exc:  # a path from the environment that is not UTF-8
         shown = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        status, text = 2, "error: not valid UTF-8: '" + " ".join(shown.split()) + "' (give paths as UTF-8 text)"
+        status, text = (
+            2,
+            "error: not valid UTF-8: '" + " ".join(shown.split()) + "' (give paths as UTF-8 text)",
+        )
     except KeyboardInterrupt:
         status, text = 130, "interrupted"
     stream = sys.stdout if status == 0 else sys.stderr

@@ -36,7 +36,9 @@ def interruptible(on_stop: Callable[[], None] | None = None) -> Iterator[None]:
     # Found once before a signal can cut it short: finding it creates and removes a probe
     # file there, which a KeyboardInterrupt between the two would leave behind.
     tempfile.gettempdir()
-    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:

@@ -66,7 +66,9 @@ def _own_path(proc_cgroup: str) -> str | None:
     return None
 
 
-def find_parent(mountinfo: str | None = None, proc_cgroup: str | None = None) -> tuple[str, tuple[str, ...]] | None:
+def find_parent(
+    mountinfo: str | None = None, proc_cgroup: str | None = None
+) -> tuple[str, tuple[str, ...]] | None:
     """The nearest cgroup (this process's own or an ancestor) whose ``cgroup.subtree_control``
     already enables the controllers we use, with those of CONTROLLERS it enables; None when
     there is no cgroup v2 hierarchy or no cgroup on the way up hands any of them down."""
@@ -133,7 +135,9 @@ class CgroupPool:
         self.pending: set[str] = set()  # killed, not yet empty enough to remove
 
     @classmethod
-    def create(cls, owner_pid: int, parent: tuple[str, tuple[str, ...]] | None = None) -> CgroupPool | None:
+    def create(
+        cls, owner_pid: int, parent: tuple[str, tuple[str, ...]] | None = None
+    ) -> CgroupPool | None:
         """Make the group under the nearest usable cgroup; None where that is not possible."""
         found = find_parent() if parent is None else parent
         if found is None:

@@ -34,7 +34,9 @@ class EvaluationConfig(msgspec.Struct, frozen=True, kw_only=True):
     limits: ResourceLimits = ResourceLimits()
     output_tail_bytes: int = 8192
     trace_steps: int = 200  # steps kept per Episode for the step-trace artifact; 0 keeps none
-    pin_cpus: bool = True  # an Episode's Host loop and its policy share one core: cheaper round trips
+    pin_cpus: bool = (
+        True  # an Episode's Host loop and its policy share one core: cheaper round trips
+    )
 
     def __post_init__(self) -> None:
         if self.episodes < 0:
@@ -42,7 +44,9 @@ class EvaluationConfig(msgspec.Struct, frozen=True, kw_only=True):
         if self.jobs is not None and self.jobs < 1:
             raise ValueError("jobs must be >= 1")
         if not 0 < self.episode_timeout <= 86_400:
-            raise ValueError(f"episode_timeout must be in (0, 86400] seconds, got {self.episode_timeout}")
+            raise ValueError(
+                f"episode_timeout must be in (0, 86400] seconds, got {self.episode_timeout}"
+            )
         if not 0 <= self.output_tail_bytes <= 1 << 20:
             raise ValueError("output_tail_bytes must be between 0 and 1 MiB")
         if not 0 <= self.trace_steps <= 1_000_000:
@@ -74,12 +78,17 @@ def require_failure_score(benchmark: Benchmark) -> float:
 def plan_episodes(benchmark: Benchmark, split: str, seed: int, count: int) -> list[PlannedEpisode]:
     """Plan ``count`` Episodes of ``split``; policy seeds live in their own seed domain."""
     if split not in benchmark.splits:
-        raise ValueError(f"unknown split {split!r} for {benchmark.spec.id}; choose from {', '.join(benchmark.splits)}")
+        raise ValueError(
+            f"unknown split {split!r} for {benchmark.spec.id}; choose from {', '.join(benchmark.splits)}"
+        )
     try:
         planned = benchmark.plan(split, seed, count)
     except Exception as exc:
         raise EvaluationError(f"{benchmark.spec.id}: plan() failed: {exc!r}") from exc
-    return [PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index)) for spec in planned]
+    return [
+        PlannedEpisode(spec, derive_seed("policy", benchmark.spec.id, split, seed, spec.index))
+        for spec in planned
+    ]
 
 
 class EpisodeSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,11 +128,18 @@ class EvaluationResult(msgspec.Struct, frozen=True, kw_only=True):
         """What may be shown to anyone: no records (they hold Host-private EpisodeSpecs
         and traces) and artifacts described by size rather than carried."""
         view: dict[str, Any] = msgspec.to_builtins(
-            msgspec.structs.replace(self, records=(), feedback=msgspec.structs.replace(self.feedback, artifacts=()))
+            msgspec.structs.replace(
+                self, records=(), feedback=msgspec.structs.replace(self.feedback, artifacts=())
+            )
         )
         del view["records"]
         view["feedback"]["artifacts"] = [
-            {"name": a.name, "media_type": a.media_type, "retention": a.retention, "size": len(a.data)}
+            {
+                "name": a.name,
+                "media_type": a.media_type,
+                "retention": a.retention,
+                "size": len(a.data),
+            }
             for a in self.feedback.artifacts
         ]
         view["failures"] = self.failures

@@ -183,7 +183,9 @@ class Evaluator:
             try:
                 blob = pickle.dumps(benchmark)
             except Exception as exc:
-                raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})") from exc
+                raise EvaluationError(
+                    f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})"
+                ) from exc
             # Runners boot (a fresh interpreter each) while the fork server starts.
             self._runners(jobs - 1, cpus if config.pin_cpus else None, blob)
         fork_server = self.fork_server
@@ -197,7 +199,9 @@ class Evaluator:
             if fork_server.containment != "namespaces":
                 scratch_root = os.path.join(workdir, "scratch")
                 os.mkdir(scratch_root)
-            records = self._run_episodes(benchmark, blob, program_dir, scratch_root, config, episodes, cpus, jobs, progress)
+            records = self._run_episodes(
+                benchmark, blob, program_dir, scratch_root, config, episodes, cpus, jobs, progress
+            )
         finally:
             remove_tree(workdir)
         return scored(
@@ -266,7 +270,16 @@ class Evaluator:
             try:
                 if not runner.wait_ready(idle):
                     return
-                runner.call("setup", list(sys.path), blob, self.fork_server.address, program_dir, scratch_root, config, cpu)
+                runner.call(
+                    "setup",
+                    list(sys.path),
+                    blob,
+                    self.fork_server.address,
+                    program_dir,
+                    scratch_root,
+                    config,
+                    cpu,
+                )
                 try:
                     while (i := take()) is not None:
                         finish(i, runner.call("run", episodes[i]))
@@ -277,9 +290,14 @@ class Evaluator:
                 with lock:
                     errors.append(exc)
 
-        runners = self._runners(jobs - 1, cpus if config.pin_cpus else None, blob) if jobs > 1 else []
+        runners = (
+            self._runners(jobs - 1, cpus if config.pin_cpus else None, blob) if jobs > 1 else []
+        )
         # Started before the calling thread pins itself: they inherit its affinity.
-        threads = [threading.Thread(target=drive, args=(slot + 1, r), daemon=True) for slot, r in enumerate(runners)]
+        threads = [
+            threading.Thread(target=drive, args=(slot + 1, r), daemon=True)
+            for slot, r in enumerate(runners)
+        ]
         for t in threads:
             t.start()
         try:

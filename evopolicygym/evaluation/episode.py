@@ -62,7 +62,9 @@ class _Channel:
     past it, however the policy paces its answers.
     """
 
-    def __init__(self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float) -> None:
+    def __init__(
+        self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float
+    ) -> None:
         self.sock = sock
         self.reader = frames.FrameReader(sock)
         self.output_fd = output_fd
@@ -137,7 +139,9 @@ class _Channel:
                 self._wait(select.POLLOUT)  # the policy is not reading
                 continue
             except OSError as exc:
-                raise _PolicyFailure("protocol_error", f"policy process stopped reading ({exc.strerror})") from exc
+                raise _PolicyFailure(
+                    "protocol_error", f"policy process stopped reading ({exc.strerror})"
+                ) from exc
             view = view[sent:]
 
     def exchange(self, frame: bytes) -> tuple[int, bytes]:
@@ -185,7 +189,8 @@ class _Channel:
                     self._wait(select.POLLIN)
         except frames.FrameTooLarge as exc:
             raise _PolicyFailure(
-                "resource_limit", f"policy sent a {exc.args[0]}-byte frame, over the {frames.MAX_PAYLOAD}-byte limit"
+                "resource_limit",
+                f"policy sent a {exc.args[0]}-byte frame, over the {frames.MAX_PAYLOAD}-byte limit",
             ) from None
         finally:
             ended = time.monotonic()
@@ -208,18 +213,24 @@ def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
     if status is None:
         return _PolicyFailure("protocol_error", "policy process stopped answering")
     if os.WIFSTOPPED(status):  # it made itself traced and a signal stopped it
-        return _PolicyFailure("exception", f"policy process stopped by {_signal_name(os.WSTOPSIG(status))} (traced)")
+        return _PolicyFailure(
+            "exception", f"policy process stopped by {_signal_name(os.WSTOPSIG(status))} (traced)"
+        )
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = _signal_name(sig)
         if sig in (signal.SIGXCPU, signal.SIGXFSZ, signal.SIGKILL):
-            return _PolicyFailure("resource_limit", f"policy process killed by {name} (resource limit)")
+            return _PolicyFailure(
+                "resource_limit", f"policy process killed by {name} (resource limit)"
+            )
         return _PolicyFailure("exception", f"policy process crashed with {name}")
     try:
         code = os.waitstatus_to_exitcode(status)
     except ValueError:  # no status the kernel gives a child that ran our code alone
         return _PolicyFailure("protocol_error", f"policy process ended with wait status {status}")
-    return _PolicyFailure("protocol_error", f"policy process exited with code {code} without answering")
+    return _PolicyFailure(
+        "protocol_error", f"policy process exited with code {code} without answering"
+    )
 
 
 def _signal_name(sig: int) -> str:
@@ -285,7 +296,9 @@ class EpisodeRunner:
         """Ask the fork server for a policy process; it gets contained while we do other work."""
         # Without a scratch root the policy's scratch is its jail's own tmpfs: no directory
         # here (removing one a jail had seen cost ~0.5-0.9 ms an Episode).
-        scratch = tempfile.mkdtemp(prefix="episode-", dir=self.scratch_root) if self.scratch_root else ""
+        scratch = (
+            tempfile.mkdtemp(prefix="episode-", dir=self.scratch_root) if self.scratch_root else ""
+        )
         host_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe()
         os.set_blocking(out_r, False)
@@ -321,7 +334,12 @@ class EpisodeRunner:
                 pid = self.client.spawned(worker.request_id)
             except ForkServerError as exc:
                 raise EvaluationError(f"could not start a policy process: {exc}") from exc
-            channel = _Channel(worker.sock, worker.out_r, self.config.output_tail_bytes, self.config.episode_timeout)
+            channel = _Channel(
+                worker.sock,
+                worker.out_r,
+                self.config.output_tail_bytes,
+                self.config.episode_timeout,
+            )
             record = self._play(planned.spec, planned.policy_seed, channel, pid)
             pid = None  # _play has stopped it or handed it to _closing
             return msgspec.structs.replace(record, duration_s=time.monotonic() - started)
@@ -355,11 +373,15 @@ class EpisodeRunner:
             self.client.kill(pid)
         return self.client.wait(pid, _EXIT_GRACE_S * 5)
 
-    def _play(self, episode: EpisodeSpec, policy_seed: int, channel: _Channel, pid: int) -> EpisodeRecord:
+    def _play(
+        self, episode: EpisodeSpec, policy_seed: int, channel: _Channel, pid: int
+    ) -> EpisodeRecord:
         try:
             env = self.benchmark.make_environment(episode)
         except Exception as exc:
-            raise EvaluationError(f"{self.benchmark.spec.id}: could not make the Environment: {exc!r}") from exc
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: could not make the Environment: {exc!r}"
+            ) from exc
         total = 0.0
         steps = 0
         terminated = truncated = False
@@ -371,7 +393,9 @@ class EpisodeRunner:
             try:
                 observation = env.reset()
             except Exception as exc:
-                raise EvaluationError(f"{self.benchmark.spec.id}: Environment.reset failed: {exc!r}") from exc
+                raise EvaluationError(
+                    f"{self.benchmark.spec.id}: Environment.reset failed: {exc!r}"
+                ) from exc
             first_observation = observation
             max_steps = self.benchmark.spec.max_episode_steps
             validate = self.benchmark.validate_action
@@ -386,12 +410,16 @@ class EpisodeRunner:
                     try:
                         frame = frames.pack(obs_frame, encode_value(observation))
                     except PolicyValueError as exc:
-                        raise EvaluationError(f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}") from exc
+                        raise EvaluationError(
+                            f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}"
+                        ) from exc
                     payload = self._expect(channel, frame, frames.ACTION, pid)
                     try:
                         raw_action = decode_value(payload)
                     except PolicyValueError as exc:
-                        raise _PolicyFailure("protocol_error", f"malformed action frame: {exc}") from exc
+                        raise _PolicyFailure(
+                            "protocol_error", f"malformed action frame: {exc}"
+                        ) from exc
                     try:
                         action = validate(raw_action)
                         result = env.step(action)
@@ -400,7 +428,9 @@ class EpisodeRunner:
                     except (EvaluationError, _PolicyFailure):
                         raise
                     except Exception as exc:
-                        raise EvaluationError(f"{self.benchmark.spec.id}: Environment.step failed at step {steps}: {exc!r}") from exc
+                        raise EvaluationError(
+                            f"{self.benchmark.spec.id}: Environment.step failed at step {steps}: {exc!r}"
+                        ) from exc
                     steps += 1
                     total += result.reward
                     observation = result.observation
@@ -408,7 +438,9 @@ class EpisodeRunner:
                     if not terminated and steps >= max_steps:
                         truncated = True  # the Host's step limit ends it: the trace says so too
                     if trace is not None and len(trace) < self.config.trace_steps:
-                        trace.append(Step(raw_action, result.reward, terminated, truncated, observation))
+                        trace.append(
+                            Step(raw_action, result.reward, terminated, truncated, observation)
+                        )
                     if terminated or truncated:
                         break
                     if not steps % _DRAIN_EVERY:
@@ -423,7 +455,9 @@ class EpisodeRunner:
             try:
                 env.close()
             except Exception as exc:
-                raise EvaluationError(f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}") from exc
+                raise EvaluationError(
+                    f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}"
+                ) from exc
         if failure is None:
             channel.send_close()
             # Nothing is owed after CLOSE and policy code can patch the worker to linger,
@@ -437,7 +471,9 @@ class EpisodeRunner:
                 self._stop(pid)
             self._collect_output(channel)
         if not math.isfinite(total):
-            raise EvaluationError(f"{self.benchmark.spec.id}: the Environment produced a non-finite return")
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: the Environment produced a non-finite return"
+            )
         return EpisodeRecord(
             spec=episode,
             policy_seed=policy_seed,
@@ -463,12 +499,18 @@ class EpisodeRunner:
             summary = getter()
             encode_value(summary)
         except Exception as exc:
-            raise EvaluationError(f"{self.benchmark.spec.id}: Environment.summary failed: {exc!r}") from exc
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: Environment.summary failed: {exc!r}"
+            ) from exc
         if type(summary) is not dict:
-            raise EvaluationError(f"{self.benchmark.spec.id}: Environment.summary must return a dict")
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: Environment.summary must return a dict"
+            )
         return summary
 
-    def _expect(self, channel: _Channel, frame: bytes, kind: int, pid: int, contained: bool = True) -> bytes:
+    def _expect(
+        self, channel: _Channel, frame: bytes, kind: int, pid: int, contained: bool = True
+    ) -> bytes:
         try:
             got, payload = channel.exchange(frame)
         except EOFError:
@@ -478,7 +520,9 @@ class EpisodeRunner:
             raise failure from None
         except _PolicyFailure:
             if not contained:
-                raise EvaluationError("the policy worker did not finish its set-up in time") from None
+                raise EvaluationError(
+                    "the policy worker did not finish its set-up in time"
+                ) from None
             raise
         if got == kind:
             return payload

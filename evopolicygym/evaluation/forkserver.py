@@ -63,7 +63,9 @@ def _from_host(conn: socket.socket, host_pid: int, proc_fd: int) -> bool:
     server, so none passes; where we serve from a PID namespace of our own, the Host and
     its runners are outside it and show as pid 0, which no policy inside can."""
     try:
-        pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        pid, uid, _gid = struct.unpack(
+            "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        )
     except OSError:
         return False
     if uid != os.geteuid():
@@ -95,7 +97,11 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     from evopolicygym.evaluation import cgroups, sandbox, seccomp, worker
 
     namespaces.die_with_parent(host_pid)
-    if os.geteuid() != 0 and not namespaces.containment_disabled() and namespaces.enter_user_namespace():
+    if (
+        os.geteuid() != 0
+        and not namespaces.containment_disabled()
+        and namespaces.enter_user_namespace()
+    ):
         # Our PID namespace belongs to the initial user namespace, where we hold no
         # capability, so we could never setns() back into it after making a policy's.
         # Serve from a PID namespace of our own instead; this process only waits.
@@ -114,7 +120,9 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     # /proc belongs to the Host's PID namespace, so /proc/self names our pid there.
     server_pid = os.getpid()
     host_visible_pid = int(os.readlink("/proc/self"))
-    host_visible_parent = host_pid if server_pid == host_visible_pid else 0  # 0: outside our PID namespace
+    host_visible_parent = (
+        host_pid if server_pid == host_visible_pid else 0
+    )  # 0: outside our PID namespace
     # To tell the Host's runners by their parent once /proc is sealed away. Policies never
     # inherit it: the worker closes every descriptor above the Episode's before the jail.
     proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -125,7 +133,11 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     # Before sealing: the pool keeps descriptors of its cgroup directories, which the
     # sealed root does not show.
     pool = cgroups.CgroupPool.create(host_visible_pid)
-    enforced = ["rlimits", *(["seccomp"] if filtered else []), *(f"cgroup-{c}" for c in (pool.controllers if pool else ()))]
+    enforced = [
+        "rlimits",
+        *(["seccomp"] if filtered else []),
+        *(f"cgroup-{c}" for c in (pool.controllers if pool else ())),
+    ]
     worker.prepare_fork_server()
     # Everything imported so far is shared copy-on-write with every child; keep the
     # collector from walking (and so copying) those pages after each fork.
@@ -148,7 +160,12 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     serial = 0
     children: dict[socket.socket, set[int]] = {}
     leaves: dict[int, str] = {}  # policy pid -> its cgroup leaf
-    ready = {"containment": containment, "pid": host_visible_pid, "enforced": enforced, "cgroup": pool.path if pool else None}
+    ready = {
+        "containment": containment,
+        "pid": host_visible_pid,
+        "enforced": enforced,
+        "cgroup": pool.path if pool else None,
+    }
     os.write(ready_fd, msgspec.msgpack.encode(ready))
     os.close(ready_fd)
     _starting_fd = None
@@ -233,7 +250,10 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
         except Exception as exc:
             if pool:
                 pool.release(leaf)
-            reply(conn, {"op": "error", "id": request.get("id"), "message": f"{type(exc).__name__}: {exc}"})
+            reply(
+                conn,
+                {"op": "error", "id": request.get("id"), "message": f"{type(exc).__name__}: {exc}"},
+            )
         finally:
             for fd in fds:
                 os.close(fd)
@@ -363,7 +383,16 @@ class ForkServer:
         try:
             self._process = _spawn(
                 lambda: subprocess.Popen(
-                    [sys.executable, "-c", "from evopolicygym.evaluation.forkserver import main; main()", str(listener.fileno()), str(ready_w), root, self.work_dir, str(os.getpid())],
+                    [
+                        sys.executable,
+                        "-c",
+                        "from evopolicygym.evaluation.forkserver import main; main()",
+                        str(listener.fileno()),
+                        str(ready_w),
+                        root,
+                        self.work_dir,
+                        str(os.getpid()),
+                    ],
                     pass_fds=(listener.fileno(), ready_w),
                     stdin=subprocess.DEVNULL,
                     env=env,
@@ -392,7 +421,9 @@ class ForkServer:
             os.close(ready_r)
         if not data:
             self._process.wait()
-            raise ForkServerError(f"policy fork server failed to start (exit code {self._process.returncode})")
+            raise ForkServerError(
+                f"policy fork server failed to start (exit code {self._process.returncode})"
+            )
         ready = msgspec.msgpack.decode(data)
         self.containment: str = ready["containment"]
         # The limits that hold for every policy of this server ("rlimits", "seccomp",

@@ -36,6 +36,7 @@ def last_chars(text: str, limit: int) -> str:
         return text
     return f"[… {len(text) - limit:,} earlier characters cut]\n{text[-limit:]}"
 
+
 CONTAINED = ord("K")  # sent once containment is in place, before any untrusted code runs
 START = ord("S")
 OBSERVATION = ord("O")

@@ -143,7 +143,9 @@ class EpisodeWorker:
             self._benchmarks.move_to_end(benchmark_key)
         program = Program.from_files(dict(files))
         if program.digest != digest:
-            raise EvaluationError(f"the Program arrived at {_where()} as {program.digest}, not {digest}")
+            raise EvaluationError(
+                f"the Program arrived at {_where()} as {program.digest}, not {digest}"
+            )
         workdir = tempfile.mkdtemp(prefix="eval-", dir=server.work_dir)
         self._workdir = workdir
         program_dir = str(program.write_to(os.path.join(workdir, "program")))
@@ -152,7 +154,9 @@ class EpisodeWorker:
         os.mkdir(scratch_root)
         self._client = server.connect()
         self._cpu = cpu
-        self._runner = EpisodeRunner(benchmark, self._client, program_dir, scratch_root, config, cpu)
+        self._runner = EpisodeRunner(
+            benchmark, self._client, program_dir, scratch_root, config, cpu
+        )
         return server.containment, server.enforced
 
     def run(self, episodes: list[PlannedEpisode], more: bool) -> list[EpisodeRecord]:
@@ -251,7 +255,9 @@ class RayEvaluator(Evaluator):
             try:
                 ray.init(address=address, **options)
             except Exception as exc:
-                raise EvaluationError(f"cannot connect to {where}: {' '.join(str(exc).split())}") from exc
+                raise EvaluationError(
+                    f"cannot connect to {where}: {' '.join(str(exc).split())}"
+                ) from exc
             self._owns_ray = True
         self._slots: list[_Slot] = []
         self._pool_lock = threading.Lock()  # the pool: one evaluation, or the idle release
@@ -364,8 +370,15 @@ class RayEvaluator(Evaluator):
 
     def _workers(self) -> Any:
         if self._worker_class is None:
-            options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0, "max_task_retries": 0, "scheduling_strategy": "SPREAD"}
-            forced = {name: os.environ[name] for name in ("EVOPOLICY_CONTAINMENT",) if name in os.environ}
+            options: dict[str, Any] = {
+                "num_cpus": 1,
+                "max_restarts": 0,
+                "max_task_retries": 0,
+                "scheduling_strategy": "SPREAD",
+            }
+            forced = {
+                name: os.environ[name] for name in ("EVOPOLICY_CONTAINMENT",) if name in os.environ
+            }
             if forced:  # the containment this Host was told to use, on every worker too
                 options["runtime_env"] = {"env_vars": forced}
             self._worker_class = self._ray.remote(**options)(EpisodeWorker)
@@ -390,7 +403,11 @@ class RayEvaluator(Evaluator):
         slot.started = True
         slot.hello = None
         cpus: list[int] = hello["cpus"] or [0]
-        taken = {s.cpu for s in self._slots if s is not slot and s.node == slot.node and s.cpu is not None}
+        taken = {
+            s.cpu
+            for s in self._slots
+            if s is not slot and s.node == slot.node and s.cpu is not None
+        }
         free = [c for c in cpus if c not in taken]
         slot.cpu = (free[0] if free else cpus[len(taken) % len(cpus)]) if pin else None
 
@@ -415,11 +432,17 @@ class RayEvaluator(Evaluator):
         try:
             blob = pickle.dumps(benchmark)
         except Exception as exc:
-            raise EvaluationError(f"{benchmark.spec.id}: the Benchmark must be picklable to run on Ray ({exc})") from exc
+            raise EvaluationError(
+                f"{benchmark.spec.id}: the Benchmark must be picklable to run on Ray ({exc})"
+            ) from exc
         benchmark_key = hashlib.sha256(blob).hexdigest()
         if benchmark_key not in self._benchmark_refs:
-            self._benchmark_refs = {benchmark_key: ray.put(blob)}  # the last one: a Run has one Benchmark
-        benchmark_ref = [self._benchmark_refs[benchmark_key]]  # nested: fetched only where not cached
+            self._benchmark_refs = {
+                benchmark_key: ray.put(blob)
+            }  # the last one: a Run has one Benchmark
+        benchmark_ref = [
+            self._benchmark_refs[benchmark_key]
+        ]  # nested: fetched only where not cached
         files_ref = ray.put(program.files)
         jobs = max(1, min(config.jobs or self._cluster_cpus(), len(episodes)))
         self._grow(jobs)
@@ -440,7 +463,14 @@ class RayEvaluator(Evaluator):
 
         def setup(slot: _Slot) -> None:
             ref = slot.actor.setup.remote(
-                benchmark_key, benchmark_ref, files_ref, program.digest, config, slot.cpu, path, required
+                benchmark_key,
+                benchmark_ref,
+                files_ref,
+                program.digest,
+                config,
+                slot.cpu,
+                path,
+                required,
             )
             setups[id(slot)] = ref
             pending[ref] = ("setup", slot, [])
@@ -524,7 +554,9 @@ class RayEvaluator(Evaluator):
                     continue
                 except Exception as exc:
                     if not _lost(exc):
-                        raise EvaluationError(f"Ray failed: {' '.join(str(exc).split())[:500]}") from exc
+                        raise EvaluationError(
+                            f"Ray failed: {' '.join(str(exc).split())[:500]}"
+                        ) from exc
                     if kind == "hello":  # never started, so it played nothing: no retry
                         raise EvaluationError(
                             f"a Ray worker could not start: {' '.join(str(exc).split())[:500]}"
@@ -597,7 +629,13 @@ def _lost(exc: BaseException) -> bool:
 
     kinds = tuple(
         getattr(exceptions, name)
-        for name in ("RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError")
+        for name in (
+            "RayActorError",
+            "WorkerCrashedError",
+            "NodeDiedError",
+            "ObjectLostError",
+            "OwnerDiedError",
+        )
         if hasattr(exceptions, name)
     )
     return isinstance(exc, kinds)

@@ -130,7 +130,9 @@ def main() -> None:
                 if cpu is not None:
                     with contextlib.suppress(OSError):
                         os.sched_setaffinity(0, {cpu})
-                runner = EpisodeRunner(benchmark, ForkServerClient(address), program_dir, scratch_root, config, cpu)
+                runner = EpisodeRunner(
+                    benchmark, ForkServerClient(address), program_dir, scratch_root, config, cpu
+                )
                 reply = ("ok", None)
             except BaseException as exc:
                 reply = ("error", _picklable(exc))
@@ -174,7 +176,13 @@ class RunnerProcess:
             env[var] = "1"
         self.process = _spawn(
             lambda: subprocess.Popen(
-                [sys.executable, "-c", "from evopolicygym.evaluation.runner import main; main()", str(child.fileno()), str(os.getpid())],
+                [
+                    sys.executable,
+                    "-c",
+                    "from evopolicygym.evaluation.runner import main; main()",
+                    str(child.fileno()),
+                    str(os.getpid()),
+                ],
                 pass_fds=(child.fileno(),),
                 stdin=subprocess.DEVNULL,
                 env=env,
@@ -199,7 +207,9 @@ class RunnerProcess:
         try:
             status, _ = _recv(self.sock)
         except (EOFError, OSError) as exc:
-            raise RuntimeError(f"Episode runner process died (exit code {self.process.poll()})") from exc
+            raise RuntimeError(
+                f"Episode runner process died (exit code {self.process.poll()})"
+            ) from exc
         if status != "ready":
             raise RuntimeError(f"Episode runner process sent {status!r} before its hello")
         self.ready = True
@@ -226,7 +236,9 @@ class RunnerProcess:
                 _send(self.sock, message)
                 status, value = _recv(self.sock)
             except (EOFError, OSError) as exc:
-                raise RuntimeError(f"Episode runner process died (exit code {self.process.poll()})") from exc
+                raise RuntimeError(
+                    f"Episode runner process died (exit code {self.process.poll()})"
+                ) from exc
         if status == "error":
             raise value
         return value

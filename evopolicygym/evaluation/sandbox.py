@@ -67,6 +67,7 @@ __all__ = [
 
 Containment = Literal["namespaces", "process-group"]
 
+
 class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Per-policy-process limits. ``memory_mb`` is address space beyond the pre-warmed interpreter."""
 
@@ -162,15 +163,27 @@ def runtime_paths() -> list[str]:
 
     Deliberately not ``sys.path`` at large: it may name a project checkout that holds a store.
     """
-    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    roots = {
+        os.path.realpath(p)
+        for p in (sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix)
+    }
     ordered = sorted(r for r in roots if os.path.isdir(r) and not r.startswith(_SYSTEM_DIRS))
     # Bind outer directories only.
-    return [r for r in ordered if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in ordered)]
+    return [
+        r for r in ordered if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in ordered)
+    ]
 
 
 # statvfs f_flag bits that are also mount flags; in a user namespace a remount must
 # repeat the ones the original mount has ("locked" flags), or it is refused.
-_KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: 0x400, os.ST_NODIRATIME: 0x800, os.ST_RELATIME: 0x200000}
+_KEPT_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: 0x400,
+    os.ST_NODIRATIME: 0x800,
+    os.ST_RELATIME: 0x200000,
+}
 
 
 def _bind(source: str, target: str, *, readonly: bool, device: bool = False) -> None:
@@ -304,6 +317,8 @@ def apply_limits(limits: ResourceLimits, cpu_seconds: int, own_uid: bool) -> Non
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     # Counted per real uid: a policy with a uid of its own gets exactly max_processes; one
     # sharing the user's uid must leave room for the user's other processes.
-    both(resource.RLIMIT_NPROC, limits.max_processes + (0 if own_uid else _processes_of(os.getuid())))
+    both(
+        resource.RLIMIT_NPROC, limits.max_processes + (0 if own_uid else _processes_of(os.getuid()))
+    )
     both(resource.RLIMIT_NOFILE, limits.max_open_files)
     both(resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024)

@@ -83,22 +83,94 @@ _ARCHES: dict[str, tuple[int, int, int, tuple[int, ...], int | None]] = {
         0xC000003E,
         56,
         435,
-        (203, 101, 272, 308, 165, 166, 155, 161, 428, 429, 430, 431, 432, 433, 442, 310, 311, 312, 438,
-         250, 248, 249, 321, 298, 323, 425, 426, 427, 304, 103, 175, 313, 176, 246, 320),
+        (
+            203,
+            101,
+            272,
+            308,
+            165,
+            166,
+            155,
+            161,
+            428,
+            429,
+            430,
+            431,
+            432,
+            433,
+            442,
+            310,
+            311,
+            312,
+            438,
+            250,
+            248,
+            249,
+            321,
+            298,
+            323,
+            425,
+            426,
+            427,
+            304,
+            103,
+            175,
+            313,
+            176,
+            246,
+            320,
+        ),
         0x40000000,  # __X32_SYSCALL_BIT: x32 calls share the x86_64 audit architecture
     ),
     "aarch64": (
         0xC00000B7,
         220,
         435,
-        (122, 117, 97, 268, 40, 39, 41, 51, 428, 429, 430, 431, 432, 433, 442, 270, 271, 272, 438,
-         219, 217, 218, 280, 241, 282, 425, 426, 427, 265, 116, 105, 273, 106, 104, 294),
+        (
+            122,
+            117,
+            97,
+            268,
+            40,
+            39,
+            41,
+            51,
+            428,
+            429,
+            430,
+            431,
+            432,
+            433,
+            442,
+            270,
+            271,
+            272,
+            438,
+            219,
+            217,
+            218,
+            280,
+            241,
+            282,
+            425,
+            426,
+            427,
+            265,
+            116,
+            105,
+            273,
+            106,
+            104,
+            294,
+        ),
         None,
     ),
 }
 
 # Any flag that makes a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET).
-_CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+_CLONE_NEW_FLAGS = (
+    0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
+)
 
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -115,7 +187,12 @@ _SECCOMP_MODE_FILTER = 2
 
 
 class _SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class _SockFprog(ctypes.Structure):
@@ -188,9 +265,18 @@ def install() -> None:
     """
     prog = prepare()
     unsigned = ctypes.c_ulong
-    check(libc.prctl(_PR_SET_NO_NEW_PRIVS, unsigned(1), unsigned(0), unsigned(0), unsigned(0)), "prctl(NO_NEW_PRIVS)")
     check(
-        libc.prctl(_PR_SET_SECCOMP, unsigned(_SECCOMP_MODE_FILTER), ctypes.byref(prog), unsigned(0), unsigned(0)),
+        libc.prctl(_PR_SET_NO_NEW_PRIVS, unsigned(1), unsigned(0), unsigned(0), unsigned(0)),
+        "prctl(NO_NEW_PRIVS)",
+    )
+    check(
+        libc.prctl(
+            _PR_SET_SECCOMP,
+            unsigned(_SECCOMP_MODE_FILTER),
+            ctypes.byref(prog),
+            unsigned(0),
+            unsigned(0),
+        ),
         "prctl(SET_SECCOMP)",
     )
 

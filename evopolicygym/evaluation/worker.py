@@ -39,6 +39,7 @@ from evopolicygym.values import PolicyValueError, decode_value, encode_value
 
 __all__ = ["child_main", "prepare_fork_server"]
 
+
 def prepare_fork_server() -> None:
     """Work every child would repeat, done once before forking (each first touch after a
     fork copies pages): the policy environment, msgspec's converter for the limits, and the
@@ -53,16 +54,23 @@ def prepare_fork_server() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
 
+
 _TRACEBACK_CHARS = 4000
 _EPISODE_FD = 3
 _OUT_OF_MEMORY = frames.pack(
-    frames.FAIL, msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"])
+    frames.FAIL,
+    msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"]),
 )
 
 
 def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
     with contextlib.suppress(OSError):
-        sock.sendall(frames.pack(frames.FAIL, msgspec.msgpack.encode([status, frames.last_chars(message, _TRACEBACK_CHARS)])))
+        sock.sendall(
+            frames.pack(
+                frames.FAIL,
+                msgspec.msgpack.encode([status, frames.last_chars(message, _TRACEBACK_CHARS)]),
+            )
+        )
     os._exit(0)
 
 
@@ -76,12 +84,19 @@ def _describe(exc: BaseException) -> str:
 def _classify(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "resource_limit"
-    if isinstance(exc, OSError) and exc.errno in (11, 24, 27, 28):  # EAGAIN (fork), EMFILE, EFBIG, ENOSPC
+    if isinstance(exc, OSError) and exc.errno in (
+        11,
+        24,
+        27,
+        28,
+    ):  # EAGAIN (fork), EMFILE, EFBIG, ENOSPC
         return "resource_limit"
     return "exception"
 
 
-def child_main(request: dict[str, Any], episode_fd: int, output_fd: int, keep_open: int = 0) -> NoReturn:
+def child_main(
+    request: dict[str, Any], episode_fd: int, output_fd: int, keep_open: int = 0
+) -> NoReturn:
     """Contain this process, then serve one Episode. Never returns."""
     try:
         _contain(request, episode_fd, output_fd)
@@ -122,7 +137,9 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
     limits = msgspec.convert(request["limits"], ResourceLimits)
     jailed = request["containment"] == "namespaces"
     if jailed:
-        enter_episode_jail(request["program_dir"], request["work_dir"], limits.scratch_mb, request["uid"])
+        enter_episode_jail(
+            request["program_dir"], request["work_dir"], limits.scratch_mb, request["uid"]
+        )
         program_dir, scratch = PROGRAM_MOUNT, SCRATCH_MOUNT
     else:
         program_dir, scratch = request["program_dir"], request["scratch_dir"]
@@ -188,7 +205,11 @@ def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
         _fail(sock, _classify(exc), _describe(exc))
     act = getattr(policy, "act", None)
     if not callable(act):
-        _fail(sock, "protocol_error", "make_policy(context) returned an object without act(observation)")
+        _fail(
+            sock,
+            "protocol_error",
+            "make_policy(context) returned an object without act(observation)",
+        )
     sock.sendall(frames.pack(frames.READY))
     pack = frames.pack
     while True:

@@ -31,7 +31,9 @@ __all__ = [
 ]
 
 OUTCOMES = frozenset({"finished", "agent_exited", "budget_exhausted"})
-RETRYABLE = frozenset({"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed"})
+RETRYABLE = frozenset(
+    {"agent_failed", "evaluation_failed", "validation_failed", "assessment_failed"}
+)
 
 
 def is_retryable(outcome: str) -> bool:

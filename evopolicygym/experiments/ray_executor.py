@@ -40,7 +40,9 @@ from evopolicygym.experiments.runner import STDERR_TAIL
 
 __all__ = ["RAY_MISSING", "Carrier", "RayExecutor", "RayUnavailable", "import_ray"]
 
-RAY_MISSING = "--executor ray needs Ray, which is not installed: install it with `uv sync --extra ray`"
+RAY_MISSING = (
+    "--executor ray needs Ray, which is not installed: install it with `uv sync --extra ray`"
+)
 PYTHON = "{python}"  # argv[0] that stands for the interpreter of the node the carry lands on
 REPLACEMENTS = 3  # placements a carry gets after the first, each after its actor was lost
 
@@ -63,7 +65,9 @@ _SHIM = (
 
 
 def _first_line(exc: BaseException) -> str:
-    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return next(
+        (line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__
+    )
 
 
 def _check_reachable(address: str | None, timeout: float = 10.0) -> None:
@@ -73,12 +77,16 @@ def _check_reachable(address: str | None, timeout: float = 10.0) -> None:
         return
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise RayUnavailable(f"the Ray address {address!r} is not HOST:PORT (as `ray start --head` prints it)")
+        raise RayUnavailable(
+            f"the Ray address {address!r} is not HOST:PORT (as `ray start --head` prints it)"
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
-        raise RayUnavailable(f"cannot join the Ray cluster at {address}: {reason.lower()}") from None
+        raise RayUnavailable(
+            f"cannot join the Ray cluster at {address}: {reason.lower()}"
+        ) from None
 
 
 def _cluster_errors_to_stderr() -> None:
@@ -266,7 +274,9 @@ class RayExecutor:
                 carry = self._inflight.pop(ref)
                 try:
                     status, tail = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:  # ``carry`` itself failed (cannot start it)
+                except (
+                    ray.exceptions.RayTaskError
+                ) as exc:  # ``carry`` itself failed (cannot start it)
                     status, tail = -1, f"its Ray actor could not run it: {_first_line(exc)}"
                 except ray.exceptions.RayError as exc:  # the actor, its worker or its node lost
                     if not self._stopping and carry.placements <= self.replacements:
@@ -301,10 +311,16 @@ class RayExecutor:
         carry had begun, is left to be resumed, as after a SIGKILL."""
         if not self._signalled:
             return
-        taken, _ = self._ray.wait(list(self._signalled), num_returns=len(self._signalled), timeout=0)
+        taken, _ = self._ray.wait(
+            list(self._signalled), num_returns=len(self._signalled), timeout=0
+        )
         for reply in taken:
             del self._signalled[reply]
-        late = {reply for reply, sent in self._signalled.items() if time.monotonic() - sent > self.stop_grace}
+        late = {
+            reply
+            for reply, sent in self._signalled.items()
+            if time.monotonic() - sent > self.stop_grace
+        }
         for carry in self._inflight.values():
             if carry.stop_reply in late:
                 with contextlib.suppress(Exception):

@@ -74,7 +74,9 @@ class ExperimentBusy(RuntimeError):
 class CellLauncher(Protocol):
     """What creates and carries a cell's Run (the CLI's: it knows the agents)."""
 
-    def create(self, store: Store, experiment: ExperimentCreated, cell: ExperimentCell, run_id: str) -> None:
+    def create(
+        self, store: Store, experiment: ExperimentCreated, cell: ExperimentCell, run_id: str
+    ) -> None:
         """Create the cell's Run with id ``run_id`` (``ValueError`` with why it cannot be)."""
         ...
 
@@ -153,7 +155,11 @@ class LocalExecutor:
 
     def wait(self) -> list[tuple[str, int, str]]:
         while self._children:
-            ended = [(key, child, log) for key, (child, log) in self._children.items() if child.poll() is not None]
+            ended = [
+                (key, child, log)
+                for key, (child, log) in self._children.items()
+                if child.poll() is not None
+            ]
             if ended:
                 results = []
                 for key, child, log in ended:
@@ -261,7 +267,9 @@ def _run_facts(store: Store, run_id: str) -> RunFacts:
         return RunFacts(exists=False)
     last = next(iter(store.events.read_stream(stream, info.version - 1)), None)
     event = last.event() if last is not None else None
-    return RunFacts(exists=True, terminal_reason=event.reason if isinstance(event, RunFinished) else None)
+    return RunFacts(
+        exists=True, terminal_reason=event.reason if isinstance(event, RunFinished) else None
+    )
 
 
 class ExperimentRunner:
@@ -286,7 +294,9 @@ class ExperimentRunner:
         self.retries = retries
         self.on_change = on_change or (lambda outcome: None)
         self.stopping = False
-        self.outcome = ExperimentOutcome(created.experiment_id, [CellProgress(cell) for cell in created.cells])
+        self.outcome = ExperimentOutcome(
+            created.experiment_id, [CellProgress(cell) for cell in created.cells]
+        )
 
     def stop(self, signum: int = signal.SIGINT) -> None:
         """Start no more Runs and pass ``signum`` on to the running ones (they record their
@@ -352,7 +362,9 @@ class ExperimentRunner:
                     # as it is for the next invocation, which resumes it from its log.
                     p.state = "interrupted"
                     lines = [line for line in tail.splitlines() if line.strip()]
-                    p.detail = lines[-1] if lines else f"the carrying process exited with status {status}"
+                    p.detail = (
+                        lines[-1] if lines else f"the carrying process exited with status {status}"
+                    )
                 else:
                     p.state = "pending"  # recorded as ended on the next pass
         self.outcome.bookkeeping_s += time.perf_counter() - tick
@@ -367,20 +379,37 @@ class ExperimentRunner:
     ) -> Step:
         """The cell's next step; a Run that ended but is not recorded as such is recorded first."""
         attempts = [
-            Attempt(a.run_id, a.attempt, a.ended.outcome if a.ended else None, a.ended.retryable if a.ended else False)
+            Attempt(
+                a.run_id,
+                a.attempt,
+                a.ended.outcome if a.ended else None,
+                a.ended.retryable if a.ended else False,
+            )
             for a in record.attempts.get(cell.cell_id, [])
         ]
-        facts = _run_facts(store, attempts[-1].run_id) if attempts and attempts[-1].outcome is None else None
+        facts = (
+            _run_facts(store, attempts[-1].run_id)
+            if attempts and attempts[-1].outcome is None
+            else None
+        )
         step = next_step(attempts, facts, self.retries)
         if step.kind != "record_end":
             return step
         assert step.run_id is not None and step.outcome is not None
         retryable = is_retryable(step.outcome)
         ended = CellRunEnded(
-            cell_id=cell.cell_id, run_id=step.run_id, attempt=step.attempt, outcome=step.outcome, retryable=retryable
+            cell_id=cell.cell_id,
+            run_id=step.run_id,
+            attempt=step.attempt,
+            outcome=step.outcome,
+            retryable=retryable,
         )
         append(ended, _event_id(stream, cell.cell_id, f"ended/{step.run_id}"))
-        return next_step([*attempts[:-1], Attempt(step.run_id, step.attempt, step.outcome, retryable)], None, self.retries)
+        return next_step(
+            [*attempts[:-1], Attempt(step.run_id, step.attempt, step.outcome, retryable)],
+            None,
+            self.retries,
+        )
 
     def _start(
         self,
@@ -408,8 +437,14 @@ class ExperimentRunner:
             except ValueError as exc:
                 message = " ".join(str(exc).split())
                 append(
-                    CellRunEnded(cell_id=cell.cell_id, run_id=run_id, attempt=step.attempt,
-                                 outcome="create_failed", retryable=False, error=message[:2000]),
+                    CellRunEnded(
+                        cell_id=cell.cell_id,
+                        run_id=run_id,
+                        attempt=step.attempt,
+                        outcome="create_failed",
+                        retryable=False,
+                        error=message[:2000],
+                    ),
                     _event_id(stream, cell.cell_id, f"ended/{run_id}"),
                 )
                 p.state, p.outcome, p.detail = "failed", "create_failed", message
@@ -421,7 +456,9 @@ class ExperimentRunner:
         self.outcome.runs_started += 1
 
 
-def default_carry_argv(store: Path | StoreUrl, run_id: str, *, allow_uncontained: bool) -> list[str]:
+def default_carry_argv(
+    store: Path | StoreUrl, run_id: str, *, allow_uncontained: bool
+) -> list[str]:
     """``evopolicy resume RUN`` with this interpreter: what carries a created Run to its end.
     A PostgreSQL store is not named on the command line (its URL may hold a password, which
     any user could read there): the caller passes it in the environment (``STORE_ENV``)."""

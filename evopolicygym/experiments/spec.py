@@ -134,7 +134,11 @@ def profile_config(profile: str, base: Path) -> dict[str, Any]:
     """A profile's RunConfig fields: a shipped profile's, or those of the TOML file
     ``profile`` names (relative to ``base``)."""
     if profile in PROFILES:
-        text = importlib.resources.files("evopolicygym.experiments").joinpath(f"profiles/{profile}.toml").read_text()
+        text = (
+            importlib.resources.files("evopolicygym.experiments")
+            .joinpath(f"profiles/{profile}.toml")
+            .read_text()
+        )
         return tomllib.loads(text)
     path = base / profile
     if not path.is_file():
@@ -170,7 +174,9 @@ def _config(spec: ExperimentSpec, base: Path) -> dict[str, Any]:
     for key in _PER_CELL:
         if key in spec.run or key in profile:
             where = "[run]" if key in spec.run else f"profile {spec.profile}"
-            raise SpecError(f"{where}: {key} is set per cell (seeds, [[benchmarks]] params), not here")
+            raise SpecError(
+                f"{where}: {key} is set per cell (seeds, [[benchmarks]] params), not here"
+            )
     data = _merge(profile, spec.run)
     data.setdefault("jobs", 1)  # one evaluation process per Run: --max-runs spreads the cores
     try:
@@ -187,7 +193,15 @@ def _config(spec: ExperimentSpec, base: Path) -> dict[str, Any]:
 
 def _agent(agent: AgentSpec, base: Path) -> ExperimentAgent:
     options: dict[str, Any] = {}
-    for key in ("model", "effort", "base_url", "api_key_env", "max_turns", "max_tokens", "agent_command"):
+    for key in (
+        "model",
+        "effort",
+        "base_url",
+        "api_key_env",
+        "max_turns",
+        "max_tokens",
+        "agent_command",
+    ):
         value = getattr(agent, key)
         if value is not None:
             options[key] = value
@@ -195,11 +209,15 @@ def _agent(agent: AgentSpec, base: Path) -> ExperimentAgent:
         options["agent_env"] = sorted(set(agent.agent_env))
     if agent.skills:
         options["skills"] = [str((base / skill).resolve()) for skill in agent.skills]
-    return ExperimentAgent(name=agent.name or agent.provider, provider=agent.provider, options=options)
+    return ExperimentAgent(
+        name=agent.name or agent.provider, provider=agent.provider, options=options
+    )
 
 
 def _params(params: dict[str, str | int | float | bool]) -> dict[str, Any]:
-    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in params.items()}
+    return {
+        key: value if isinstance(value, str) else json.dumps(value) for key, value in params.items()
+    }
 
 
 def _unique(labels: list[str], key: str) -> None:
@@ -218,7 +236,9 @@ def resolve(spec: ExperimentSpec, base: str | Path) -> ExperimentCreated:
     that matrix (the same spec resolves to the same digest). ``base``: the spec's directory."""
     base = Path(base)
     if not _NAME.fullmatch(spec.name):
-        raise SpecError(f"name: {spec.name!r} must be letters, digits, '.', '_' or '-' (at most 100)")
+        raise SpecError(
+            f"name: {spec.name!r} must be letters, digits, '.', '_' or '-' (at most 100)"
+        )
     if not spec.agents:
         raise SpecError("agents: give at least one [[agents]]")
     if not spec.benchmarks:
@@ -234,7 +254,8 @@ def resolve(spec: ExperimentSpec, base: str | Path) -> ExperimentCreated:
     config = _config(spec, base)
     agents = [_agent(agent, base) for agent in spec.agents]
     benchmarks = [
-        ExperimentBenchmark(name=b.name or b.id, id=b.id, params=_params(b.params)) for b in spec.benchmarks
+        ExperimentBenchmark(name=b.name or b.id, id=b.id, params=_params(b.params))
+        for b in spec.benchmarks
     ]
     _unique([a.name for a in agents], "agents")
     _unique([b.name for b in benchmarks], "benchmarks")

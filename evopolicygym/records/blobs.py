@@ -44,7 +44,14 @@ from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramErr
 from evopolicygym.records.sqlite import read_only_connection
 from evopolicygym.records.store import StoreError
 
-__all__ = ["MAX_BLOB_BYTES", "PACK_MAX_BYTES", "BlobCorrupt", "BlobError", "BlobMissing", "BlobStore"]
+__all__ = [
+    "MAX_BLOB_BYTES",
+    "PACK_MAX_BYTES",
+    "BlobCorrupt",
+    "BlobError",
+    "BlobMissing",
+    "BlobStore",
+]
 
 MAX_BLOB_BYTES = 256 * 1024 * 1024
 # Blobs whose encoded form is at most this many bytes go to the pack (when packing).
@@ -227,7 +234,9 @@ class BlobStore:
     ``has_program`` / ``program_tree`` / ``_record_program``, so another backend (PostgreSQL:
     ``records.pgblobs``) overrides those and keeps the same checks on every read."""
 
-    def __init__(self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False
+    ) -> None:
         """``pack``: write small blobs and program mappings to ``pack.db`` (see above);
         reads look there either way. ``read_only``: the pack is only read (see
         ``records.sqlite.read_only_connection``)."""
@@ -249,7 +258,9 @@ class BlobStore:
         return {"root": str(self.root), "pack": self._packing, "read_only": self._read_only}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        BlobStore.__init__(self, state["root"], pack=bool(state["pack"]), read_only=bool(state["read_only"]))
+        BlobStore.__init__(
+            self, state["root"], pack=bool(state["pack"]), read_only=bool(state["read_only"])
+        )
 
     # -- the pack --------------------------------------------------------------------------
 
@@ -272,7 +283,12 @@ class BlobStore:
             if self._read_only:
                 conn = read_only_connection(path, "the blob pack")
             else:
-                conn = sqlite3.connect(path, timeout=_PACK_BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    path,
+                    timeout=_PACK_BUSY_MS / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
                 conn.execute(f"PRAGMA busy_timeout = {_PACK_BUSY_MS}")
                 conn.execute("PRAGMA synchronous = FULL")
             self._pack_conn, self._pack_pid = conn, os.getpid()
@@ -303,11 +319,15 @@ class BlobStore:
                 conn = self._pack()
                 if conn is None:
                     return None
-                row = conn.execute(f"SELECT {column} FROM {table} WHERE digest = ?", (digest,)).fetchone()
+                row = conn.execute(
+                    f"SELECT {column} FROM {table} WHERE digest = ?", (digest,)
+                ).fetchone()
             except sqlite3.DatabaseError as exc:
                 if _no_table(exc):
                     return None
-                raise BlobCorrupt(digest, f"the pack {self.pack_path} cannot be read ({exc})") from exc
+                raise BlobCorrupt(
+                    digest, f"the pack {self.pack_path} cannot be read ({exc})"
+                ) from exc
         return None if row is None else row[0]
 
     def _pack_keys(self, table: str) -> list[str]:
@@ -316,7 +336,9 @@ class BlobStore:
                 conn = self._pack()
                 if conn is None:
                     return []
-                return [row[0] for row in conn.execute(f"SELECT digest FROM {table} ORDER BY digest")]
+                return [
+                    row[0] for row in conn.execute(f"SELECT digest FROM {table} ORDER BY digest")
+                ]
             except sqlite3.DatabaseError as exc:
                 if _no_table(exc):
                     return []
@@ -390,7 +412,9 @@ class BlobStore:
             if stored is None:
                 raise BlobMissing(digest) from None
             if not isinstance(stored, bytes):
-                raise BlobCorrupt(digest, f"the pack holds a {type(stored).__name__}, not bytes") from None
+                raise BlobCorrupt(
+                    digest, f"the pack holds a {type(stored).__name__}, not bytes"
+                ) from None
             return stored
 
     def get(self, digest: str) -> bytes:
@@ -406,7 +430,10 @@ class BlobStore:
         self.get(digest)
 
     def has(self, digest: str) -> bool:
-        return self.path(digest).is_file() or self._pack_get("blobs", "length(data)", digest) is not None
+        return (
+            self.path(digest).is_file()
+            or self._pack_get("blobs", "length(data)", digest) is not None
+        )
 
     def size(self, digest: str) -> int:
         """Uncompressed size, from the file length or the zstd frame header (content unchecked)."""
@@ -457,7 +484,9 @@ class BlobStore:
         if self.has_program(program.digest):
             return program.digest
         files = sorted(program.files, key=lambda e: e[0].encode("utf-8"))
-        entries = [_TreeEntry(path=path, blob=_sha256(data), size=len(data)) for path, data in files]
+        entries = [
+            _TreeEntry(path=path, blob=_sha256(data), size=len(data)) for path, data in files
+        ]
         tree = msgspec.json.encode(_Tree(format=_TREE_FORMAT, entries=entries), order="sorted")
         # The files and the tree in one put (one commit where they are packed).
         tree_digest = self.put_many([data for _path, data in files] + [tree])[-1]
@@ -468,7 +497,10 @@ class BlobStore:
     def _record_program(self, digest: str, tree_digest: str) -> None:
         """Map program ``digest`` to its tree blob (a backend's own write; once per program)."""
         if self._packing:
-            self._pack_write("INSERT OR IGNORE INTO programs (digest, tree) VALUES (?, ?)", [(digest, tree_digest)])
+            self._pack_write(
+                "INSERT OR IGNORE INTO programs (digest, tree) VALUES (?, ?)",
+                [(digest, tree_digest)],
+            )
             return
         _write_atomic(self._program_path(digest), tree_digest.encode("ascii") + b"\n")
 
@@ -492,10 +524,17 @@ class BlobStore:
         except sqlite3.DatabaseError as exc:
             return [f"the blob pack {self.pack_path} is damaged: {exc}"]
         messages = [str(row[0]) for row in rows]
-        return [] if messages == ["ok"] else [f"the blob pack {self.pack_path} is damaged: {m}" for m in messages]
+        return (
+            []
+            if messages == ["ok"]
+            else [f"the blob pack {self.pack_path} is damaged: {m}" for m in messages]
+        )
 
     def has_program(self, digest: str) -> bool:
-        return self._program_path(digest).is_file() or self._pack_get("programs", "1", digest) is not None
+        return (
+            self._program_path(digest).is_file()
+            or self._pack_get("programs", "1", digest) is not None
+        )
 
     def program_tree(self, digest: str) -> str:
         """Digest of the tree blob recorded for program ``digest``."""

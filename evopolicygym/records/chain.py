@@ -25,5 +25,15 @@ def chain_hash(
     payload_hash: str,
 ) -> str:
     """sha256 over a domain tag and a JSON array of the fields: unambiguous and cheap."""
-    fields = [prev_hash, position, stream_id, stream_version, event_id, type_name, schema_version, recorded_at, payload_hash]
+    fields = [
+        prev_hash,
+        position,
+        stream_id,
+        stream_version,
+        event_id,
+        type_name,
+        schema_version,
+        recorded_at,
+        payload_hash,
+    ]
     return hashlib.sha256(_DOMAIN + _encode(fields)).hexdigest()

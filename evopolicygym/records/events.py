@@ -148,7 +148,9 @@ class RunCreated(Event, frozen=True, kw_only=True):
     pool: list[PoolEntry] = []
     pool_blob: str | None = None
     seeds: dict[str, int] = {}  # Host-private: derived validation/assessment seeds
-    skill_program_digests: list[str] = []  # skill directories given to the Agent, stored as programs
+    skill_program_digests: list[
+        str
+    ] = []  # skill directories given to the Agent, stored as programs
     # How the Agent was contained: "namespaces" (its jail held), or "none" where the Run was
     # started with --allow-uncontained-agent (or containment turned off) and no jail could
     # be set up. None: recorded before the Host checked.
@@ -497,7 +499,9 @@ def decode_event(type_name: str, schema_version: int, payload: bytes) -> Event:
                 decoder = _DECODERS[cls] = msgspec.json.Decoder(cls)
             return decoder.decode(payload)
         if schema_version > current:
-            raise EventCodecError(f"{type_name} v{schema_version} is newer than this code (v{current})")
+            raise EventCodecError(
+                f"{type_name} v{schema_version} is newer than this code (v{current})"
+            )
         data: dict[str, Any] = _RAW.decode(payload)
         for version in range(schema_version, current):
             upcast = _UPCASTERS.get((type_name, version))

@@ -98,7 +98,9 @@ class ExperimentRecord:
             self.created = event
             self.attempts = {cell.cell_id: [] for cell in event.cells}
         elif isinstance(event, CellRunAssigned):
-            self.attempts.setdefault(event.cell_id, []).append(Assignment(event.run_id, event.attempt))
+            self.attempts.setdefault(event.cell_id, []).append(
+                Assignment(event.run_id, event.attempt)
+            )
         elif isinstance(event, CellRunEnded):
             for assignment in self.attempts.get(event.cell_id, []):
                 if assignment.run_id == event.run_id:
@@ -168,7 +170,9 @@ def read_experiment(events: EventStore, experiment_id: str) -> ExperimentRecord:
 
 def fold_experiment(events: EventStore, experiment_id: str) -> ExperimentRecord:
     """The experiment folded from its stream (``created`` is None where there is none)."""
-    return ExperimentRecord(experiment_id).fold(events.read_stream(experiment_stream_id(experiment_id), 0))
+    return ExperimentRecord(experiment_id).fold(
+        events.read_stream(experiment_stream_id(experiment_id), 0)
+    )
 
 
 def experiment_runs(events: EventStore, experiment_id: str) -> list[CellRun]:

@@ -266,7 +266,9 @@ class PgBlobStore(BlobStore):
 
     def stored_size(self, digest: str) -> int:
         def read(conn: psycopg.Connection[Any]) -> int | None:
-            row = conn.execute("SELECT stored_size FROM blobs WHERE digest = %s", (digest,)).fetchone()
+            row = conn.execute(
+                "SELECT stored_size FROM blobs WHERE digest = %s", (digest,)
+            ).fetchone()
             return None if row is None else int(row[0])
 
         size = self._call(read)

@@ -75,13 +75,19 @@ _SESSION = ("SET lock_timeout = '30s'", "SET idle_in_transaction_session_timeout
 
 def is_postgres_url(location: object) -> bool:
     """Whether ``location`` (a --store value) names a PostgreSQL store."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+    return isinstance(location, str) and location.startswith(
+        ("postgresql://", "postgres://", "postgresql+psycopg://")
+    )
 
 
 def _driver_url(url: str) -> URL:
-    parsed = make_url(url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url)
+    parsed = make_url(
+        url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
+    )
     if parsed.get_backend_name() != "postgresql":
-        raise StoreError(f"{parsed.render_as_string(hide_password=True)} is not a postgresql:// URL")
+        raise StoreError(
+            f"{parsed.render_as_string(hide_password=True)} is not a postgresql:// URL"
+        )
     return parsed.set(drivername="postgresql+psycopg")
 
 
@@ -96,9 +102,13 @@ def _broken(exc: BaseException, raw: psycopg.Connection[Any] | None) -> bool:
     statement can run on it: worth one reconnect. A backend ended in the middle of an
     append's pipeline can leave the client in pipeline mode ("cannot exit pipeline mode while
     busy") without marking the connection broken: kept, it failed every later append."""
-    if raw is not None and (raw.closed or raw.broken or raw.pgconn.pipeline_status != pq.PipelineStatus.OFF):
+    if raw is not None and (
+        raw.closed or raw.broken or raw.pgconn.pipeline_status != pq.PipelineStatus.OFF
+    ):
         return True
-    return isinstance(exc, pg_errors.AdminShutdown | pg_errors.ConnectionFailure | pg_errors.CannotConnectNow)
+    return isinstance(
+        exc, pg_errors.AdminShutdown | pg_errors.ConnectionFailure | pg_errors.CannotConnectNow
+    )
 
 
 class PostgresEventStore:
@@ -112,7 +122,9 @@ class PostgresEventStore:
         self._lock = threading.RLock()
         # One connection per store object, used under our lock (as the SQLite store does);
         # autocommit, so a read is its own statement and never holds a snapshot open.
-        self.engine: Engine = create_engine(self._url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)
+        self.engine: Engine = create_engine(
+            self._url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0
+        )
         event.listen(self.engine, "connect", _configure)
         self._conn: Connection | None = None
         try:
@@ -128,7 +140,9 @@ class PostgresEventStore:
             self._drop_connection()
             self.engine.dispose()
             if isinstance(exc, sqlalchemy.exc.SQLAlchemyError | psycopg.Error):
-                raise StoreError(f"{self.url}: cannot open the event log ({_first_line(exc)})") from exc
+                raise StoreError(
+                    f"{self.url}: cannot open the event log ({_first_line(exc)})"
+                ) from exc
             raise
 
     # ----------------------------------------------------------------- connections
@@ -137,10 +151,16 @@ class PostgresEventStore:
         try:
             self._conn = self.engine.connect()
         except sqlalchemy.exc.OperationalError as exc:
-            if not isinstance(exc.orig, pg_errors.InvalidCatalogName | psycopg.OperationalError) or "does not exist" not in str(exc.orig):
-                raise StoreError(f"{self.url}: cannot connect ({_first_line(exc.orig or exc)})") from exc
+            if not isinstance(
+                exc.orig, pg_errors.InvalidCatalogName | psycopg.OperationalError
+            ) or "does not exist" not in str(exc.orig):
+                raise StoreError(
+                    f"{self.url}: cannot connect ({_first_line(exc.orig or exc)})"
+                ) from exc
             if not create:
-                raise StoreError(f"no event log at {self.url} (the database does not exist)") from exc
+                raise StoreError(
+                    f"no event log at {self.url} (the database does not exist)"
+                ) from exc
             self._create_database()
             self._conn = self.engine.connect()
         self._raw: psycopg.Connection[Any] = self._conn.connection.driver_connection  # type: ignore[assignment]
@@ -151,14 +171,22 @@ class PostgresEventStore:
         name = self._url.database
         if not name:
             raise StoreError(f"{self.url} names no database")
-        admin = self._url.set(database="postgres").set(drivername="postgresql").render_as_string(hide_password=False)
+        admin = (
+            self._url.set(database="postgres")
+            .set(drivername="postgresql")
+            .render_as_string(hide_password=False)
+        )
         try:
             with psycopg.connect(admin, autocommit=True) as connection:
-                connection.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+                connection.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
         except (pg_errors.DuplicateDatabase, pg_errors.UniqueViolation):
             pass
         except psycopg.Error as exc:
-            raise StoreError(f"{self.url}: cannot create the database ({_first_line(exc)})") from exc
+            raise StoreError(
+                f"{self.url}: cannot create the database ({_first_line(exc)})"
+            ) from exc
 
     def _drop_connection(self) -> None:
         if self._conn is not None:
@@ -173,7 +201,9 @@ class PostgresEventStore:
         try:
             self._connect()
         except sqlalchemy.exc.SQLAlchemyError as exc:
-            raise StoreError(f"{self.url}: the connection was lost and cannot be reopened ({_first_line(exc)})") from exc
+            raise StoreError(
+                f"{self.url}: the connection was lost and cannot be reopened ({_first_line(exc)})"
+            ) from exc
 
     def _run(self, work: Callable[[psycopg.Connection[Any]], Any], what: str) -> Any:
         """``work`` on the connection under the lock; a dropped connection is reopened and
@@ -213,7 +243,10 @@ class PostgresEventStore:
         statements: list[str] = []
         for table in LogModel.metadata.sorted_tables:
             statements.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
-            statements.extend(str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect)) for i in table.indexes)
+            statements.extend(
+                str(CreateIndex(i, if_not_exists=True).compile(dialect=dialect))
+                for i in table.indexes
+            )
         raw = self._raw
         try:
             with raw.transaction():
@@ -223,29 +256,42 @@ class PostgresEventStore:
                         raw.execute(statement)
                     raw.execute(_TRIGGER_FUNCTION)
                     for name, when in _TRIGGERS.items():
-                        raw.execute(f"CREATE TRIGGER {name} {when} EXECUTE FUNCTION evopolicy_events_append_only()")
+                        raw.execute(
+                            f"CREATE TRIGGER {name} {when} EXECUTE FUNCTION evopolicy_events_append_only()"
+                        )
                     raw.execute(
                         "INSERT INTO store_meta (key, value) VALUES ('format_version', %s) ON CONFLICT DO NOTHING",
                         (str(FORMAT_VERSION),),
                     )
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
             if raw.execute("SELECT to_regclass('store_meta')").fetchone() == (None,):
-                raise StoreError(f"{self.url} is read-only: no event log can be created in it") from exc
+                raise StoreError(
+                    f"{self.url} is read-only: no event log can be created in it"
+                ) from exc
             raise StoreError(f"{self.url} is read-only: nothing can be recorded in it") from exc
 
     def _check_format(self) -> None:
         raw = self._raw
-        if raw.execute("SELECT to_regclass('store_meta'), to_regclass('events')").fetchone() == (None, None):
+        if raw.execute("SELECT to_regclass('store_meta'), to_regclass('events')").fetchone() == (
+            None,
+            None,
+        ):
             raise StoreError(f"no event log at {self.url}")
         try:
-            row = raw.execute("SELECT value FROM store_meta WHERE key = 'format_version'").fetchone()
+            row = raw.execute(
+                "SELECT value FROM store_meta WHERE key = 'format_version'"
+            ).fetchone()
         except psycopg.Error as exc:
-            raise StoreError(f"{self.url} is not an EvoPolicyGym event log ({_first_line(exc)})") from exc
+            raise StoreError(
+                f"{self.url} is not an EvoPolicyGym event log ({_first_line(exc)})"
+            ) from exc
         if row is None:
             raise StoreError(f"{self.url} is not an EvoPolicyGym event log (no format version)")
         found = int(row[0])
         if found > FORMAT_VERSION:
-            raise StoreError(f"{self.url} has log format {found}; this version reads up to {FORMAT_VERSION}")
+            raise StoreError(
+                f"{self.url} has log format {found}; this version reads up to {FORMAT_VERSION}"
+            )
         if found < FORMAT_VERSION:
             raise StoreError(f"{self.url} has log format {found}; upgrade it explicitly first")
         oid = raw.execute("SELECT 'events'::regclass::oid::bigint").fetchone()
@@ -265,7 +311,9 @@ class PostgresEventStore:
 
     # ----------------------------------------------------------------- the contract
 
-    def append(self, stream_id: str, events: Sequence[NewEvent], expected_version: int) -> list[int]:
+    def append(
+        self, stream_id: str, events: Sequence[NewEvent], expected_version: int
+    ) -> list[int]:
         if not stream_id or len(stream_id) > 200:
             raise ValueError("stream_id must be a non-empty string of at most 200 characters")
         if not events:
@@ -290,12 +338,19 @@ class PostgresEventStore:
             cause = exc.__cause__
             if isinstance(cause, pg_errors.UniqueViolation):
                 # Only a writer that does not take the append lock can get here.
-                raise DuplicateEventError(f"the append collides with events already in the log ({_first_line(cause)})") from cause
+                raise DuplicateEventError(
+                    f"the append collides with events already in the log ({_first_line(cause)})"
+                ) from cause
             raise
         return positions
 
     def _append(
-        self, cursor: psycopg.Cursor[Any], stream_id: str, events: Sequence[NewEvent], hashes: list[str], expected_version: int
+        self,
+        cursor: psycopg.Cursor[Any],
+        stream_id: str,
+        events: Sequence[NewEvent],
+        hashes: list[str],
+        expected_version: int,
     ) -> list[int]:
         # Serialize appends to this store: every read below sees every append committed before.
         # The lock and both reads go in one round trip (a pipeline): each statement still
@@ -329,7 +384,9 @@ class PostgresEventStore:
                 for row in rows:
                     copy.write_row(row)
         else:
-            cursor.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows)
+            cursor.executemany(
+                f"INSERT INTO events ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", rows
+            )
         self._inside_append(cursor)
         return positions
 
@@ -354,7 +411,10 @@ class PostgresEventStore:
         return [Envelope.from_row(row) for row in self.read_all_rows(from_position, limit)]
 
     def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[Row]:
-        return self._select(f"SELECT {_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s", (from_position, limit))
+        return self._select(
+            f"SELECT {_COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s",
+            (from_position, limit),
+        )
 
     def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[Row]:
         return self._select(
@@ -394,7 +454,9 @@ class PostgresEventStore:
                     (prefix, prefix),
                 )
         else:
-            rows = self._select("SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY stream_id")
+            rows = self._select(
+                "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY stream_id"
+            )
         return [StreamInfo(stream_id, version) for stream_id, version in rows]
 
     def integrity_problems(self) -> list[str]:
@@ -406,7 +468,9 @@ class PostgresEventStore:
                 "WHERE i.indrelid = 'events'::regclass ORDER BY c.relname"
             )
             triggers: dict[str, str] = dict(
-                self._select("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'events'::regclass AND NOT tgisinternal")
+                self._select(
+                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'events'::regclass AND NOT tgisinternal"
+                )
             )
             amcheck = self._select("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'")
         except StoreError as exc:
@@ -415,9 +479,13 @@ class PostgresEventStore:
         for name in _TRIGGERS:
             state = triggers.get(name)
             if state is None:
-                problems.append(f"the append-only trigger {name} is missing: the log can be changed")
+                problems.append(
+                    f"the append-only trigger {name} is missing: the log can be changed"
+                )
             elif state == "D":
-                problems.append(f"the append-only trigger {name} is disabled: the log can be changed")
+                problems.append(
+                    f"the append-only trigger {name} is disabled: the log can be changed"
+                )
         if amcheck:
             for name, valid in indexes:
                 if valid:
@@ -439,7 +507,19 @@ class PostgresEventStore:
         self.close()
 
 
-_COPY_TYPES = ["bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text"]
+_COPY_TYPES = [
+    "bigint",
+    "text",
+    "integer",
+    "text",
+    "text",
+    "integer",
+    "bigint",
+    "bytea",
+    "text",
+    "text",
+    "text",
+]
 
 
 def _first_line(exc: BaseException) -> str:

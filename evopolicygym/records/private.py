@@ -78,7 +78,10 @@ class PrivateValues:
             text = text.replace(secret, REDACTED)
         if self.unknown:
             return _NUMBER.sub(
-                lambda m: REDACTED if len(m.group().lstrip("0")) >= _MIN_PRIVATE_DIGITS else m.group(), text
+                lambda m: (
+                    REDACTED if len(m.group().lstrip("0")) >= _MIN_PRIVATE_DIGITS else m.group()
+                ),
+                text,
             )
         if not self.numbers:
             return text

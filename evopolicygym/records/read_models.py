@@ -544,7 +544,9 @@ SUBMISSIONS_TABLE = _Table(
     key=("run_id", "submission_id"),
 )
 # The columns a SubmissionSummary holds (all but the key), and which of them are times.
-_SUBMISSION_FIELDS = tuple(n for n in SUBMISSIONS_TABLE.names if n not in ("run_id", "submission_id"))
+_SUBMISSION_FIELDS = tuple(
+    n for n in SUBMISSIONS_TABLE.names if n not in ("run_id", "submission_id")
+)
 _SUBMISSION_TIMES = frozenset(n for n, kind in SUBMISSIONS_TABLE.columns if kind == "TIMESTAMP")
 _SUBMISSION_TYPES = frozenset(
     cls.type_name()
@@ -564,7 +566,11 @@ def _submission_summary(row: dict[str, Any]) -> SubmissionSummary:
     summary = SubmissionSummary(row["submission_id"])
     for name in _SUBMISSION_FIELDS:
         value = row[name]
-        setattr(summary, name, value * 1000 if name in _SUBMISSION_TIMES and value is not None else value)
+        setattr(
+            summary,
+            name,
+            value * 1000 if name in _SUBMISSION_TIMES and value is not None else value,
+        )
     return summary
 
 

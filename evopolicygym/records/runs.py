@@ -331,7 +331,9 @@ class RunSummary:
     def success(self) -> bool:
         """Finished (the Agent handed off and no fault followed), and the final Program
         improved on the initial one."""
-        return self.terminal_reason == "finished" and self.handoff == "agent" and self.improved is True
+        return (
+            self.terminal_reason == "finished" and self.handoff == "agent" and self.improved is True
+        )
 
     def public_config(self) -> dict[str, Any] | None:
         return None if self.config is None else public(self.config)
@@ -357,7 +359,9 @@ class RunSummary:
                 # run_id stays the stream's: RunCreated naming another is a fault replay reports.
                 self.benchmark_id = event.benchmark_id
                 self.benchmark_spec = event.benchmark_spec
-                self.score_direction = str(event.benchmark_spec.get("score_direction") or "maximize")
+                self.score_direction = str(
+                    event.benchmark_spec.get("score_direction") or "maximize"
+                )
                 self.agent = event.agent
                 self.config = event.config
                 self.pool_size = recorded_pool_size(event)
@@ -498,7 +502,9 @@ class AmbiguousRun(UnknownRun):
     def __init__(self, run: str, matches: list[str]) -> None:
         shown = ", ".join(matches[:_SHOWN_MATCHES])
         more = f" and {len(matches) - _SHOWN_MATCHES} more" if len(matches) > _SHOWN_MATCHES else ""
-        super().__init__(f"{run!r} is the start of {len(matches)} run ids ({shown}{more}): give more of one")
+        super().__init__(
+            f"{run!r} is the start of {len(matches)} run ids ({shown}{more}): give more of one"
+        )
         self.matches = matches
 
 
@@ -568,16 +574,22 @@ def overview(events: EventStore, info: StreamInfo) -> RunSummary:
         if last is not None and last.type in (RunFinished.type_name(), RunInterrupted.type_name()):
             envelopes.append(last)
     summary.fold(envelopes)
-    summary.events = info.version  # stream versions are contiguous from 1 ('record verify' checks it)
+    summary.events = (
+        info.version
+    )  # stream versions are contiguous from 1 ('record verify' checks it)
     return summary
 
 
-def program_of(summary: RunSummary, which: int | Literal["initial", "final"]) -> tuple[str, int | str]:
+def program_of(
+    summary: RunSummary, which: int | Literal["initial", "final"]
+) -> tuple[str, int | str]:
     """The Program digest of ``which`` (a Submission id, ``initial`` or ``final``) and its
     label (``initial`` or the Submission id); LookupError says why there is none."""
     if which == "initial":
         if summary.initial_program_digest is None:
-            raise LookupError(f"run {summary.run_id} has no RunCreated event, so no initial program")
+            raise LookupError(
+                f"run {summary.run_id} has no RunCreated event, so no initial program"
+            )
         return summary.initial_program_digest, "initial"
     if which == "final":
         if summary.final_submission_id is None or summary.final_program_digest is None:

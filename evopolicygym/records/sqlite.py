@@ -84,7 +84,8 @@ def _create(path: Path) -> None:
             for statement in (*statements, *_APPEND_ONLY):
                 connection.execute(statement)
             connection.execute(
-                "INSERT INTO store_meta (key, value) VALUES ('format_version', ?)", (str(FORMAT_VERSION),)
+                "INSERT INTO store_meta (key, value) VALUES ('format_version', ?)",
+                (str(FORMAT_VERSION),),
             )
             connection.execute("COMMIT")
         finally:
@@ -99,7 +100,11 @@ def _create(path: Path) -> None:
                 os.replace(aside, path)
         _fsync_dir(path.parent)
     finally:
-        for leftover in (aside, aside.with_name(aside.name + "-wal"), aside.with_name(aside.name + "-shm")):
+        for leftover in (
+            aside,
+            aside.with_name(aside.name + "-wal"),
+            aside.with_name(aside.name + "-shm"),
+        ):
             leftover.unlink(missing_ok=True)
 
 
@@ -119,7 +124,12 @@ def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
     that is no database at all is SQLite's ``DatabaseError``, for the caller to name."""
     uri = "file:" + quote(str(path.resolve()))
     wal = path.with_name(path.name + "-wal")
-    options = {"uri": True, "timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None, "check_same_thread": False}
+    options = {
+        "uri": True,
+        "timeout": BUSY_TIMEOUT_MS / 1000,
+        "isolation_level": None,
+        "check_same_thread": False,
+    }
     if not (wal.exists() and wal.stat().st_size > 0):
         return sqlite3.connect(uri + "?mode=ro&immutable=1", **options)  # type: ignore[arg-type]
     conn = sqlite3.connect(uri + "?mode=ro", **options)  # type: ignore[arg-type]
@@ -139,7 +149,9 @@ def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
 class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = False, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = False, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
         # On read-only media (or a file this user may not write) the log is opened
         # immutable: SQLite then needs neither its -shm file nor a lock, and reads work;
@@ -163,7 +175,10 @@ class SQLiteEventStore:
                 raw = read_only_connection(self.path, "the event log")
             else:
                 raw = sqlite3.connect(
-                    self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                    self.path,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             raw.execute("PRAGMA synchronous = FULL")
@@ -174,7 +189,9 @@ class SQLiteEventStore:
             if raw is not None:
                 raw.close()
             if isinstance(exc, sqlite3.Error) and _not_a_database(exc):
-                raise StoreError(f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)") from exc
+                raise StoreError(
+                    f"{self.path} is not an EvoPolicyGym event log (not an SQLite file)"
+                ) from exc
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"{self.path}: cannot open the event log ({exc})") from exc
             raise
@@ -186,7 +203,9 @@ class SQLiteEventStore:
             try:
                 yield
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: the event log cannot be read ({exc}); run 'evopolicy record verify'") from exc
+                raise StoreError(
+                    f"{self.path}: the event log cannot be read ({exc}); run 'evopolicy record verify'"
+                ) from exc
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Cursor]:
@@ -208,7 +227,9 @@ class SQLiteEventStore:
 
     def _check_format(self) -> None:
         try:
-            row = self._raw.execute("SELECT value FROM store_meta WHERE key = 'format_version'").fetchone()
+            row = self._raw.execute(
+                "SELECT value FROM store_meta WHERE key = 'format_version'"
+            ).fetchone()
         except sqlite3.DatabaseError as exc:
             if _not_a_database(exc):
                 raise  # said as __init__ says it
@@ -217,13 +238,17 @@ class SQLiteEventStore:
             raise StoreError(f"{self.path} is not an EvoPolicyGym event log (no format version)")
         found = int(row[0])
         if found > FORMAT_VERSION:
-            raise StoreError(f"{self.path} has log format {found}; this version reads up to {FORMAT_VERSION}")
+            raise StoreError(
+                f"{self.path} has log format {found}; this version reads up to {FORMAT_VERSION}"
+            )
         if found < FORMAT_VERSION:
             raise StoreError(f"{self.path} has log format {found}; upgrade it explicitly first")
 
     # ----------------------------------------------------------------- the contract
 
-    def append(self, stream_id: str, events: Sequence[NewEvent], expected_version: int) -> list[int]:
+    def append(
+        self, stream_id: str, events: Sequence[NewEvent], expected_version: int
+    ) -> list[int]:
         if not stream_id or len(stream_id) > 200:
             raise ValueError("stream_id must be a non-empty string of at most 200 characters")
         if not events:
@@ -242,15 +267,20 @@ class SQLiteEventStore:
             if existing:
                 return retried_positions(stream_id, events, hashes, existing)
             current = cursor.execute(
-                "SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = ?", (stream_id,)
+                "SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = ?",
+                (stream_id,),
             ).fetchone()[0]
             if expected_version != ANY_VERSION and current != expected_version:
                 raise ExpectedVersionError(stream_id, expected_version, current)
-            last = cursor.execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1").fetchone()
+            last = cursor.execute(
+                "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+            ).fetchone()
             position, prev = last if last else (0, GENESIS)
             now = time.time_ns()
             rows, positions = chained_rows(stream_id, events, hashes, current, position, prev, now)
-            cursor.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+            cursor.executemany(
+                f"INSERT INTO events ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows
+            )
         return positions
 
     def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
@@ -273,7 +303,8 @@ class SQLiteEventStore:
     def read_all_rows(self, from_position: int = 0, limit: int = 1000) -> list[Row]:
         with self._reading():
             return self._raw.execute(
-                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?", (from_position, limit)
+                f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+                (from_position, limit),
             ).fetchall()
 
     def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[Row]:
@@ -292,7 +323,9 @@ class SQLiteEventStore:
         except sqlite3.DatabaseError as exc:
             return [f"the database file is damaged: {exc}"]
         messages = [str(row[0]) for row in rows]
-        return [] if messages == ["ok"] else [f"the database file is damaged: {m}" for m in messages]
+        return (
+            [] if messages == ["ok"] else [f"the database file is damaged: {m}" for m in messages]
+        )
 
     def head(self) -> int:
         with self._reading():

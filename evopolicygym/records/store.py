@@ -88,7 +88,13 @@ class EventTooLarge(StoreError):
 
 
 def chained_rows(
-    stream_id: str, events: Sequence[NewEvent], hashes: list[str], current: int, position: int, prev: str, now: int
+    stream_id: str,
+    events: Sequence[NewEvent],
+    hashes: list[str],
+    current: int,
+    position: int,
+    prev: str,
+    now: int,
 ) -> tuple[list[Row], list[int]]:
     """The rows of an append (in the envelope's column order) after the log's last ``position``
     and hash ``prev`` and the stream's version ``current``, each chained to the one before,
@@ -98,8 +104,32 @@ def chained_rows(
     for offset, (new, digest) in enumerate(zip(events, hashes, strict=True)):
         position += 1
         version = current + offset + 1
-        link = chain_hash(prev, position, stream_id, version, new.event_id, new.type, new.schema_version, now, digest)
-        rows.append((position, stream_id, version, new.event_id, new.type, new.schema_version, now, new.payload, digest, prev, link))
+        link = chain_hash(
+            prev,
+            position,
+            stream_id,
+            version,
+            new.event_id,
+            new.type,
+            new.schema_version,
+            now,
+            digest,
+        )
+        rows.append(
+            (
+                position,
+                stream_id,
+                version,
+                new.event_id,
+                new.type,
+                new.schema_version,
+                now,
+                new.payload,
+                digest,
+                prev,
+                link,
+            )
+        )
         positions.append(position)
         prev = link
     return rows, positions
@@ -120,18 +150,29 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
-def retried_positions(stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]) -> list[int]:
+def retried_positions(
+    stream_id: str, events: Sequence[NewEvent], hashes: list[str], existing: list[Row]
+) -> list[int]:
     """The positions a retried append already holds, from the rows (event_id, position, stream_id,
     type, schema_version, payload_hash) its event ids found; DuplicateEventError unless every
     event is there, with the same content (an append is all new or all retried)."""
     found = {row[0]: row for row in existing}
     if len(found) != len(events):
-        raise DuplicateEventError(f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried")
+        raise DuplicateEventError(
+            f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried"
+        )
     positions = []
     for new, digest in zip(events, hashes, strict=True):
         _, position, stored_stream, stored_type, stored_version, stored_hash = found[new.event_id]
-        if (stored_stream, stored_type, stored_version, stored_hash) != (stream_id, new.type, new.schema_version, digest):
-            raise DuplicateEventError(f"event id {new.event_id!r} is already in the log with different content")
+        if (stored_stream, stored_type, stored_version, stored_hash) != (
+            stream_id,
+            new.type,
+            new.schema_version,
+            digest,
+        ):
+            raise DuplicateEventError(
+                f"event id {new.event_id!r} is already in the log with different content"
+            )
         positions.append(position)
     return positions
 
@@ -151,7 +192,9 @@ class StreamInfo(msgspec.Struct, frozen=True):
 
 
 class EventStore(Protocol):
-    def append(self, stream_id: str, events: Sequence[NewEvent], expected_version: int) -> list[int]:
+    def append(
+        self, stream_id: str, events: Sequence[NewEvent], expected_version: int
+    ) -> list[int]:
         """Append atomically; return the global positions. Retrying the same ids is a no-op.
         ``EventTooLarge`` (nothing appended) if a payload is over ``MAX_EVENT_BYTES``."""
         ...

@@ -37,7 +37,9 @@ def encode_trace(initial_observation: Any, steps: list[Any]) -> bytes:
         {
             "format": TRACE_FORMAT,
             "initial_observation": initial_observation,
-            "steps": [[s.action, s.reward, s.terminated, s.truncated, s.observation] for s in steps],
+            "steps": [
+                [s.action, s.reward, s.terminated, s.truncated, s.observation] for s in steps
+            ],
         },
         enc_hook=plain_hook,
     )
@@ -56,5 +58,7 @@ def decode_trace(data: bytes) -> Trace:
     elif not isinstance(raw, list):
         raise ValueError("not a trace: unknown format")
     if not isinstance(steps, list) or not all(isinstance(s, list) and len(s) == 5 for s in steps):
-        raise ValueError("not a trace: steps are not [action, reward, terminated, truncated, observation]")
+        raise ValueError(
+            "not a trace: steps are not [action, reward, terminated, truncated, observation]"
+        )
     return Trace(initial, [(s[0], float(s[1]), bool(s[2]), bool(s[3]), s[4]) for s in steps])

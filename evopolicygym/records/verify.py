@@ -114,7 +114,9 @@ class Anchor(msgspec.Struct, frozen=True, kw_only=True):
     def parse(cls, text: str) -> Anchor:
         found = _ANCHOR.fullmatch(text.strip())
         if found is None:
-            raise ValueError(f"an anchor is POSITION:HASH (as `evopolicy record head` prints it), not {text!r}")
+            raise ValueError(
+                f"an anchor is POSITION:HASH (as `evopolicy record head` prints it), not {text!r}"
+            )
         return cls(position=int(found.group(1)), hash=found.group(2))
 
 
@@ -373,7 +375,9 @@ class _Walker:
             and self.checker.check("blob", event.pool_blob) is None
         ):  # the pool's manifest is intact (a problem with it is reported above): its chunks
             for bad in pool_problems(self.checker.blobs, event):
-                found.append(("blob_missing" if bad.missing else "blob_corrupt", str(bad), event.pool_blob))
+                found.append(
+                    ("blob_missing" if bad.missing else "blob_corrupt", str(bad), event.pool_blob)
+                )
         return found
 
 
@@ -430,7 +434,9 @@ def verify_store(
     except StoreError as exc:
         if not problems:
             raise
-        problems.append(Problem(position=0, stream_id="", stream_version=0, kind="storage", message=str(exc)))
+        problems.append(
+            Problem(position=0, stream_id="", stream_version=0, kind="storage", message=str(exc))
+        )
         return VerifyReport(head=0, stream_id=stream_id, problems=problems)
     checked = walker.checker.seen.values() if walker.checker is not None else ()
     return VerifyReport(

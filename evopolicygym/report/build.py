@@ -40,7 +40,9 @@ def _many(runs: pd.DataFrame, submissions: pd.DataFrame, title: str, label: str)
 
     n = len(runs)
     subtitle = f"{n} Run" + ("" if n == 1 else "s")
-    return Report(page(title, subtitle, experiment_sections(runs, submissions, label), plotly_js()), n)
+    return Report(
+        page(title, subtitle, experiment_sections(runs, submissions, label), plotly_js()), n
+    )
 
 
 def experiment_report(store: Store, experiment_id: str) -> Report:
@@ -57,11 +59,18 @@ def experiment_report(store: Store, experiment_id: str) -> Report:
     return _many(runs, submissions, f"Experiment {experiment_id}", f"experiment {experiment_id}")
 
 
-def runs_report(store: Store, run_ids: Sequence[str] | None = None, *, title: str = "Runs") -> Report:
+def runs_report(
+    store: Store, run_ids: Sequence[str] | None = None, *, title: str = "Runs"
+) -> Report:
     """The experiment page over any Runs of the store (all of them by default): agents by
     name, Benchmarks by id."""
     from evopolicygym.analysis import runs_df, submissions_df
 
     runs = runs_df(store, run_ids=run_ids)
     submissions = submissions_df(store, run_ids=run_ids)
-    return _many(runs, submissions, title, "Runs of the store" if run_ids is None else f"{len(runs)} Runs named")
+    return _many(
+        runs,
+        submissions,
+        title,
+        "Runs of the store" if run_ids is None else f"{len(runs)} Runs named",
+    )

@@ -31,9 +31,20 @@ def best_so_far(summary: RunSummary, lineage: Mapping[int, Lineage]) -> list[Cur
     points: list[CurvePoint] = []
     for sid in sorted(summary.submissions):
         sub, line = summary.submissions[sid], lineage.get(sid)
-        if sub.status != "published" or sub.score is None or line is None or line.best_so_far_score is None:
+        if (
+            sub.status != "published"
+            or sub.score is None
+            or line is None
+            or line.best_so_far_score is None
+        ):
             continue
         points.append(
-            CurvePoint(sid, sub.budget_used or 0, sub.score, line.best_so_far_score, line.best_so_far_basis or "first")
+            CurvePoint(
+                sid,
+                sub.budget_used or 0,
+                sub.score,
+                line.best_so_far_score,
+                line.best_so_far_basis or "first",
+            )
         )
     return points

@@ -24,7 +24,9 @@ def _text(data: bytes) -> list[str] | None:
         return None
 
 
-def program_diff(before: Mapping[str, bytes], after: Mapping[str, bytes], before_label: str, after_label: str) -> str:
+def program_diff(
+    before: Mapping[str, bytes], after: Mapping[str, bytes], before_label: str, after_label: str
+) -> str:
     """A unified diff of every file of two Programs (empty: the same files)."""
     parts: list[str] = []
     for path in sorted(set(before) | set(after)):

@@ -45,21 +45,53 @@ def _frame_table(frame: pd.DataFrame, columns: list[str], headers: list[str] | N
 def _overview(runs: pd.DataFrame, current: pd.DataFrame, label: str) -> str:
     statuses = current["status"].fillna("running").value_counts()
     pairs = [
-        ("Runs", f"{len(current)} standing for their cells" + (f" ({len(runs)} with retries)" if len(runs) != len(current) else "")),
+        (
+            "Runs",
+            f"{len(current)} standing for their cells"
+            + (f" ({len(runs)} with retries)" if len(runs) != len(current) else ""),
+        ),
         ("Agents", ", ".join(sorted(map(str, current["agent"].dropna().unique()))) or "-"),
         ("Benchmarks", ", ".join(sorted(map(str, current["benchmark"].dropna().unique()))) or "-"),
         ("Status", ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-"),
         ("Of", label),
     ]
-    facts = '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
+    facts = (
+        '<dl class="facts">'
+        + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+        + "</dl>"
+    )
     use = diagnostics.budget_use(runs)
-    use["terminal_reasons"] = [", ".join(f"{k} {v}" for k, v in r.items()) for r in use["terminal_reasons"]]
-    return facts + "<h3>Budget use and failures</h3>" + _frame_table(
-        use,
-        ["agent", "benchmark", "runs", "budget_share", "episodes", "failed_episode_share", "submissions",
-         "failed_submission_share", "terminal_reasons"],
-        ["agent", "Benchmark", "Runs", "budget share", "Episodes", "failed Episodes", "Submissions",
-         "failed Submissions", "how they ended"],
+    use["terminal_reasons"] = [
+        ", ".join(f"{k} {v}" for k, v in r.items()) for r in use["terminal_reasons"]
+    ]
+    return (
+        facts
+        + "<h3>Budget use and failures</h3>"
+        + _frame_table(
+            use,
+            [
+                "agent",
+                "benchmark",
+                "runs",
+                "budget_share",
+                "episodes",
+                "failed_episode_share",
+                "submissions",
+                "failed_submission_share",
+                "terminal_reasons",
+            ],
+            [
+                "agent",
+                "Benchmark",
+                "Runs",
+                "budget share",
+                "Episodes",
+                "failed Episodes",
+                "Submissions",
+                "failed Submissions",
+                "how they ended",
+            ],
+        )
     )
 
 
@@ -73,7 +105,12 @@ def _leaderboard(runs: pd.DataFrame, colors: dict[str, str]) -> str:
     board = _frame_table(
         ranks,
         ["agent", "rank_score", "benchmarks", *rank_columns],
-        ["agent", "rank score", "Benchmarks", *(f"rank on {c.removeprefix('rank_')}" for c in rank_columns)],
+        [
+            "agent",
+            "rank score",
+            "Benchmarks",
+            *(f"rank on {c.removeprefix('rank_')}" for c in rank_columns),
+        ],
     )
     intervals = _frame_table(
         scores,
@@ -98,11 +135,20 @@ def _leaderboard(runs: pd.DataFrame, colors: dict[str, str]) -> str:
                 "error_y": {
                     "type": "data",
                     "symmetric": False,
-                    "array": [h - m if h is not None and m is not None else None for h, m in zip(highs, means, strict=True)],
-                    "arrayminus": [m - lo if lo is not None and m is not None else None for lo, m in zip(lows, means, strict=True)],
+                    "array": [
+                        h - m if h is not None and m is not None else None
+                        for h, m in zip(highs, means, strict=True)
+                    ],
+                    "arrayminus": [
+                        m - lo if lo is not None and m is not None else None
+                        for lo, m in zip(lows, means, strict=True)
+                    ],
                 },
                 "marker": {"size": 11, "color": colors[agent]},
-                "text": [f"{int(n)} scored of {int(r)}" for n, r in zip(mine["scored"], mine["runs"], strict=True)],
+                "text": [
+                    f"{int(n)} scored of {int(r)}"
+                    for n, r in zip(mine["scored"], mine["runs"], strict=True)
+                ],
                 "hovertemplate": f"{esc(agent)} on %{{x}}: mean %{{y}} (%{{text}})<extra></extra>",
             }
         )
@@ -110,7 +156,9 @@ def _leaderboard(runs: pd.DataFrame, colors: dict[str, str]) -> str:
         "plot-leaderboard",
         traces,
         {
-            "title": {"text": "Assessment score per agent and Benchmark: mean and 95% interval over seeds"},
+            "title": {
+                "text": "Assessment score per agent and Benchmark: mean and 95% interval over seeds"
+            },
             "scattermode": "group",
             "xaxis": {"title": {"text": "Benchmark"}, "type": "category"},
             "yaxis": {"title": {"text": "held-out score"}},
@@ -151,7 +199,10 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
     curves = diagnostics.efficiency_curves(current, submissions)
     efficiency = diagnostics.improvement_efficiency(runs, submissions)["groups"]
     parts = []
-    ends = {str(r): _value(u) or 0 for r, u in zip(current["run_id"], current["budget_used"], strict=True)}
+    ends = {
+        str(r): _value(u) or 0
+        for r, u in zip(current["run_id"], current["budget_used"], strict=True)
+    }
     for n, benchmark in enumerate(sorted(map(str, current["benchmark"].dropna().unique()))):
         traces: list[dict[str, Any]] = []
         mine = curves[curves["benchmark"] == benchmark]
@@ -163,7 +214,10 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
             y: list[float | None] = []
             per_run: list[list[tuple[float, float]]] = []
             for run_id, group in theirs.groupby("run_id", sort=False):
-                points = [(float(e), float(b)) for e, b in zip(group["episodes_used"], group["best_so_far"], strict=True)]
+                points = [
+                    (float(e), float(b))
+                    for e, b in zip(group["episodes_used"], group["best_so_far"], strict=True)
+                ]
                 per_run.append(points)
                 end = max(float(ends.get(str(run_id), 0)), points[-1][0])
                 x += [p[0] for p in points] + [end, None]
@@ -181,7 +235,10 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
                     "hoverinfo": "skip",
                 }
             )
-            grid = sorted({p[0] for run in per_run for p in run} | {float(ends.get(str(r), 0)) for r in theirs["run_id"]})
+            grid = sorted(
+                {p[0] for run in per_run for p in run}
+                | {float(ends.get(str(r), 0)) for r in theirs["run_id"]}
+            )
             traces.append(
                 {
                     "type": "scatter",
@@ -204,7 +261,12 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
                     "x": [float(v) for v in unmatched["episodes_used"]],
                     "y": [float(v) for v in unmatched["best_so_far"]],
                     "marker": {"symbol": "circle-open", "size": 8, "color": "#555"},
-                    "text": [f"{r} #{s}" for r, s in zip(unmatched["run_id"], unmatched["submission_id"], strict=True)],
+                    "text": [
+                        f"{r} #{s}"
+                        for r, s in zip(
+                            unmatched["run_id"], unmatched["submission_id"], strict=True
+                        )
+                    ],
                     "hovertemplate": "%{text}: unmatched (other Episodes)<extra></extra>",
                 }
             )
@@ -241,7 +303,11 @@ def _selection(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str, 
     per_run = validity["runs"]
     traces = []
     for agent in colors:
-        mine = per_run[(per_run["agent"] == agent) & per_run["validation_score"].notna() & per_run["assessment_score"].notna()]
+        mine = per_run[
+            (per_run["agent"] == agent)
+            & per_run["validation_score"].notna()
+            & per_run["assessment_score"].notna()
+        ]
         if mine.empty:
             continue
         traces.append(
@@ -251,7 +317,9 @@ def _selection(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str, 
                 "name": agent,
                 "x": [float(v) for v in mine["validation_score"]],
                 "y": [float(v) for v in mine["assessment_score"]],
-                "text": [f"{r} ({b})" for r, b in zip(mine["run_id"], mine["benchmark"], strict=True)],
+                "text": [
+                    f"{r} ({b})" for r, b in zip(mine["run_id"], mine["benchmark"], strict=True)
+                ],
                 "marker": {"size": 8, "color": colors[agent], "opacity": 0.8},
                 "hovertemplate": "%{text}: validation %{x}, assessment %{y}<extra></extra>",
             }
@@ -273,7 +341,9 @@ def _selection(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str, 
     candidates = validity["candidates"]
     extra = (
         "<h3>Candidates assessed</h3>"
-        + _frame_table(candidates, ["run_id", "candidates", "spearman"], ["Run", "candidates", "Spearman"])
+        + _frame_table(
+            candidates, ["run_id", "candidates", "spearman"], ["Run", "candidates", "Spearman"]
+        )
         if not candidates.empty
         else '<p class="note">Only the selected program of each Run was assessed (run with '
         "--assess-candidates to correlate every candidate).</p>"
@@ -289,7 +359,12 @@ def _edits(runs: pd.DataFrame, submissions: pd.DataFrame) -> str:
     if dynamics.empty:
         return '<p class="muted">No Submission.</p>'
     labels = [f"{a} / {b}" for a, b in zip(dynamics["agent"], dynamics["benchmark"], strict=True)]
-    kinds = {"synthesis": "#1f77b4", "parametric": "#2ca02c", "cosmetic": "#bcbd22", "none": "#c7c7c7"}
+    kinds = {
+        "synthesis": "#1f77b4",
+        "parametric": "#2ca02c",
+        "cosmetic": "#bcbd22",
+        "none": "#c7c7c7",
+    }
     traces: list[dict[str, Any]] = [
         {
             "type": "bar",
@@ -324,10 +399,32 @@ def _edits(runs: pd.DataFrame, submissions: pd.DataFrame) -> str:
     )
     listing = _frame_table(
         dynamics,
-        ["agent", "benchmark", "submissions", "synthesis", "parametric", "cosmetic", "none", "hits",
-         "comparable", "hit_rate", "matched_hit_rate"],
-        ["agent", "Benchmark", "Submissions", "synthesis", "parametric", "cosmetic", "none", "hits",
-         "comparable", "hit rate", "matched hit rate"],
+        [
+            "agent",
+            "benchmark",
+            "submissions",
+            "synthesis",
+            "parametric",
+            "cosmetic",
+            "none",
+            "hits",
+            "comparable",
+            "hit_rate",
+            "matched_hit_rate",
+        ],
+        [
+            "agent",
+            "Benchmark",
+            "Submissions",
+            "synthesis",
+            "parametric",
+            "cosmetic",
+            "none",
+            "hits",
+            "comparable",
+            "hit rate",
+            "matched hit rate",
+        ],
     )
     return plot + listing
 
@@ -336,8 +433,21 @@ def _edits(runs: pd.DataFrame, submissions: pd.DataFrame) -> str:
 
 
 def _runs(runs: pd.DataFrame) -> str:
-    columns = ["run_id", "agent", "benchmark", "seed", "agent_seed", "attempt", "current", "status",
-               "best_score", "validation_score", "assessment_score", "budget_used", "budget_total"]
+    columns = [
+        "run_id",
+        "agent",
+        "benchmark",
+        "seed",
+        "agent_seed",
+        "attempt",
+        "current",
+        "status",
+        "best_score",
+        "validation_score",
+        "assessment_score",
+        "budget_used",
+        "budget_total",
+    ]
     present = [c for c in columns if c in runs.columns]
     rows = []
     for record in runs[present].to_dict("records"):
@@ -347,7 +457,9 @@ def _runs(runs: pd.DataFrame) -> str:
         '<p class="note">A Run\'s own page: <code>evopolicy report RUN -o run.html</code> '
         "(timeline, diffs, transcript).</p>"
     )
-    return hint + f"<details><summary>{len(rows)} Runs</summary>" + table(present, rows) + "</details>"
+    return (
+        hint + f"<details><summary>{len(rows)} Runs</summary>" + table(present, rows) + "</details>"
+    )
 
 
 def experiment_sections(runs: pd.DataFrame, submissions: pd.DataFrame, label: str) -> list[Section]:

@@ -41,7 +41,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, cls: str 
     """An HTML table; each cell escaped (a cell given as ``Markup`` is kept as it is)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td>{c if isinstance(c, Markup) else esc(fmt(c))}</td>" for c in row) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{c if isinstance(c, Markup) else esc(fmt(c))}</td>" for c in row)
+        + "</tr>"
         for row in rows
     )
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

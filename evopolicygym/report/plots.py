@@ -13,8 +13,16 @@ __all__ = ["PALETTE", "figure", "plotly_js"]
 
 # Colours by series, so an agent keeps its colour from one figure to the next.
 PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
 )
 _CONFIG = {"responsive": True, "displaylogo": False}
 _LAYOUT = {
@@ -35,7 +43,9 @@ def plotly_js() -> str:
     return source
 
 
-def figure(div_id: str, data: list[dict[str, Any]], layout: dict[str, Any], *, height: int = 360) -> str:
+def figure(
+    div_id: str, data: list[dict[str, Any]], layout: dict[str, Any], *, height: int = 360
+) -> str:
     """One figure's markup: its container ``div`` (class ``plot``) and the script drawing it.
     Strings in the spec are JSON-escaped by plotly (``<`` and ``/`` as escapes), so a label
     from the record cannot end the script."""
@@ -44,7 +54,9 @@ def figure(div_id: str, data: list[dict[str, Any]], layout: dict[str, Any], *, h
     merged: dict[str, Any] = {**_LAYOUT, "height": height}
     for key, value in layout.items():  # axes keep the grid unless they say otherwise
         base = merged.get(key)
-        merged[key] = {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+        merged[key] = (
+            {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
+        )
     spec = {"data": data, "layout": merged}
     markup: str = pio.to_html(
         spec,

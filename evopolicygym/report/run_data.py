@@ -49,7 +49,15 @@ from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
 from evopolicygym.transcript import Message
 
-__all__ = ["Lineage", "Outcomes", "RunData", "TimelineEvent", "lineage_of", "read_run", "timeline_text"]
+__all__ = [
+    "Lineage",
+    "Outcomes",
+    "RunData",
+    "TimelineEvent",
+    "lineage_of",
+    "read_run",
+    "timeline_text",
+]
 
 
 @dataclass(frozen=True)
@@ -114,13 +122,19 @@ def timeline_text(event: Event) -> str | None:
         case AgentStarted():
             return f"Agent attempt {event.attempt} started"
         case AgentExited():
-            how = f"exit {event.exit_code}" if event.exit_code is not None else f"signal {event.signal}"
+            how = (
+                f"exit {event.exit_code}"
+                if event.exit_code is not None
+                else f"signal {event.signal}"
+            )
             return f"Agent attempt {event.attempt} exited ({how}){': ' + event.reason if event.reason else ''}"
         case SubmissionRejected():
             return f"submission refused: {event.code}: {event.message}"
         case EvaluationStarted():
             named = event.parent_submission_id
-            parent = "" if named is None else ", parent initial" if named == 0 else f", parent #{named}"
+            parent = (
+                "" if named is None else ", parent initial" if named == 0 else f", parent #{named}"
+            )
             return (
                 f"Submission #{event.submission_id}: evaluating on {len(event.indices)} Episodes"
                 f"{parent} (budget used {event.budget_used})"
@@ -210,21 +224,27 @@ def read_run(store: Store, stream_id: str) -> RunData:
             case ReferenceValidated():
                 data.reference = Outcomes(event.score, event.failures, list(event.episodes))
             case CandidateValidated():
-                data.validation[event.submission_id] = Outcomes(event.score, event.failures, list(event.episodes))
+                data.validation[event.submission_id] = Outcomes(
+                    event.score, event.failures, list(event.episodes)
+                )
             case AssessmentStarted():
                 data.assessment_split = event.split
             case AssessmentCompleted():
                 data.assessment = Outcomes(event.score, event.failures, list(event.episodes))
             case CandidateAssessed():
                 data.candidate_assessments[event.submission_id] = (
-                    None if event.score is None else Outcomes(event.score, event.failures, list(event.episodes))
+                    None
+                    if event.score is None
+                    else Outcomes(event.score, event.failures, list(event.episodes))
                 )
         text = timeline_text(event)
         if text is not None:
             data.timeline.append(TimelineEvent(envelope.recorded_at, event.type_name(), text))
     for attempt, messages in recorded.items():
         live = data.transcripts.get(attempt, [])
-        data.transcripts[attempt] = live[:1] + messages if live and live[0].role == "system" else messages
+        data.transcripts[attempt] = (
+            live[:1] + messages if live and live[0].role == "system" else messages
+        )
     return data
 
 

@@ -39,7 +39,11 @@ def _yes_no(value: bool | None) -> str:
 
 
 def _facts(pairs: list[tuple[str, str]]) -> str:
-    return '<dl class="facts">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs) + "</dl>"
+    return (
+        '<dl class="facts">'
+        + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+        + "</dl>"
+    )
 
 
 # --------------------------------------------------------------------------- overview
@@ -48,15 +52,25 @@ def _facts(pairs: list[tuple[str, str]]) -> str:
 def _overview(data: RunData, status: str) -> str:
     s = data.summary
     agent = s.agent
-    who = "-" if agent is None else f"{agent.name} ({agent.provider}{', ' + agent.model if agent.model else ''})"
+    who = (
+        "-"
+        if agent is None
+        else f"{agent.name} ({agent.provider}{', ' + agent.model if agent.model else ''})"
+    )
     budget = s.episode_budget
     duration = (
         f"{(s.finished_at - s.created_at) / 1e9:.1f} s"
         if s.finished_at is not None and s.created_at is not None
         else "-"
     )
-    best = "-" if s.best_submission_id is None else f"#{s.best_submission_id}: {fmt(s.best_score)} ({s.best_basis})"
-    final = "-" if s.final_submission_id is None else f"#{s.final_submission_id}: {fmt(s.final_score)}"
+    best = (
+        "-"
+        if s.best_submission_id is None
+        else f"#{s.best_submission_id}: {fmt(s.best_score)} ({s.best_basis})"
+    )
+    final = (
+        "-" if s.final_submission_id is None else f"#{s.final_submission_id}: {fmt(s.final_score)}"
+    )
     pairs = [
         ("Benchmark", f"{s.benchmark_id or '-'} ({s.score_direction})"),
         ("Agent", who),
@@ -67,7 +81,10 @@ def _overview(data: RunData, status: str) -> str:
         ("Success", "yes" if s.success else "no"),
         ("Budget", f"{s.budget_used} of {budget if budget is not None else '?'} Episodes used"),
         ("Episode pool", fmt(s.pool_size)),
-        ("Submissions", f"{s.started} evaluated, {s.published} published, {s.failed} failed, {s.rejections} refused"),
+        (
+            "Submissions",
+            f"{s.started} evaluated, {s.published} published, {s.failed} failed, {s.rejections} refused",
+        ),
         ("Best published (train)", best),
         ("Final (validation)", final),
         ("Initial program (validation)", fmt(s.reference_score)),
@@ -85,7 +102,11 @@ def _overview(data: RunData, status: str) -> str:
         if config is not None
         else ""
     )
-    bad = f'<p class="bad">{data.undecodable} events do not decode (see record verify).</p>' if data.undecodable else ""
+    bad = (
+        f'<p class="bad">{data.undecodable} events do not decode (see record verify).</p>'
+        if data.undecodable
+        else ""
+    )
     return _facts(pairs) + shown + bad
 
 
@@ -146,7 +167,11 @@ def _edit(line: Lineage | None) -> str:
 
 def _submissions(data: RunData, redact: Redact) -> str:
     s = data.summary
-    subs = [s.submissions[k] for k in sorted(s.submissions) if s.submissions[k].budget_reserved is not None]
+    subs = [
+        s.submissions[k]
+        for k in sorted(s.submissions)
+        if s.submissions[k].budget_reserved is not None
+    ]
     if not subs:
         return '<p class="muted">No Submission was evaluated.</p>'
     published = [x for x in subs if x.status == "published" and x.score is not None]
@@ -231,8 +256,19 @@ def _submissions(data: RunData, redact: Redact) -> str:
             )
         )
     listing = table(
-        ["Submission", "parent", "edit (beats the parent?)", "Episodes", "status", "score", "failures", "failure kinds",
-         "budget used", "validation", "error"],
+        [
+            "Submission",
+            "parent",
+            "edit (beats the parent?)",
+            "Episodes",
+            "status",
+            "score",
+            "failures",
+            "failure kinds",
+            "budget used",
+            "validation",
+            "error",
+        ],
         rows,
     )
     return plot + listing
@@ -273,8 +309,15 @@ def _best_so_far(data: RunData) -> str:
             "name": "Submission, unmatched (other Episodes)",
             "x": [p.episodes_used for p in unmatched],
             "y": [p.score for p in unmatched],
-            "text": [f"#{p.submission_id} (unmatched: scored on other Episodes)" for p in unmatched],
-            "marker": {"size": 10, "color": "#ff7f0e", "symbol": "circle-open", "line": {"width": 2}},
+            "text": [
+                f"#{p.submission_id} (unmatched: scored on other Episodes)" for p in unmatched
+            ],
+            "marker": {
+                "size": 10,
+                "color": "#ff7f0e",
+                "symbol": "circle-open",
+                "line": {"width": 2},
+            },
             "hovertemplate": "%{text}: %{y}<extra></extra>",
         },
     ]
@@ -321,13 +364,22 @@ def _diffs(data: RunData, store: Store, redact: Redact) -> str:
         parent = line.parent_submission_id if line is not None else None
         label = "none" if parent is None else "initial" if parent == 0 else f"#{parent}"
         kind = line.edit_kind if line is not None and line.edit_kind else "?"
-        before, after = program(digests.get(parent) if parent is not None else None), program(sub.program_digest)
+        before, after = (
+            program(digests.get(parent) if parent is not None else None),
+            program(sub.program_digest),
+        )
         if before is None or after is None:
-            body = esc("[no parent program to compare with]" if parent is None else "[a program blob is missing]")
+            body = esc(
+                "[no parent program to compare with]"
+                if parent is None
+                else "[a program blob is missing]"
+            )
         else:
             diff = program_diff(dict(before.files), dict(after.files), label.lstrip("#"), str(sid))
             body = diff_markup(diff, redact) if diff else esc("(the same program as its parent)")
-        options.append(f'<option value="{sid}">#{sid} vs its parent {esc(label)} ({esc(kind)})</option>')
+        options.append(
+            f'<option value="{sid}">#{sid} vs its parent {esc(label)} ({esc(kind)})</option>'
+        )
         blocks.append(f'<pre class="diff" data-diff="{sid}">{body}</pre>')
     if not options:
         return '<p class="muted">No Submission to compare.</p>'
@@ -348,7 +400,9 @@ def _diffs(data: RunData, store: Store, redact: Redact) -> str:
 def _clip(text: str) -> str:
     if len(text) <= MESSAGE_LIMIT:
         return text
-    return text[:MESSAGE_LIMIT] + f"\n[… {len(text) - MESSAGE_LIMIT:,} more characters in the record]"
+    return (
+        text[:MESSAGE_LIMIT] + f"\n[… {len(text) - MESSAGE_LIMIT:,} more characters in the record]"
+    )
 
 
 def _message(message: Message, redact: Redact) -> str:
@@ -408,7 +462,7 @@ def _transcript(data: RunData, redact: Redact) -> str:
         offered = f"; tools offered: {', '.join(tools)}" if tools else ""
         calls = sum(len(m.tool_calls) for m in messages)
         out.append(
-            f"<h3>Attempt {attempt}</h3><p class=\"note\">{len(messages)} messages, {calls} tool calls, "
+            f'<h3>Attempt {attempt}</h3><p class="note">{len(messages)} messages, {calls} tool calls, '
             f"{esc(totals)}{esc(ended)}{esc(offered)}</p>"
         )
         out.extend(_message(m, redact) for m in messages)
@@ -450,23 +504,42 @@ def _validation(data: RunData, redact: Redact) -> str:
             if data.validation_episodes is not None
             else ""
         )
-        parts.append(f"<h3>Validation</h3><p class=\"note\">{esc(where)}</p>")
+        parts.append(f'<h3>Validation</h3><p class="note">{esc(where)}</p>')
         parts.append(table(["candidate", "", *_OUTCOME_HEADERS], rows))
     elif s.validation_error:
-        parts.append(f'<h3>Validation</h3><p class="bad">failed: {esc(redact(s.validation_error))}</p>')
+        parts.append(
+            f'<h3>Validation</h3><p class="bad">failed: {esc(redact(s.validation_error))}</p>'
+        )
     else:
         parts.append('<h3>Validation</h3><p class="muted">No Validation was recorded.</p>')
     if data.assessment is not None:
         assessed = s.assessment_submission_id
         split = data.assessment_split or "-"
         if not data.candidate_assessments:
-            rows = [(f"#{assessed}" if assessed is not None else "-", split, *_outcome_cells(data.assessment))]
+            rows = [
+                (
+                    f"#{assessed}" if assessed is not None else "-",
+                    split,
+                    *_outcome_cells(data.assessment),
+                )
+            ]
             parts.append("<h3>Assessment</h3>")
             parts.append(table(["Submission", "split", *_OUTCOME_HEADERS], rows))
         else:  # the other candidates on the same Episodes: measured, never selecting
-            rows = [(f"#{assessed}", Markup('<b class="good">selected</b>'), split, *_outcome_cells(data.assessment))]
+            rows = [
+                (
+                    f"#{assessed}",
+                    Markup('<b class="good">selected</b>'),
+                    split,
+                    *_outcome_cells(data.assessment),
+                )
+            ]
             for sid, outcome in sorted(data.candidate_assessments.items()):
-                cells = _outcome_cells(outcome) if outcome is not None else ("failed", "-", "-", "-", "-", "-")
+                cells = (
+                    _outcome_cells(outcome)
+                    if outcome is not None
+                    else ("failed", "-", "-", "-", "-", "-")
+                )
                 rows.append((f"#{sid}", "candidate", split, *cells))
             parts.append(
                 '<h3>Assessment</h3><p class="note">Every validated candidate on the same held-out '
@@ -474,14 +547,20 @@ def _validation(data: RunData, redact: Redact) -> str:
             )
             parts.append(table(["Submission", "", "split", *_OUTCOME_HEADERS], rows))
     elif s.assessment_error:
-        parts.append(f'<h3>Assessment</h3><p class="bad">failed: {esc(redact(s.assessment_error))}</p>')
+        parts.append(
+            f'<h3>Assessment</h3><p class="bad">failed: {esc(redact(s.assessment_error))}</p>'
+        )
     else:
         parts.append('<h3>Assessment</h3><p class="muted">No Assessment was recorded.</p>')
-    parts.append('<p class="note">Public outcomes only: Episode seeds and specs stay with the Host.</p>')
+    parts.append(
+        '<p class="note">Public outcomes only: Episode seeds and specs stay with the Host.</p>'
+    )
     return "".join(parts)
 
 
-def run_sections(data: RunData, store: Store, redact: Redact, status: str | None = None) -> list[Section]:
+def run_sections(
+    data: RunData, store: Store, redact: Redact, status: str | None = None
+) -> list[Section]:
     """The sections of one Run's page. ``status``: the Run's status as the caller tells it
     (the CLI knows whether a Host still holds a running Run); else the summary's."""
     summary: RunSummary = data.summary

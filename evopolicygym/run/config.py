@@ -112,7 +112,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # When the Agent exits without an accepted finish, the Host nominates its best
     # published Submissions as candidates (recorded as handoff "host"). Rules 2 only.
     host_nomination: bool = False
-    feedback: FeedbackConfig = FeedbackConfig()  # absent in a config recorded before it: the default
+    feedback: FeedbackConfig = (
+        FeedbackConfig()
+    )  # absent in a config recorded before it: the default
     rules: int | None = None  # see RULES; None in a config recorded before rules were versioned
 
     @property
@@ -160,9 +162,13 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
                 raise RunConfigError(message)
 
         need(
-            1 <= self.episode_budget <= MAX_EPISODES, f"episode_budget must be between 1 and {MAX_EPISODES:,}"
+            1 <= self.episode_budget <= MAX_EPISODES,
+            f"episode_budget must be between 1 and {MAX_EPISODES:,}",
         )
-        need(1 <= self.pool_size <= MAX_EPISODES, f"episode_pool_size must be between 1 and {MAX_EPISODES:,}")
+        need(
+            1 <= self.pool_size <= MAX_EPISODES,
+            f"episode_pool_size must be between 1 and {MAX_EPISODES:,}",
+        )
         need(self.submission_limit >= 1, "max_submissions must be at least 1")
         need(
             1 <= self.episode_limit <= self.pool_size,
@@ -207,7 +213,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
                 1 <= feedback.trace_steps <= MAX_TRACE_STEPS,
                 f"feedback trace_steps must be between 1 and {MAX_TRACE_STEPS:,}",
             )
-            need(feedback.host_traces, "feedback trace_steps needs feedback traces set to a number or 'all'")
+            need(
+                feedback.host_traces,
+                "feedback trace_steps needs feedback traces set to a number or 'all'",
+            )
         need(
             feedback.traces in ("benchmark", 0) or self.record_trajectories != "none",
             "feedback traces need record_trajectories 'train' or 'all': the traces shown are the recorded ones",

@@ -51,7 +51,9 @@ def create_run(
     """Plan and record a new Run; return its id. Nothing is recorded if anything is wrong."""
     names = [skill.name for skill in skills]
     if len(set(names)) != len(names):
-        raise RunError(f"two skills share a name: {', '.join(sorted(n for n in names if names.count(n) > 1))}")
+        raise RunError(
+            f"two skills share a name: {', '.join(sorted(n for n in names if names.count(n) > 1))}"
+        )
     config = config.resolved()
     benchmark = load_benchmark(benchmark_ref, config.benchmark_params or None)
     try:
@@ -61,11 +63,15 @@ def create_run(
     splits = set(benchmark.splits)
     for split in (config.train_split, config.validation.split, config.assessment.split):
         if split not in splits:
-            raise RunError(f"{benchmark.spec.id} has no split {split!r} (it has {', '.join(benchmark.splits)})")
+            raise RunError(
+                f"{benchmark.spec.id} has no split {split!r} (it has {', '.join(benchmark.splits)})"
+            )
     if program is None:
         directory = baseline_dir(benchmark)
         if directory is None:
-            raise RunError(f"{benchmark.spec.id} has no baseline program: give one with --program DIR")
+            raise RunError(
+                f"{benchmark.spec.id} has no baseline program: give one with --program DIR"
+            )
         program = Program.from_directory(directory)
     if "policy.py" not in program.paths():
         raise RunError("the initial program has no policy.py at its top level")

@@ -47,23 +47,36 @@ class SessionGateway:
             # watches ``fault``); the Agent learns only that the Host failed.
             if self._ledger.host_fault(exc) is None:
                 raise
-            return {"ok": False, "error": {"code": "internal_error", "message": "the Host failed; the Run is interrupted"}}
+            return {
+                "ok": False,
+                "error": {
+                    "code": "internal_error",
+                    "message": "the Host failed; the Run is interrupted",
+                },
+            }
 
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         # What the Agent sends is recorded (a selector, a problem, a malformed frame's text):
         # secrets out first. The program files are its work and are stored as submitted.
         redactor = self._supervisor.redactor
-        request = {k: v if k == "files" else redactor.value(_bounded(v)) for k, v in request.items()}
+        request = {
+            k: v if k == "files" else redactor.value(_bounded(v)) for k, v in request.items()
+        }
         op = request.get("op")
         if op == "submit":
             return self._submit(request)
         if op == "finish":
             self._supervisor.drain()
             self._supervisor.flush(force=True)  # what led to the finish precedes it in the log
-            decision = self._ledger.apply(Finish(request_id=request["request_id"], candidates=list(request["candidates"])))
+            decision = self._ledger.apply(
+                Finish(request_id=request["request_id"], candidates=list(request["candidates"]))
+            )
             if isinstance(decision, Rejection):
                 return {"ok": False, "error": decision.as_error()}
-            return {"ok": True, "result": {"accepted": True, "candidates": list(request["candidates"])}}
+            return {
+                "ok": True,
+                "result": {"accepted": True, "candidates": list(request["candidates"])},
+            }
         if op == "malformed":  # recorded like any rejection
             decision = self._ledger.apply(Malformed(message=str(request.get("message", ""))))
             assert isinstance(decision, Rejection)
@@ -75,7 +88,9 @@ class SessionGateway:
         program, problem = _capture(request.get("files"), request.get("problem"))
         self._supervisor.drain()
         with ledger.lock:
-            self._supervisor.flush(force=True)  # the transcript up to the request precedes its events
+            self._supervisor.flush(
+                force=True
+            )  # the transcript up to the request precedes its events
             if program is not None:
                 ledger.store.blobs.put_program(program)
             decision = ledger.apply(
@@ -97,7 +112,10 @@ class SessionGateway:
         if result.get("status") == "failed":
             return {
                 "ok": False,
-                "error": {"code": "evaluation_failed", "message": f"the evaluation failed on the Host's side: {result.get('error')}"},
+                "error": {
+                    "code": "evaluation_failed",
+                    "message": f"the evaluation failed on the Host's side: {result.get('error')}",
+                },
             }
         result["feedback_path"] = f"feedback/{key}"
         return {"ok": True, "result": result}
@@ -149,7 +167,11 @@ def _compiles(source: bytes) -> str | None:
     if done.returncode == 0:
         return None
     said = done.stdout.decode("utf-8", "replace").strip()
-    return " ".join(said.split())[:2000] if said else f"compiling it exceeded its limits (exit {done.returncode})"
+    return (
+        " ".join(said.split())[:2000]
+        if said
+        else f"compiling it exceeded its limits (exit {done.returncode})"
+    )
 
 
 def _capture(files: Any, problem: Any) -> tuple[Program | None, str | None]:

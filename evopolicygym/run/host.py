@@ -89,8 +89,12 @@ class RunHost:
             pool = recorded_pool(ledger)  # read back as recorded, never planned again
             if state.version > 1:  # someone carried it before: record the gap
                 if not state.interrupted:
-                    ledger.must(Interrupt(reason="the Host stopped without finishing the Run",
-                                          last_position=self.store.events.head()))
+                    ledger.must(
+                        Interrupt(
+                            reason="the Host stopped without finishing the Run",
+                            last_position=self.store.events.head(),
+                        )
+                    )
                 ledger.must(Resume())
                 # The attempt the Host died under: its CLI's record is still on disk.
                 self._supervisor.recover_session(self._publisher.known_path())
@@ -103,11 +107,17 @@ class RunHost:
             except (KeyboardInterrupt, Stopping):
                 self._ledger.stopping = True
                 with contextlib.suppress(Exception):
-                    ledger.apply(Interrupt(reason="interrupted by a signal", last_position=self.store.events.head()))
+                    ledger.apply(
+                        Interrupt(
+                            reason="interrupted by a signal", last_position=self.store.events.head()
+                        )
+                    )
                 raise KeyboardInterrupt from None
             except HostFault as fault:
                 with contextlib.suppress(Exception):  # where the store still takes it
-                    ledger.apply(Interrupt(reason=fault.what, last_position=self.store.events.head()))
+                    ledger.apply(
+                        Interrupt(reason=fault.what, last_position=self.store.events.head())
+                    )
                 raise
             finally:
                 if evaluator is not self._evaluator:

@@ -19,7 +19,16 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.run.decider import Command, Rejection, RunState, decide, fold
 
-__all__ = ["HostFault", "Ledger", "OnChange", "RunError", "event_id", "load_run", "one_line", "storage_fault"]
+__all__ = [
+    "HostFault",
+    "Ledger",
+    "OnChange",
+    "RunError",
+    "event_id",
+    "load_run",
+    "one_line",
+    "storage_fault",
+]
 
 OnChange = Callable[[RunState, list[Event]], None]
 
@@ -34,7 +43,9 @@ class HostFault(RunError):
     ``resume`` once the cause is fixed carries it on."""
 
     def __init__(self, run_id: str, what: str, fix: str) -> None:
-        super().__init__(f"{what}: the Run is interrupted with its budget intact; {fix} and `evopolicy resume {run_id}`")
+        super().__init__(
+            f"{what}: the Run is interrupted with its budget intact; {fix} and `evopolicy resume {run_id}`"
+        )
         self.what = what
 
 
@@ -165,7 +176,10 @@ class Ledger:
 
     def _append(self, events: list[Event]) -> None:
         version = self._state.version
-        batch = [new_event(event, event_id(self.run_id, version + i + 1)) for i, event in enumerate(events)]
+        batch = [
+            new_event(event, event_id(self.run_id, version + i + 1))
+            for i, event in enumerate(events)
+        ]
         # Contention waits inside SQLite (its busy timeout); a version conflict means another
         # Host, which the run lock rules out, so it is an error, not something to retry.
         try:

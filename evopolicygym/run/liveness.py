@@ -56,7 +56,10 @@ def exclusive(store: Store, file: Path, key: str, busy: Callable[[], Exception])
 def run_lock(store: Store, run_id: str) -> contextlib.AbstractContextManager[None]:
     """Hold the Run's lock; RunBusy if another Host holds it."""
     return exclusive(
-        store, _lock_path(store, run_id), run_id, lambda: RunBusy(f"run {run_id} is being carried by another process")
+        store,
+        _lock_path(store, run_id),
+        run_id,
+        lambda: RunBusy(f"run {run_id} is being carried by another process"),
     )
 
 

@@ -61,7 +61,9 @@ def recorded_benchmark(ledger: Ledger) -> Benchmark:
     try:
         benchmark = load_benchmark(created.benchmark_id, config.benchmark_params or None)
     except Exception as exc:
-        raise RunError(f"cannot load benchmark {created.benchmark_id!r} for run {ledger.run_id}: {exc}") from exc
+        raise RunError(
+            f"cannot load benchmark {created.benchmark_id!r} for run {ledger.run_id}: {exc}"
+        ) from exc
     if benchmark.spec.environment_digest != created.environment_digest:
         raise RunError(
             f"benchmark {created.benchmark_id} has changed since run {ledger.run_id} was created "
@@ -141,7 +143,9 @@ class Phases:
                 episodes=planned(self.pool, indices),
             )
             outcome = self._completed(step.submission_id, indices, result)
-        except Exception as exc:  # any fault but the policy's own is the Host's: recorded, never a crash
+        except (
+            Exception
+        ) as exc:  # any fault but the policy's own is the Host's: recorded, never a crash
             self._storage_fault(exc)
             log.warning("evaluation of Submission %s failed", step.submission_id, exc_info=True)
             self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
@@ -153,12 +157,18 @@ class Phases:
             self._ledger.must(FailEvaluation(submission_id=step.submission_id, error=one_line(exc)))
         return self._publisher.publish()
 
-    def _completed(self, submission_id: int, indices: list[int], result: EvaluationResult) -> CompleteEvaluation:
+    def _completed(
+        self, submission_id: int, indices: list[int], result: EvaluationResult
+    ) -> CompleteEvaluation:
         """The command recording ``result``, its traces and artifacts stored first as blobs."""
         blobs = self._ledger.store.blobs
         # Every trace and artifact in one put (a store directory commits them together).
         traces = [_trace_bytes(record) for record in result.records]
-        stored = iter(blobs.put_many([t for t in traces if t is not None] + [a.data for a in result.feedback.artifacts]))
+        stored = iter(
+            blobs.put_many(
+                [t for t in traces if t is not None] + [a.data for a in result.feedback.artifacts]
+            )
+        )
         trace_blobs = [None if t is None else next(stored) for t in traces]
         episodes = [
             EpisodeCompleted(
@@ -189,11 +199,19 @@ class Phases:
         content, whole = _bounded(_jsonable(result.feedback.content))
         if whole is not None:  # kept whole beside the event, where the Agent finds it too
             taken = {a.name for a in artifacts}
-            name = next(n for i in range(len(taken) + 1) if (n := _numbered(CONTENT_ARTIFACT, i)) not in taken)
+            name = next(
+                n
+                for i in range(len(taken) + 1)
+                if (n := _numbered(CONTENT_ARTIFACT, i)) not in taken
+            )
             content["content_truncated"]["artifact"] = name
             artifacts.append(
                 ArtifactRef(
-                    name=name, media_type="application/json", retention="permanent", blob=blobs.put(whole), size=len(whole)
+                    name=name,
+                    media_type="application/json",
+                    retention="permanent",
+                    blob=blobs.put(whole),
+                    size=len(whole),
                 )
             )
         return CompleteEvaluation(
@@ -204,7 +222,6 @@ class Phases:
             content=content,
             artifacts=artifacts,
         )
-
 
     # ------------------------------------------------------------------ held out
 
@@ -230,7 +247,9 @@ class Phases:
             # whether the final Program improved on it.
             try:
                 result = self._held_out(
-                    ledger.state.initial_program_digest, validation.split, ledger.state.seeds["validation"],
+                    ledger.state.initial_program_digest,
+                    validation.split,
+                    ledger.state.seeds["validation"],
                     validation.episodes_per_candidate,
                 )
             except Exception as exc:
@@ -239,7 +258,11 @@ class Phases:
                 ledger.must(FailValidation(error=one_line(exc)))
                 return
             if not self._record(
-                RecordReference(score=float(result.feedback.score), failures=result.failures, episodes=_outcomes(result)),
+                RecordReference(
+                    score=float(result.feedback.score),
+                    failures=result.failures,
+                    episodes=_outcomes(result),
+                ),
                 FailValidation,
             ):
                 return
@@ -251,7 +274,9 @@ class Phases:
             assert submission is not None
             try:
                 result = self._held_out(
-                    submission.program_digest, validation.split, ledger.state.seeds["validation"],
+                    submission.program_digest,
+                    validation.split,
+                    ledger.state.seeds["validation"],
                     validation.episodes_per_candidate,
                 )
             except Exception as exc:
@@ -275,7 +300,9 @@ class Phases:
         one's and every assessed candidate's are the same Episodes."""
         state = self._ledger.state
         assessment = state.cfg.assessment
-        return self._held_out(program_digest, assessment.split, state.seeds["assessment"], assessment.episodes)
+        return self._held_out(
+            program_digest, assessment.split, state.seeds["assessment"], assessment.episodes
+        )
 
     def assess(self, step: Assess) -> None:
         if step.candidates:
@@ -333,7 +360,9 @@ class Phases:
                 log.warning("the assessment of candidate %s is too large to record", candidate)
                 ledger.must(AssessCandidate(submission_id=candidate, error=one_line(exc)))
 
-    def _record(self, outcome: Command, failed: type[FailValidation] | type[FailAssessment]) -> bool:
+    def _record(
+        self, outcome: Command, failed: type[FailValidation] | type[FailAssessment]
+    ) -> bool:
         """Record a held-out outcome; one too large for the log (an Episode list as long as
         the phase) is recorded as the phase's failure instead, saying so. Whether it was."""
         try:
@@ -347,7 +376,13 @@ class Phases:
 
 def _outcomes(result: EvaluationResult) -> list[EpisodeOutcome]:
     return [
-        EpisodeOutcome(index=e.index, status=e.status, total_reward=e.total_reward, steps=e.steps, failure=e.failure)
+        EpisodeOutcome(
+            index=e.index,
+            status=e.status,
+            total_reward=e.total_reward,
+            steps=e.steps,
+            failure=e.failure,
+        )
         for e in result.episodes
     ]
 

@@ -50,9 +50,13 @@ def plan_pool(benchmark: Benchmark, config: RunConfig, seeds: dict[str, int]) ->
     ]
 
 
-def planned(pool: RecordedPool | Sequence[PoolEntry], indices: Sequence[int]) -> list[PlannedEpisode]:
+def planned(
+    pool: RecordedPool | Sequence[PoolEntry], indices: Sequence[int]
+) -> list[PlannedEpisode]:
     """The recorded pool entries behind ``indices``, ready to evaluate."""
-    entries = pool.entries(indices) if isinstance(pool, RecordedPool) else [pool[i] for i in indices]
+    entries = (
+        pool.entries(indices) if isinstance(pool, RecordedPool) else [pool[i] for i in indices]
+    )
     return [
         PlannedEpisode(
             EpisodeSpec(split=e.split, index=e.index, seed=e.seed, scenario=dict(e.scenario)),

@@ -49,7 +49,9 @@ class Publisher:
         if self._path is None:
             workspace = self._given or self._remembered()
             if workspace.resolve().is_relative_to(store.path.resolve()):
-                raise RunError(f"the workspace {workspace} is inside the store, which the Agent must not see")
+                raise RunError(
+                    f"the workspace {workspace} is inside the store, which the Agent must not see"
+                )
             self._path = workspace
             self._path.mkdir(parents=True, exist_ok=True)
         if state.agent_attempts == 0:
@@ -60,7 +62,9 @@ class Publisher:
                     path.unlink()
                 elif path.exists():
                     remove_tree(path)
-        skills = [skill_of(store.blobs.get_program(digest)) for digest in created.skill_program_digests]
+        skills = [
+            skill_of(store.blobs.get_program(digest)) for digest in created.skill_program_digests
+        ]
         task_md, task_json = task_files(
             created.benchmark_spec, state.cfg.to_dict(), [(s.name, s.description) for s in skills]
         )
@@ -96,7 +100,11 @@ class Publisher:
         ledger = self._ledger
         config = ledger.state.cfg
         files = build_feedback(
-            ledger.events, ledger.store.blobs, config.bulk_feedback_retention_bytes, config.feedback, self._traces
+            ledger.events,
+            ledger.store.blobs,
+            config.bulk_feedback_retention_bytes,
+            config.feedback,
+            self._traces,
         )
         if self._path is not None:
             try:
@@ -109,7 +117,9 @@ class Publisher:
         """Remove a temporary workspace once the Run has finished, or once the Agent's part is
         over (Validation, Assessment): a resume never starts an Agent in it again."""
         state = self._ledger.state
-        done = state.finished is not None or (state.created and not state.authority_open and state.agent_attempts > 0)
+        done = state.finished is not None or (
+            state.created and not state.authority_open and state.agent_attempts > 0
+        )
         if self._path is not None and self._given is None and done:
             shutil.rmtree(self._path, ignore_errors=True)
             self._note().unlink(missing_ok=True)

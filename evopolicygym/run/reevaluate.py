@@ -48,7 +48,9 @@ Progress = Callable[[int, int], None]  # (Episodes done, Episodes in all)
 
 
 class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
-    phase: Literal["run", "submission", "validation", "reference", "assessment", "candidate_assessment"]
+    phase: Literal[
+        "run", "submission", "validation", "reference", "assessment", "candidate_assessment"
+    ]
     submission_id: int | None = None
     episode: int | None = None  # the Episode's index (a pool index for a Submission)
     field: str  # score, failures, status, total_reward, episodes, error, environment_digest
@@ -180,7 +182,9 @@ def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
                     )
                 )
             case CandidateAssessed() if (
-                assessment is not None and event.score is not None and event.submission_id in started
+                assessment is not None
+                and event.score is not None
+                and event.submission_id in started
             ):  # a failed one (no score) recorded a fault of that evaluation, nothing to compare
                 jobs.append(
                     _Job(

@@ -352,6 +352,7 @@ class _Checker:
                 found.append((outcome[0], outcome[1], digest))
         return found
 
+
 # --------------------------------------------------------------------------- replay
 
 
@@ -406,7 +407,12 @@ class _Builder:
             and self.checker.blob_checker.check("blob", event.pool_blob) is None
         ):  # the pool's manifest is intact (a problem with it is reported above): its chunks
             for bad in pool_problems(self.blobs, event):
-                self.problem(envelope, "blob_missing" if bad.missing else "blob_corrupt", str(bad), event.pool_blob)
+                self.problem(
+                    envelope,
+                    "blob_missing" if bad.missing else "blob_corrupt",
+                    str(bad),
+                    event.pool_blob,
+                )
         if event is None:
             self.problem(envelope, "decode", error or "payload does not decode")
             self.fold_trusted = False
@@ -537,7 +543,10 @@ class _Builder:
                 )
             case ReferenceValidated():
                 entry = ReferenceEntry(
-                    version=version, score=event.score, failures=event.failures, episodes=len(event.episodes)
+                    version=version,
+                    score=event.score,
+                    failures=event.failures,
+                    episodes=len(event.episodes),
                 )
             case CandidateValidated():
                 entry = CandidateEntry(

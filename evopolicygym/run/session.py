@@ -75,6 +75,7 @@ def decode_request(body: bytes | bytearray) -> SubmitRequest | FinishRequest:
     says how it is malformed."""
     return _REQUEST.decode(body)
 
+
 SOCKET_NAME = "session.sock"
 _UNIX_PATH_MAX = 107  # sun_path is 108 bytes, one of them the terminating NUL
 
@@ -215,12 +216,13 @@ class SessionServer:
         except Exception:
             log.exception("session handler failed on %s", op)
             # The detail (paths, Host state) stays in the Host's log, not with the Agent.
-            return error_reply("internal_error", "the Host failed to handle the request; see its log")
+            return error_reply(
+                "internal_error", "the Host failed to handle the request; see its log"
+            )
         if not well_formed(reply):
             log.error("session handler returned a malformed reply: %.200r", reply)
             return error_reply("internal_error", "malformed reply")
         return reply
-
 
     def _malformed(self, message: str) -> dict[str, Any]:
         """A request the typed shapes refuse: the handler may record it (op ``malformed``);

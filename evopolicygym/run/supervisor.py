@@ -78,25 +78,33 @@ class AgentSupervisor:
             launch = self._launcher.launch(created.agent, task_md)
         except ValueError as exc:  # say, the command is gone from PATH since the Run began
             ledger.must(StartAgent(command=[], pid=None))
-            ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+            ledger.must(
+                AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}")
+            )
             return
         self._redactor = redactor = self._launcher.redactor(created.agent)
         with SessionServer(serve) as server:
             env = dict(launch.env)
             env[SESSION_ENV] = server.path
             env[WORKSPACE_ENV] = str(workspace)
-            env.setdefault(CLI_ENV, msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode())
+            env.setdefault(
+                CLI_ENV, msgspec.json.encode([sys.executable, "-m", "evopolicygym.cli"]).decode()
+            )
             try:
                 _write_shim(workspace, msgspec.json.decode(env[CLI_ENV], type=list[str]))
             except (OSError, msgspec.ValidationError, msgspec.DecodeError) as exc:
                 ledger.must(StartAgent(command=[], pid=None))
-                ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+                ledger.must(
+                    AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}")
+                )
                 return
             with ledger.lock:
                 self._raw_held = b""
                 self._errors, self._last_error = 0, None
                 # The task opens every attempt's transcript; nothing is flushed before StartAgent.
-                self._pending_messages = [Message(role="system", content=task_md, at=time.time_ns())]
+                self._pending_messages = [
+                    Message(role="system", content=task_md, at=time.time_ns())
+                ]
                 try:
                     agent = self._launcher.start(
                         list(launch.argv),
@@ -111,10 +119,18 @@ class AgentSupervisor:
                 except OSError as exc:
                     self._pending_messages = []
                     ledger.must(StartAgent(command=redactor.value(launch.argv), pid=None))
-                    ledger.must(AgentExit(exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"))
+                    ledger.must(
+                        AgentExit(
+                            exit_code=None, signal=None, reason=f"start_failed: {one_line(exc)}"
+                        )
+                    )
                     return
                 ledger.must(
-                    StartAgent(command=redactor.value(launch.argv), pid=agent.pid, tools=offered_tools(created.agent))
+                    StartAgent(
+                        command=redactor.value(launch.argv),
+                        pid=agent.pid,
+                        tools=offered_tools(created.agent),
+                    )
                 )
                 self._agent, self._raw_offset = agent, 0
                 self._last_flush = time.monotonic()
@@ -156,7 +172,9 @@ class AgentSupervisor:
         if any(e.source is not None for e in chunks):
             return
         try:
-            stdout = b"".join(ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None)
+            stdout = b"".join(
+                ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None
+            )
             env = dict(self._launcher.launch(ledger.created.agent, "").env)
         except Exception:  # a blob gone, its CLI gone: the Run goes on without that record
             log.warning("could not recover the interrupted attempt's session record", exc_info=True)
@@ -164,13 +182,17 @@ class AgentSupervisor:
         self._redactor = self._launcher.redactor(ledger.created.agent)
         self._record_session(stdout, b"", env, str(workspace))
 
-    def _record_session(self, stdout: bytes, stderr: bytes, env: dict[str, str], workspace: str) -> None:
+    def _record_session(
+        self, stdout: bytes, stderr: bytes, env: dict[str, str], workspace: str
+    ) -> None:
         """The attempt's transcript from its CLI's own session record, where it keeps one.
         The record is the Agent's to write, so it is read as untrusted input: bounded,
         redacted, and never able to stop the Run."""
         ledger = self._ledger
         try:
-            record = self._launcher.session_record(ledger.created.agent, stdout, stderr, env, workspace)
+            record = self._launcher.session_record(
+                ledger.created.agent, stdout, stderr, env, workspace
+            )
         except Exception:  # a CLI's record in a shape we do not know: the stream stands
             log.warning("could not read the Agent's session record", exc_info=True)
             return
@@ -180,7 +202,11 @@ class AgentSupervisor:
         messages = [_clipped(redactor.message(m)) for m in record.messages]
         raw_blob = ledger.store.blobs.put(redactor.bytes(record.raw))
         try:
-            ledger.must(RecordMessages(messages=messages, raw_blob=raw_blob, source=record.source, tools=record.tools))
+            ledger.must(
+                RecordMessages(
+                    messages=messages, raw_blob=raw_blob, source=record.source, tools=record.tools
+                )
+            )
         except EventTooLarge as exc:  # the whole record is one event: too long a session
             log.warning("the Agent's session record is not recorded (the stream stands): %s", exc)
 
@@ -266,7 +292,11 @@ def _clipped(message: Message) -> Message:
     if len(_ENCODE.encode(message)) <= CHUNK_BYTES:
         return message
     content, reasoning = _clip(message.content) or "", _clip(message.reasoning)
-    size = len(_ENCODE.encode(msgspec.structs.replace(message, content=content, reasoning=reasoning, tool_calls=[])))
+    size = len(
+        _ENCODE.encode(
+            msgspec.structs.replace(message, content=content, reasoning=reasoning, tool_calls=[])
+        )
+    )
     calls: list[ToolCall] = []
     for call in message.tool_calls:
         if len(encoded := _ENCODE.encode(call.arguments)) > _ARGUMENT_BYTES:

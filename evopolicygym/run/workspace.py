@@ -169,7 +169,11 @@ class _Shown:
 
 
 def _benchmark_artifacts(
-    outcome: SubmissionPublished, shown: FeedbackConfig, blobs: BlobStore, cache: TraceCache, written: set[str]
+    outcome: SubmissionPublished,
+    shown: FeedbackConfig,
+    blobs: BlobStore,
+    cache: TraceCache,
+    written: set[str],
 ) -> list[_Shown]:
     """The Benchmark's artifacts the condition shows: all by default; without its bulk ones
     when the Host's traces stand in for them, without the whole-content one when the
@@ -177,7 +181,13 @@ def _benchmark_artifacts(
     truncated = outcome.content.get("content_truncated") if shown.content is False else None
     whole = truncated.get("artifact") if isinstance(truncated, dict) else None
     return [
-        _Shown(ref.name, ref.media_type, ref.retention, ref.size, functools.partial(cache.blob, blobs, ref.blob, written))
+        _Shown(
+            ref.name,
+            ref.media_type,
+            ref.retention,
+            ref.size,
+            functools.partial(cache.blob, blobs, ref.blob, written),
+        )
         for ref in outcome.artifacts
         if not (shown.host_traces and ref.retention == "bulk")
         and not (whole is not None and ref.name == whole and ref.retention == "permanent")
@@ -252,7 +262,12 @@ class TraceCache:
                 self._documents, self._shown = {}, shown
             return self._documents
 
-    def keep(self, keys: set[_TraceKey], blobs: set[str] | None = None, documents: dict[_DocumentKey, bytes] | None = None) -> None:
+    def keep(
+        self,
+        keys: set[_TraceKey],
+        blobs: set[str] | None = None,
+        documents: dict[_DocumentKey, bytes] | None = None,
+    ) -> None:
         """Forget the bytes of every trace but ``keys``, of every artifact but ``blobs`` and
         every document but ``documents`` (those the last build wrote)."""
         with self._lock:
@@ -290,7 +305,9 @@ def _render_trace(data: bytes, index: int, steps: int | None) -> bytes | None:
                     "observation": observation,
                 }
             )
-            for t, (action, reward, terminated, truncated, observation) in enumerate(trace.steps[:steps])
+            for t, (action, reward, terminated, truncated, observation) in enumerate(
+                trace.steps[:steps]
+            )
         ]
     except (ValueError, TypeError, msgspec.EncodeError):
         return None
@@ -298,7 +315,11 @@ def _render_trace(data: bytes, index: int, steps: int | None) -> bytes | None:
 
 
 def _host_traces(
-    entry: _Submission, shown: FeedbackConfig, blobs: BlobStore, cache: TraceCache, written: set[_TraceKey]
+    entry: _Submission,
+    shown: FeedbackConfig,
+    blobs: BlobStore,
+    cache: TraceCache,
+    written: set[_TraceKey],
 ) -> list[_Shown]:
     """The Host's recorded trace of each of the Submission's first N Episodes (in the order
     it selected them) that has one, as bulk artifacts."""
@@ -311,14 +332,32 @@ def _host_traces(
         try:
             size = cache.size(blobs, key)
         except BlobMissing:
-            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", None, functools.partial(_missing, event.trace_blob)))
+            traced.append(
+                _Shown(
+                    name,
+                    TRACE_MEDIA_TYPE,
+                    "bulk",
+                    None,
+                    functools.partial(_missing, event.trace_blob),
+                )
+            )
             continue
         if size is not None:
-            traced.append(_Shown(name, TRACE_MEDIA_TYPE, "bulk", size, functools.partial(_read_trace, cache, blobs, key, written)))
+            traced.append(
+                _Shown(
+                    name,
+                    TRACE_MEDIA_TYPE,
+                    "bulk",
+                    size,
+                    functools.partial(_read_trace, cache, blobs, key, written),
+                )
+            )
     return traced
 
 
-def _read_trace(cache: TraceCache, blobs: BlobStore, key: _TraceKey, written: set[_TraceKey]) -> bytes:
+def _read_trace(
+    cache: TraceCache, blobs: BlobStore, key: _TraceKey, written: set[_TraceKey]
+) -> bytes:
     written.add(key)
     data = cache.read(blobs, key)
     if data is None:  # its size was read before: the blob is no longer the trace it was
@@ -414,7 +453,11 @@ def build_feedback(
 
 
 def _document(
-    sid: int, entry: _Submission, artifacts: list[dict[str, Any]], budget: int | None, shown: FeedbackConfig
+    sid: int,
+    entry: _Submission,
+    artifacts: list[dict[str, Any]],
+    budget: int | None,
+    shown: FeedbackConfig,
 ) -> bytes:
     """A concluded Submission's ``feedback.json``."""
     started, outcome = entry.started, entry.outcome

@@ -48,7 +48,9 @@ class ExportOptions:
     run_filter: RunFilter = field(default_factory=RunFilter)
     test_fraction: float = 0.1
     max_shard_bytes: int = DEFAULT_SHARD_BYTES
-    success_only: bool = False  # sft, distill: only successful Runs (finished, Agent handoff, improved)
+    success_only: bool = (
+        False  # sft, distill: only successful Runs (finished, Agent handoff, improved)
+    )
     per_turn: bool = False  # sft, distill: prompt/completion rows ending at each assistant turn
     teacher: tuple[str, ...] = ()  # distill: agent names, providers or models to keep
     dpo_min_margin: float = 0.0  # dpo: the least score difference of a pair (always > 0)
@@ -58,7 +60,9 @@ class ExportOptions:
 
     def __post_init__(self) -> None:
         if self.split_by not in SPLIT_BY:
-            raise ValueError(f"split by must be one of {', '.join(SPLIT_BY)}, not {self.split_by!r}")
+            raise ValueError(
+                f"split by must be one of {', '.join(SPLIT_BY)}, not {self.split_by!r}"
+            )
         if not 0.0 <= self.test_fraction < 1.0:
             raise ValueError("test fraction must be in [0, 1)")
         if self.max_shard_bytes < 64 * 1024:

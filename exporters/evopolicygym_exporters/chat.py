@@ -53,7 +53,14 @@ AGENT = {
     "options": Json(),
 }
 
-_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", dict: "object"}
+_JSON_TYPES = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    list: "array",
+    dict: "object",
+}
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +73,8 @@ def chat_message(message: Message) -> dict[str, Any]:
         "role": message.role,
         "content": message.content,
         "reasoning_content": message.reasoning,
-        "tool_calls": [tool_call(c.id, c.name, dict(c.arguments)) for c in message.tool_calls] or None,
+        "tool_calls": [tool_call(c.id, c.name, dict(c.arguments)) for c in message.tool_calls]
+        or None,
         "tool_call_id": message.tool_call_id,
         "name": message.name,
     }
@@ -140,9 +148,7 @@ def tools_offered(
         for message in messages
         if any(call["function"]["name"] not in names for call in message["tool_calls"] or ())
     ]
-    extra = [
-        tool for tool in tools_for(agent, called) if tool["function"]["name"] not in names
-    ]
+    extra = [tool for tool in tools_for(agent, called) if tool["function"]["name"] not in names]
     return [*offered, *extra], bool(extra)
 
 

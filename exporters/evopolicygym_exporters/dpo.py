@@ -41,7 +41,9 @@ from evopolicygym_exporters.history import RunHistory, SubmissionHistory
 __all__ = ["DpoExporter", "decision_context", "edit_turn"]
 
 
-def decision_context(run: RunHistory, submission: SubmissionHistory) -> tuple[list[dict[str, Any]], str]:
+def decision_context(
+    run: RunHistory, submission: SubmissionHistory
+) -> tuple[list[dict[str, Any]], str]:
     """The conversation before ``submission`` was decided on, and the program it started from."""
     same_attempt = [
         s
@@ -179,7 +181,9 @@ class DpoExporter(Exporter):
                 "chosen": chosen_turn,
                 "rejected": rejected_turn,
                 "tools": tools_offered(
-                    run.created.agent, run.offered_tools.get(a.attempt), [*prompt, *chosen_turn, *rejected_turn]
+                    run.created.agent,
+                    run.offered_tools.get(a.attempt),
+                    [*prompt, *chosen_turn, *rejected_turn],
                 )[0],
                 "chosen_submission_id": chosen.submission_id,
                 "rejected_submission_id": rejected.submission_id,

@@ -72,7 +72,9 @@ def _scalar(value: Any, dtype: str) -> Any:
     return value if isinstance(value, str) else None
 
 
-def public_payload(event_type: str, payload: dict[str, Any], private: PrivateValues) -> dict[str, Any]:
+def public_payload(
+    event_type: str, payload: dict[str, Any], private: PrivateValues
+) -> dict[str, Any]:
     """The payload without its Host-private fields, every string scrubbed of private values."""
     hidden = PRIVATE_FIELDS.get(event_type, ())
     public = {k: v for k, v in payload.items() if k not in hidden}
@@ -128,7 +130,10 @@ class EventsExporter(Exporter):
             if envelope.position > run.last_position:
                 break  # appended since the history was read: the next export's
             payload = envelope.data()
-            if envelope.type == "CandidateValidated" and payload.get("submission_id") != run.finished.final_submission_id:
+            if (
+                envelope.type == "CandidateValidated"
+                and payload.get("submission_id") != run.finished.final_submission_id
+            ):
                 continue  # a candidate not selected: its held-out score stays with the Host
             if envelope.type == "CandidateAssessed":
                 continue  # always a candidate not selected (the selected one's is AssessmentCompleted)

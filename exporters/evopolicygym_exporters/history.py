@@ -254,7 +254,11 @@ def _read(
 ) -> RunHistory | None:
     envelopes = iter(store.events.read_stream(stream_id, 0))
     first = next(envelopes, None)
-    if first is None or first.type != "RunCreated" or (until is not None and first.position > until):
+    if (
+        first is None
+        or first.type != "RunCreated"
+        or (until is not None and first.position > until)
+    ):
         return None
     created = first.event()
     assert isinstance(created, RunCreated)
@@ -292,7 +296,9 @@ def _read(
                 # not turns: no conversation an exporter writes holds them.
                 kept = [m for m in event.messages if m.role != "error"]
                 transcripts.setdefault(event.attempt, []).extend(kept)
-                faults.setdefault(event.attempt, []).extend(m for m in event.messages if m.role == "error")
+                faults.setdefault(event.attempt, []).extend(
+                    m for m in event.messages if m.role == "error"
+                )
             case EvaluationStarted():
                 extras[event.submission_id] = SubmissionHistory(
                     summary=summary.submission(event.submission_id),

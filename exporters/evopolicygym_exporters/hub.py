@@ -29,7 +29,9 @@ def _transport_errors() -> tuple[type[Exception], ...]:
             imported = __import__(module)
         except ImportError:
             continue
-        error = getattr(imported, "TransportError", None) or getattr(imported, "ConnectionError", None)
+        error = getattr(imported, "TransportError", None) or getattr(
+            imported, "ConnectionError", None
+        )
         if isinstance(error, type) and issubclass(error, Exception):
             found.append(error)
     return tuple(found)
@@ -67,7 +69,9 @@ def push_to_hub(
             delete_patterns=[f"{c}/*.parquet" for c in configs],
         )
     except HfHubHTTPError as exc:
-        raise HubError(f"the Hub refused the push to {repo_id}: {' '.join(str(exc).split())}") from exc
+        raise HubError(
+            f"the Hub refused the push to {repo_id}: {' '.join(str(exc).split())}"
+        ) from exc
     except unreachable as exc:  # connection refused, DNS, TLS
         raise HubError(f"cannot reach the Hub to push {repo_id}: {exc}") from exc
     except ValueError as exc:  # the client refusing the arguments or the card's metadata

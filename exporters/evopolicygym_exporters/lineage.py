@@ -128,7 +128,9 @@ class _Builder:
         self.lines: dict[str, Lines] = {}
         spec = run.created.benchmark_spec or {}
         floor = spec.get("failure_score")
-        self.floor = float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+        self.floor = (
+            float(floor) if isinstance(floor, int | float) and not isinstance(floor, bool) else None
+        )
 
     def _lines_of(self, digest: str) -> Lines:
         found = self.lines.get(digest)

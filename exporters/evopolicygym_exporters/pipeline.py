@@ -41,7 +41,12 @@ __all__ = ["MANIFEST", "ExportError", "ExportReport", "empty_splits", "export", 
 MANIFEST = "export.json"
 # What a Run's recorded data can raise when it is damaged or too odd to export (a missing
 # blob, a malformed trace, a program too deeply nested to parse): that Run is left out.
-RUN_DATA_ERRORS: tuple[type[BaseException], ...] = (BlobError, ValueError, LookupError, RecursionError)
+RUN_DATA_ERRORS: tuple[type[BaseException], ...] = (
+    BlobError,
+    ValueError,
+    LookupError,
+    RecursionError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,10 @@ class ExportReport:
     @property
     def warnings(self) -> list[str]:
         """One line per config with an empty split: how its groups fell, and what changes it."""
-        return [f"{name}: {split_warning(self.configs[name], splits[0])}" for name, splits in self.empty.items()]
+        return [
+            f"{name}: {split_warning(self.configs[name], splits[0])}"
+            for name, splits in self.empty.items()
+        ]
 
 
 def empty_splits(entry: dict[str, Any], test_fraction: float) -> list[str]:
@@ -72,7 +80,11 @@ def empty_splits(entry: dict[str, Any], test_fraction: float) -> list[str]:
     rows = {split: part["rows"] for split, part in entry["splits"].items()}
     if not sum(rows.values()):
         return []
-    return [split for split, count in rows.items() if not count and (split != "test" or test_fraction > 0)]
+    return [
+        split
+        for split, count in rows.items()
+        if not count and (split != "test" or test_fraction > 0)
+    ]
 
 
 def split_warning(entry: dict[str, Any], empty: str) -> str:
@@ -81,7 +93,9 @@ def split_warning(entry: dict[str, Any], empty: str) -> str:
     test fraction 0.1; raise test fraction, ...`` (the CLI names its options for the words)."""
     by = entry.get("split_by", "task")
     groups = entry.get("split_groups", 0)
-    which = f"its only split group (by {by})" if groups == 1 else f"all {groups} split groups (by {by})"
+    which = (
+        f"its only split group (by {by})" if groups == 1 else f"all {groups} split groups (by {by})"
+    )
     other = "train" if empty == "test" else "test"
     change = "raise test fraction" if empty == "test" else "lower test fraction"
     if empty == "test" and by == "task":
@@ -90,6 +104,7 @@ def split_warning(entry: dict[str, Any], empty: str) -> str:
         f"the {empty} split is empty: {which} {'hashes' if groups == 1 else 'hash'} to {other} "
         f"at test fraction {entry.get('test_fraction', 0.0):g}; {change}"
     )
+
 
 def _head(store: Store) -> tuple[int, str]:
     """The log's head the export was made from (``record head``; empty: 0 and "")."""
@@ -122,7 +137,11 @@ def _read_manifest(output: Path) -> dict[str, Any]:
         data = json.loads((output / MANIFEST).read_text())
     except (OSError, ValueError):
         return {"configs": {}}
-    return data if isinstance(data, dict) and isinstance(data.get("configs"), dict) else {"configs": {}}
+    return (
+        data
+        if isinstance(data, dict) and isinstance(data.get("configs"), dict)
+        else {"configs": {}}
+    )
 
 
 def _intact(output: Path, entry: dict[str, Any]) -> bool:
@@ -165,7 +184,9 @@ def export(
         and not (root / MANIFEST).is_file()
     ):
         # Its README.md and folders would be overwritten: only ever write over an export.
-        raise ExportError(f"output {root} is not empty and holds no export ({MANIFEST}); choose a new directory")
+        raise ExportError(
+            f"output {root} is not empty and holds no export ({MANIFEST}); choose a new directory"
+        )
     root.mkdir(parents=True, exist_ok=True)
     head = _head(store)
     manifest = _read_manifest(root)
@@ -184,7 +205,9 @@ def export(
     built: dict[str, list[str]] = {}
     try:
         if pending:
-            report.runs = _build(store, root, pending, options, head, manifest, report, on_run, on_start)
+            report.runs = _build(
+                store, root, pending, options, head, manifest, report, on_run, on_start
+            )
             # The new shards go beside the old ones (their names differ by tag), so the card
             # and manifest name complete files before, during and after the switch.
             for name in pending:

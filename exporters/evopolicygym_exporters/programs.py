@@ -47,7 +47,9 @@ def _text(data: bytes) -> str | None:
 
 
 def file_rows(program: Program) -> list[dict[str, Any]]:
-    return [{"path": path, "content": _text(data), "size": len(data)} for path, data in program.files]
+    return [
+        {"path": path, "content": _text(data), "size": len(data)} for path, data in program.files
+    ]
 
 
 def _lines(text: str) -> list[str]:
@@ -76,7 +78,9 @@ def program_diff(before: Program, after: Program) -> str:
                 tofile="/dev/null" if b is None else f"b/{path}",
             )
         )
-    diff = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in parts)
+    diff = "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in parts
+    )
     return diff if len(diff) <= _DIFF_LIMIT else diff[:_DIFF_LIMIT] + "\n[diff truncated]\n"
 
 

@@ -24,10 +24,15 @@ def load_exporters() -> dict[str, type[Exporter]]:
         try:
             cls = entry.load()
         except Exception as exc:  # a broken plugin must not take the other formats down
-            warnings.warn(f"exporter {entry.name} = {entry.value} cannot be loaded: {exc}", stacklevel=2)
+            warnings.warn(
+                f"exporter {entry.name} = {entry.value} cannot be loaded: {exc}", stacklevel=2
+            )
             continue
         if not (isinstance(cls, type) and issubclass(cls, Exporter)) or cls.name != entry.name:
-            warnings.warn(f"exporter {entry.name} = {entry.value} is not an Exporter named {entry.name!r}", stacklevel=2)
+            warnings.warn(
+                f"exporter {entry.name} = {entry.value} is not an Exporter named {entry.name!r}",
+                stacklevel=2,
+            )
             continue
         found[entry.name] = cls
     return found

@@ -103,7 +103,9 @@ class RewardTask:
         """``pool_seeds``, else the baseline's pool, else the row's ``train_pool_seeds``."""
         if pool_seeds is None:
             baseline = self.row.get("baseline_pool_seed")
-            pool_seeds = [baseline] if baseline is not None else self.row.get("train_pool_seeds") or ()
+            pool_seeds = (
+                [baseline] if baseline is not None else self.row.get("train_pool_seeds") or ()
+            )
         if not pool_seeds:
             raise RewardError("the row has no train pool seed: its Episodes are unknown")
         return [int(seed) for seed in pool_seeds]
@@ -156,7 +158,9 @@ def score_program(
     if isinstance(program, str):
         log.warning(
             "%s: the program scores the failure score %g: %s",
-            row["benchmark_id"], task.failure_score, program,
+            row["benchmark_id"],
+            task.failure_score,
+            program,
         )
         return task.failure_score
     config = EvaluationConfig(split=task.split, episodes=len(chosen), jobs=jobs, trace_steps=0)
@@ -339,8 +343,12 @@ def reward_function(
                 program = (key, json.dumps(files, sort_keys=True))
                 if program not in scored:
                     scored[program] = score_program(
-                        row, files, jobs=jobs, episode_timeout=episode_timeout,
-                        evaluator=evaluator, task=task,
+                        row,
+                        files,
+                        jobs=jobs,
+                        episode_timeout=episode_timeout,
+                        evaluator=evaluator,
+                        task=task,
                     )
                 score = scored[program]
             rewards.append(_relative(row, score) if relative else score)

@@ -111,8 +111,16 @@ class RlExporter(Exporter):
         initial = run.created.initial_program_digest
         for submission in run.published:
             assert submission.score is not None
-            if submission.program_digest == initial and pool_seed is not None and (
-                task.baseline is None or (task.baseline[0] == pool_seed and len(submission.indices) > len(task.baseline[1]))
+            if (
+                submission.program_digest == initial
+                and pool_seed is not None
+                and (
+                    task.baseline is None
+                    or (
+                        task.baseline[0] == pool_seed
+                        and len(submission.indices) > len(task.baseline[1])
+                    )
+                )
             ):
                 task.baseline = (pool_seed, list(submission.indices), submission.score)
             if run.better(submission.score, task.best):
@@ -159,7 +167,9 @@ class RlExporter(Exporter):
             "train_indices": None if task.baseline is None else task.baseline[1],
             "baseline_pool_seed": None if task.baseline is None else task.baseline[0],
             "best_known_score": task.best,
-            "reference_score": sum(task.reference) / len(task.reference) if task.reference else None,
+            "reference_score": sum(task.reference) / len(task.reference)
+            if task.reference
+            else None,
             "reference_score_runs": len(task.reference),
             "task_catalog": catalog_of(run),
             "runs": task.runs,

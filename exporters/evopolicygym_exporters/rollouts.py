@@ -102,7 +102,8 @@ class RolloutsExporter(Exporter):
                     "total_reward": episode.total_reward,
                     "steps": episode.steps,
                     "complete": len(steps) == episode.steps,
-                    "observations": [_plain(trace.initial_observation)] + [_plain(s[4]) for s in steps],
+                    "observations": [_plain(trace.initial_observation)]
+                    + [_plain(s[4]) for s in steps],
                     "actions": [_plain(s[0]) for s in steps],
                     "rewards": [s[1] for s in steps],
                     "terminations": [s[2] for s in steps],

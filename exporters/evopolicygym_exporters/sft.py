@@ -167,9 +167,14 @@ class SftExporter(Exporter):
             if not any(m.role == "assistant" for m in transcript):
                 continue  # an Agent that never answered teaches nothing
             messages = conversation(transcript)
-            tools, inferred = tools_offered(run.created.agent, run.offered_tools.get(attempt), messages)
+            tools, inferred = tools_offered(
+                run.created.agent, run.offered_tools.get(attempt), messages
+            )
             by_turn = lineage.by_turn(attempt)
-            responses = [_response(turn, m) for turn, m in enumerate(m for m in transcript if m.role == "assistant")]
+            responses = [
+                _response(turn, m)
+                for turn, m in enumerate(m for m in transcript if m.role == "assistant")
+            ]
             base = {
                 **outcome,
                 "attempt": attempt,
@@ -187,7 +192,10 @@ class SftExporter(Exporter):
             }
             if not self.options.per_turn:
                 made = [o.labels() for o in lineage.outcomes.values() if o.attempt == attempt]
-                yield group, {**base, "messages": messages, "submissions": made, "responses": responses}
+                yield (
+                    group,
+                    {**base, "messages": messages, "submissions": made, "responses": responses},
+                )
                 continue
             turn = 0
             for i, message in enumerate(messages):

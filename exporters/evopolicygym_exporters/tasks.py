@@ -54,7 +54,9 @@ def catalog_of(run: RunHistory) -> dict[str, Any]:
     return {
         "family": metadata.get("family") if isinstance(metadata.get("family"), str) else None,
         "profile": metadata.get("profile") if isinstance(metadata.get("profile"), str) else None,
-        "difficulty": difficulty if isinstance(difficulty, int) and not isinstance(difficulty, bool) else None,
+        "difficulty": difficulty
+        if isinstance(difficulty, int) and not isinstance(difficulty, bool)
+        else None,
         "reference_baseline": _number(references.get("baseline")),
         "reference_random": _number(references.get("random")),
     }

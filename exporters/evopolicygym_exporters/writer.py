@@ -90,7 +90,13 @@ class Units:
             votes.setdefault(root, [0, 0])[split_of(group, test_fraction) == "test"] += 1
         splits = {}
         for root, (train, test) in votes.items():
-            splits[root] = "test" if test > train else "train" if train > test else split_of(least[root], test_fraction)
+            splits[root] = (
+                "test"
+                if test > train
+                else "train"
+                if train > test
+                else split_of(least[root], test_fraction)
+            )
         return {group: splits[self._find(group)] for group in self.groups}
 
     def count(self) -> int:
@@ -177,7 +183,10 @@ class _Split:
         self.rows.append(row)
         self.pending_bytes += size
         self.count += 1
-        if len(self.rows) >= self.writer.batch_rows or self.pending_bytes >= self.writer.batch_bytes:
+        if (
+            len(self.rows) >= self.writer.batch_rows
+            or self.pending_bytes >= self.writer.batch_bytes
+        ):
             self.flush()
 
     def _open(self) -> pq.ParquetWriter:
@@ -197,7 +206,11 @@ class _Split:
 
     def _footer(self, groups: int) -> float:
         """The footer a shard of ``groups`` row groups will need, as seen so far."""
-        per_group = self.footer_bytes / self.footer_groups if self.footer_groups else self.writer.footer_guess
+        per_group = (
+            self.footer_bytes / self.footer_groups
+            if self.footer_groups
+            else self.writer.footer_guess
+        )
         return groups * per_group
 
     def flush(self, final: bool = False) -> None:
@@ -205,10 +218,14 @@ class _Split:
             limit = self.writer.max_shard_bytes
             ratio = self.disk_written / self.raw_written if self.raw_written else 1.0
             if self.current is not None:
-                grown = self.sink.tell() + self.pending_bytes * ratio + self._footer(self.groups + 1)
+                grown = (
+                    self.sink.tell() + self.pending_bytes * ratio + self._footer(self.groups + 1)
+                )
                 if grown > limit:
                     self._close_shard()  # this batch would carry the shard past its limit
-            table = pa.Table.from_pylist(self.rows, schema=self.writer.plain).cast(self.writer.schema)
+            table = pa.Table.from_pylist(self.rows, schema=self.writer.plain).cast(
+                self.writer.schema
+            )
             before = self.sink.tell() if self.current is not None else 0
             (self.current or self._open()).write_table(table)
             self.groups += 1
@@ -266,7 +283,9 @@ class ConfigWriter:
         )
         self.encode = encoder(dict(features))
         self.flat_columns = [
-            f.name for f in self.schema if not pa.types.is_nested(f.type) and not isinstance(f.type, pa.BaseExtensionType)
+            f.name
+            for f in self.schema
+            if not pa.types.is_nested(f.type) and not isinstance(f.type, pa.BaseExtensionType)
         ]
         # Before a shard is closed, a row group's footer cost is guessed from the leaf
         # columns (each has its chunk metadata in every row group's footer entry).
@@ -286,7 +305,9 @@ class ConfigWriter:
         missing = self.features.keys() - row.keys()
         extra = row.keys() - self.features.keys()
         if missing or extra:
-            raise ValueError(f"row columns differ from the features: missing {sorted(missing)}, extra {sorted(extra)}")
+            raise ValueError(
+                f"row columns differ from the features: missing {sorted(missing)}, extra {sorted(extra)}"
+            )
         encoded = self.encode(row)
         # Its encoded size bounds a batch's memory and a shard's size.
         record = _SPOOL_ENCODER.encode((group, len(_JSON.encode(encoded)), encoded))

@@ -33,7 +33,9 @@ from evopolicygym.registry import baseline_dir, benchmark_names, load_benchmark
 
 
 def load_policy_module(program_dir: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(f"policy_{abs(hash(program_dir))}", program_dir / "policy.py")
+    spec = importlib.util.spec_from_file_location(
+        f"policy_{abs(hash(program_dir))}", program_dir / "policy.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -76,7 +78,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=4)
     args = parser.parse_args()
     registered = set(benchmark_names())
-    config = EvaluationConfig(split="assessment", episodes=args.episodes, seed=0, jobs=1, trace_steps=0)
+    config = EvaluationConfig(
+        split="assessment", episodes=args.episodes, seed=0, jobs=1, trace_steps=0
+    )
     header = f"{'benchmark':26} {'raw st/s':>9} {'eval st/s':>9} {'ratio':>6} {'fixed ms':>8} {'baseline':>9} {'random':>9}"
     print(header)
     print("-" * len(header))
@@ -93,7 +97,9 @@ def main() -> None:
             raw_steps, raw_s = raw_loop(benchmark, program_dir, args.episodes)
             ours = evaluator.evaluate(Program.from_directory(program_dir), benchmark, config)
             rand = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), benchmark, config)
-            first = evaluator.evaluate(Program.from_directory(RANDOM_POLICY_DIR), FirstStepOnly(benchmark), config)
+            first = evaluator.evaluate(
+                Program.from_directory(RANDOM_POLICY_DIR), FirstStepOnly(benchmark), config
+            )
             eval_steps = sum(e.steps for e in ours.episodes)
             eval_s = sum(e.duration_s for e in ours.episodes)
             raw_rate, eval_rate = raw_steps / raw_s, eval_steps / eval_s
@@ -103,8 +109,11 @@ def main() -> None:
                 f"{ours.feedback.score:9.4g} {rand.feedback.score:9.4g}",
                 flush=True,
             )
-    print(f"\nwall time, raw loops included: {time.perf_counter() - check_started:.1f} s "
-          f"({args.episodes} Episodes per Benchmark)", file=sys.stderr)
+    print(
+        f"\nwall time, raw loops included: {time.perf_counter() - check_started:.1f} s "
+        f"({args.episodes} Episodes per Benchmark)",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -76,7 +76,11 @@ def write_program(directory: Path, source: str) -> Program:
 
 
 def load() -> str:
-    return Path("/proc/loadavg").read_text().split(" ", 1)[0] if Path("/proc/loadavg").exists() else "?"
+    return (
+        Path("/proc/loadavg").read_text().split(" ", 1)[0]
+        if Path("/proc/loadavg").exists()
+        else "?"
+    )
 
 
 def config(episodes: int, jobs: int) -> EvaluationConfig:
@@ -92,7 +96,9 @@ def timed(run: Callable[[], object]) -> tuple[float, int]:
     return elapsed, sum(e.steps for e in episodes)
 
 
-def interleaved(reps: int, **runs: Callable[[], tuple[float, int]]) -> dict[str, list[tuple[float, int]]]:
+def interleaved(
+    reps: int, **runs: Callable[[], tuple[float, int]]
+) -> dict[str, list[tuple[float, int]]]:
     """Each run ``reps`` times, A/B/A/B, so a change of load hits them alike."""
     out: dict[str, list[tuple[float, int]]] = {name: [] for name in runs}
     for _ in range(reps):
@@ -114,15 +120,28 @@ def med_ratio(a: list[tuple[float, int]], b: list[tuple[float, int]]) -> float:
     return statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
 
 
-
 def row(name: str, figure: str, target: str, met: bool | None, at_load: str) -> None:
     verdict = "" if met is None else ("met" if met else "MISSED")
     print(f"{name:44} {figure:>22}  {target:>12}  {verdict:6}  load {at_load}", flush=True)
 
 
 def cli_run(directory: Path, episodes: int, jobs: int) -> tuple[float, int]:
-    command = [sys.executable, "-m", "evopolicygym.cli", "evaluate", str(directory), "--benchmark", "cartpole",
-               "--episodes", str(episodes), "--jobs", str(jobs), "--seed", "1", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "evopolicygym.cli",
+        "evaluate",
+        str(directory),
+        "--benchmark",
+        "cartpole",
+        "--episodes",
+        str(episodes),
+        "--jobs",
+        str(jobs),
+        "--seed",
+        "1",
+        "--json",
+    ]
     started = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started, episodes * 500
@@ -130,9 +149,15 @@ def cli_run(directory: Path, episodes: int, jobs: int) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--episodes", type=int, default=20, help="500-step Episodes per P1/P3 evaluation")
-    parser.add_argument("--short-episodes", type=int, default=100, help="short Episodes per P2 evaluation")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions per figure (median)")
+    parser.add_argument(
+        "--episodes", type=int, default=20, help="500-step Episodes per P1/P3 evaluation"
+    )
+    parser.add_argument(
+        "--short-episodes", type=int, default=100, help="short Episodes per P2 evaluation"
+    )
+    parser.add_argument(
+        "--reps", type=int, default=3, help="interleaved repetitions per figure (median)"
+    )
     parser.add_argument("--no-cli", action="store_true", help="skip the CLI row of P3")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-evaluate-"))
@@ -160,12 +185,26 @@ def main() -> None:
             j2_4=lambda: timed(lambda: ev.evaluate(long_prog, bench, config(4, 2))),
         )
         warm_rate = med_rate(warm["j1"])
-        row(f"P1 warm Evaluator, steps/s / raw ({n}x500)", f"{warm_rate / raw:.3f} ({warm_rate:,.0f}/s)", ">= 0.28", warm_rate / raw >= 0.28, at)
+        row(
+            f"P1 warm Evaluator, steps/s / raw ({n}x500)",
+            f"{warm_rate / raw:.3f} ({warm_rate:,.0f}/s)",
+            ">= 0.28",
+            warm_rate / raw >= 0.28,
+            at,
+        )
 
         at = load()
-        short_warm = interleaved(reps, s=lambda: timed(lambda: ev.evaluate(short_prog, bench, config(short_n, 1))))["s"]
+        short_warm = interleaved(
+            reps, s=lambda: timed(lambda: ev.evaluate(short_prog, bench, config(short_n, 1)))
+        )["s"]
         fixed_warm = statistics.median((w - s / warm_rate) / short_n * 1000 for w, s in short_warm)
-        row(f"P2 warm fixed cost per Episode ({short_n} short)", f"{fixed_warm:.2f} ms", "<= 2 ms", fixed_warm <= 2, at)
+        row(
+            f"P2 warm fixed cost per Episode ({short_n} short)",
+            f"{fixed_warm:.2f} ms",
+            "<= 2 ms",
+            fixed_warm <= 2,
+            at,
+        )
 
     at = load()
     one = interleaved(
@@ -176,7 +215,13 @@ def main() -> None:
         j2_4=lambda: timed(lambda: evaluate(long_prog, bench, config(4, 2))),
     )
     one_rate = med_rate(one["j1"])
-    row(f"P1 one-shot evaluate(), steps/s / raw ({n}x500)", f"{one_rate / raw:.3f} ({one_rate:,.0f}/s)", ">= 0.25", one_rate / raw >= 0.25, at)
+    row(
+        f"P1 one-shot evaluate(), steps/s / raw ({n}x500)",
+        f"{one_rate / raw:.3f} ({one_rate:,.0f}/s)",
+        ">= 0.25",
+        one_rate / raw >= 0.25,
+        at,
+    )
 
     at = load()
     short_one = interleaved(
@@ -184,17 +229,44 @@ def main() -> None:
         s1=lambda: timed(lambda: evaluate(short_prog, bench, config(1, 1))),
         sn=lambda: timed(lambda: evaluate(short_prog, bench, config(short_n, 1))),
     )
-    per_episode = [((wn - sn / warm_rate) - (w1 - s1 / warm_rate)) / (short_n - 1) * 1000 for (w1, s1), (wn, sn) in zip(short_one["s1"], short_one["sn"], strict=True)]
+    per_episode = [
+        ((wn - sn / warm_rate) - (w1 - s1 / warm_rate)) / (short_n - 1) * 1000
+        for (w1, s1), (wn, sn) in zip(short_one["s1"], short_one["sn"], strict=True)
+    ]
     fixed_one = statistics.median(per_episode)
-    row(f"P2 one-shot fixed cost per Episode ({short_n} short)", f"{fixed_one:.2f} ms", "<= 3 ms", fixed_one <= 3, at)
+    row(
+        f"P2 one-shot fixed cost per Episode ({short_n} short)",
+        f"{fixed_one:.2f} ms",
+        "<= 3 ms",
+        fixed_one <= 3,
+        at,
+    )
     startup = med_wall(short_one["s1"]) * 1000
     row("   one-shot evaluate() of 1 short Episode", f"{startup:.0f} ms", "", None, at)
 
-    row(f"P3 warm, jobs=2 / jobs=1 ({n}x500)", f"{med_ratio(warm['j1'], warm['j2']):.2f}x", ">= 1.8x", med_ratio(warm["j1"], warm["j2"]) >= 1.8, "above")
-    row(f"P3 one-shot, jobs=2 / jobs=1 ({n}x500)", f"{med_ratio(one['j1'], one['j2']):.2f}x", ">= 1.6x", med_ratio(one["j1"], one["j2"]) >= 1.6, "above")
+    row(
+        f"P3 warm, jobs=2 / jobs=1 ({n}x500)",
+        f"{med_ratio(warm['j1'], warm['j2']):.2f}x",
+        ">= 1.8x",
+        med_ratio(warm["j1"], warm["j2"]) >= 1.8,
+        "above",
+    )
+    row(
+        f"P3 one-shot, jobs=2 / jobs=1 ({n}x500)",
+        f"{med_ratio(one['j1'], one['j2']):.2f}x",
+        ">= 1.6x",
+        med_ratio(one["j1"], one["j2"]) >= 1.6,
+        "above",
+    )
     for label, samples in (("warm", warm), ("one-shot", one)):
         ratio = med_ratio(samples["j1_4"], samples["j2_4"])
-        row(f"P3 {label}, jobs=2 / jobs=1 (4x500)", f"{ratio:.2f}x", ">= 1.0x", ratio >= 1.0, "above")
+        row(
+            f"P3 {label}, jobs=2 / jobs=1 (4x500)",
+            f"{ratio:.2f}x",
+            ">= 1.0x",
+            ratio >= 1.0,
+            "above",
+        )
     if not args.no_cli:
         at = load()
         cli = interleaved(
@@ -208,10 +280,18 @@ def main() -> None:
         row(f"P3 CLI, jobs=2 / jobs=1 ({n}x500)", f"{ratio:.2f}x", ">= 1.6x", ratio >= 1.6, at)
         ratio = med_ratio(cli["j1_4"], cli["j2_4"])
         row("P3 CLI, jobs=2 / jobs=1 (4x500)", f"{ratio:.2f}x", ">= 1.0x", ratio >= 1.0, at)
-        row("   CLI jobs=1 / jobs=2 wall", f"{med_wall(cli['j1']):.2f} / {med_wall(cli['j2']):.2f} s", "", None, at)
-    print(f"walls (median s): warm j1 {med_wall(warm['j1']):.3f} j2 {med_wall(warm['j2']):.3f}; "
-          f"one-shot j1 {med_wall(one['j1']):.3f} j2 {med_wall(one['j2']):.3f}; 4 Episodes one-shot j1 "
-          f"{med_wall(one['j1_4']):.3f} j2 {med_wall(one['j2_4']):.3f}")
+        row(
+            "   CLI jobs=1 / jobs=2 wall",
+            f"{med_wall(cli['j1']):.2f} / {med_wall(cli['j2']):.2f} s",
+            "",
+            None,
+            at,
+        )
+    print(
+        f"walls (median s): warm j1 {med_wall(warm['j1']):.3f} j2 {med_wall(warm['j2']):.3f}; "
+        f"one-shot j1 {med_wall(one['j1']):.3f} j2 {med_wall(one['j2']):.3f}; 4 Episodes one-shot j1 "
+        f"{med_wall(one['j1_4']):.3f} j2 {med_wall(one['j2_4']):.3f}"
+    )
     print(f"containment: {containment}; cpus {sorted(os.sched_getaffinity(0))}; {reps} reps")
 
 

@@ -61,9 +61,22 @@ def _run(spec: Path, store: Path, max_runs: int) -> dict[str, float]:
     cpu = _cpu()
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "experiment", "run", str(spec), "--store", str(store),
-         "--max-runs", str(max_runs), "--allow-uncontained-agent", "--json"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "evopolicygym.cli",
+            "experiment",
+            "run",
+            str(spec),
+            "--store",
+            str(store),
+            "--max-runs",
+            str(max_runs),
+            "--allow-uncontained-agent",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - started
     cpu = _cpu() - cpu  # the whole tree's: the runner, its Runs, their Agents and evaluators
@@ -82,9 +95,13 @@ def _run(spec: Path, store: Path, max_runs: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--small", action="store_true", help="8 Runs instead of 40")
-    parser.add_argument("--keep", metavar="DIR", help="write the stores here instead of a temporary directory")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="write the stores here instead of a temporary directory"
+    )
     args = parser.parse_args()
     seeds, agent_seeds = (2, 2) if args.small else (4, 5)
     with tempfile.TemporaryDirectory(prefix="bench-experiment-") as scratch:
@@ -108,8 +125,12 @@ def main() -> None:
     one, two = results[1], results[2]
     ratio = (two["runs"] / two["wall"]) / (one["runs"] / one["wall"])
     share = max(r["bookkeeping"] / r["inner_wall"] for r in results.values())
-    print(f"Runs/hour ratio (--max-runs 2 / 1): {ratio:.2f}x  target >= 1.7x: {'met' if ratio >= 1.7 else 'MISSED'}")
-    print(f"bookkeeping share (worst of the two): {100 * share:.2f}%  target <= 5%: {'met' if share <= 0.05 else 'MISSED'}")
+    print(
+        f"Runs/hour ratio (--max-runs 2 / 1): {ratio:.2f}x  target >= 1.7x: {'met' if ratio >= 1.7 else 'MISSED'}"
+    )
+    print(
+        f"bookkeeping share (worst of the two): {100 * share:.2f}%  target <= 5%: {'met' if share <= 0.05 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

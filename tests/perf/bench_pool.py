@@ -137,7 +137,9 @@ def main() -> None:
                 f"({create_s / plan_s:.2f}x planning alone)"
             )
             print(f"          RunCreated             {len(envelope.payload):,} bytes")
-            print(f"          pool blobs on disk     {mb(blobs)} in {chunks} chunks + a manifest (zstd)")
+            print(
+                f"          pool blobs on disk     {mb(blobs)} in {chunks} chunks + a manifest (zstd)"
+            )
             recorded, load_s = timed(lambda: RecordedPool.of(created, store.blobs))
             indices = [0, budget // 2, budget - 1]
             _, lookup_s = timed(lambda: recorded.entries(indices))

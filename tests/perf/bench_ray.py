@@ -46,7 +46,9 @@ def program(gain: float) -> Program:
         return Program.from_directory(tmp)
 
 
-def validation(evaluator: Evaluator, candidates: list[Program], episodes: int) -> tuple[float, list[EvaluationResult]]:
+def validation(
+    evaluator: Evaluator, candidates: list[Program], episodes: int
+) -> tuple[float, list[EvaluationResult]]:
     benchmark = load_benchmark("cartpole")
     config = EvaluationConfig(split="validation", episodes=episodes, seed=11, jobs=2, trace_steps=0)
     started = time.perf_counter()
@@ -56,7 +58,9 @@ def validation(evaluator: Evaluator, candidates: list[Program], episodes: int) -
 
 def untimed(results: list[EvaluationResult]) -> list[bytes]:
     return [
-        msgspec.msgpack.encode([(e.index, e.status, e.total_reward, e.steps, e.failure) for e in r.episodes])
+        msgspec.msgpack.encode(
+            [(e.index, e.status, e.total_reward, e.steps, e.failure) for e in r.episodes]
+        )
         + msgspec.msgpack.encode(r.feedback.score)
         for r in results
     ]
@@ -75,7 +79,13 @@ def main() -> None:
     candidates = [program(g) for g in GAINS]
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     ray_start = time.perf_counter() - started
     try:
         with Evaluator() as local, RayEvaluator() as remote:
@@ -102,10 +112,18 @@ def main() -> None:
     print(f"load average before:          {load:.2f} (2-core machine)")
     print(f"containment (Ray workers):    {containment}")
     print(f"Ray local instance start:     {ray_start:8.2f} s (once per Host)")
-    print(f"Ray workers' start:           {workers_start:8.2f} s (2 actors and their fork servers, once per Host)")
-    print(f"Validation {len(candidates)} x {args.episodes} Episodes ({steps:,} steps), best of {args.rounds}:")
-    print(f"  local executor, jobs=2:     {best_local:8.2f} s  ({episodes / best_local:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in local_times)}")
-    print(f"  Ray executor, 2 workers:    {best_ray:8.2f} s  ({episodes / best_ray:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in ray_times)}")
+    print(
+        f"Ray workers' start:           {workers_start:8.2f} s (2 actors and their fork servers, once per Host)"
+    )
+    print(
+        f"Validation {len(candidates)} x {args.episodes} Episodes ({steps:,} steps), best of {args.rounds}:"
+    )
+    print(
+        f"  local executor, jobs=2:     {best_local:8.2f} s  ({episodes / best_local:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in local_times)}"
+    )
+    print(
+        f"  Ray executor, 2 workers:    {best_ray:8.2f} s  ({episodes / best_ray:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in ray_times)}"
+    )
     print(f"  ratio local/Ray time:       {ratio:8.2f}    (target >= {TARGET}: {verdict})")
     print(f"  same records on both:       {'yes' if same else 'NO'}")
 

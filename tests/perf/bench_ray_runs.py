@@ -54,7 +54,9 @@ def _run(spec: Path, store: Path, extra: list[str]) -> dict[str, float]:
     )  # fmt: skip
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(extra) or 'local'}: exit {done.returncode}\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{' '.join(extra) or 'local'}: exit {done.returncode}\n{done.stderr[-3000:]}"
+        )
     outcome = json.loads(done.stdout)
     if not outcome["complete"]:
         raise SystemExit(f"{' '.join(extra) or 'local'}: not every cell ended\n{done.stdout}")
@@ -62,9 +64,13 @@ def _run(spec: Path, store: Path, extra: list[str]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--small", action="store_true", help="8 Runs instead of 20")
-    parser.add_argument("--keep", metavar="DIR", help="write the stores here instead of a temporary directory")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="write the stores here instead of a temporary directory"
+    )
     args = parser.parse_args()
     try:
         from ray.cluster_utils import Cluster
@@ -78,8 +84,12 @@ def main() -> None:
         spec.write_text(SPEC.format(seeds=seeds, agent_seeds=agent_seeds))
         started = time.perf_counter()
         # One node of 2 CPUs; this process does not join it (the experiment's does).
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-        print(f"Ray cluster (1 node, 2 CPUs) started in {time.perf_counter() - started:.1f} s (not counted)")
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
+        )
+        print(
+            f"Ray cluster (1 node, 2 CPUs) started in {time.perf_counter() - started:.1f} s (not counted)"
+        )
         try:
             walls: dict[str, list[float]] = {"local": [], "ray": []}
             runs = 0
@@ -88,7 +98,11 @@ def main() -> None:
                     store = root / f"store-{name}-{turn}"
                     if store.exists():
                         raise SystemExit(f"{store} exists: give --keep an empty directory")
-                    extra = ["--executor", "ray", "--ray-address", cluster.address] if name == "ray" else []
+                    extra = (
+                        ["--executor", "ray", "--ray-address", cluster.address]
+                        if name == "ray"
+                        else []
+                    )
                     r = _run(spec, store, extra)
                     runs = int(r["runs"])
                     walls[name].append(r["wall"])
@@ -100,8 +114,12 @@ def main() -> None:
             cluster.shutdown()
     local, ray = sum(walls["local"]), sum(walls["ray"])
     ratio = local / ray  # Runs/hour of Ray over local: the same Runs, so walls inverted
-    print(f"Runs/hour, both turns: local {2 * runs / local * 3600:.0f}, ray {2 * runs / ray * 3600:.0f}")
-    print(f"Runs/hour ratio (ray / local, --max-runs 2): {ratio:.2f}x  target >= 0.8x: {'met' if ratio >= 0.8 else 'MISSED'}")
+    print(
+        f"Runs/hour, both turns: local {2 * runs / local * 3600:.0f}, ray {2 * runs / ray * 3600:.0f}"
+    )
+    print(
+        f"Runs/hour ratio (ray / local, --max-runs 2): {ratio:.2f}x  target >= 0.8x: {'met' if ratio >= 0.8 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

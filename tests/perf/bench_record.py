@@ -112,7 +112,9 @@ def host_run(tmp: Path, store_dir: Path, agent: Path, source: str) -> tuple[floa
     started = time.perf_counter()
     program = Program.from_directory(program_dir(tmp, "program", source))
     with open_store(store_dir, create=True) as store:
-        identity = agent_identity("command", command=f"{sys.executable} {agent} {SUBMISSIONS} {PER_SUBMISSION}")
+        identity = agent_identity(
+            "command", command=f"{sys.executable} {agent} {SUBMISSIONS} {PER_SUBMISSION}"
+        )
         run_id = create_run(store, "cartpole", config(), identity, program=program)
         RunHost(store, run_id, launcher=ProviderLauncher()).drive()
     return time.perf_counter() - started, run_id
@@ -120,12 +122,27 @@ def host_run(tmp: Path, store_dir: Path, agent: Path, source: str) -> tuple[floa
 
 def cli_run(tmp: Path, store_dir: Path, agent: Path, source: str) -> float:
     command = [
-        sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole",
-        "--agent", "command", "--agent-command", f"{sys.executable} {agent} {SUBMISSIONS} {PER_SUBMISSION}",
-        "--program", str(program_dir(tmp, "program", source)),
-        "--budget", str(SUBMISSIONS * PER_SUBMISSION),
-        "--validation-episodes", "5", "--assessment-episodes", "10",
-        "--store", str(store_dir), "--json",
+        sys.executable,
+        "-m",
+        "evopolicygym.cli",
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "command",
+        "--agent-command",
+        f"{sys.executable} {agent} {SUBMISSIONS} {PER_SUBMISSION}",
+        "--program",
+        str(program_dir(tmp, "program", source)),
+        "--budget",
+        str(SUBMISSIONS * PER_SUBMISSION),
+        "--validation-episodes",
+        "5",
+        "--assessment-episodes",
+        "10",
+        "--store",
+        str(store_dir),
+        "--json",
     ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
@@ -146,7 +163,11 @@ def disk_usage(store_dir: Path) -> dict[str, tuple[int, int, int]]:
     for root, dirs, files in os.walk(store_dir):
         for name in dirs:
             path = Path(root, name)
-            key = "blob directories" if "blobs" in path.relative_to(store_dir).parts else "other directories"
+            key = (
+                "blob directories"
+                if "blobs" in path.relative_to(store_dir).parts
+                else "other directories"
+            )
             parts[key][0] += 1
             parts[key][1] += os.lstat(path).st_size
             parts[key][2] += _allocated(path)
@@ -241,7 +262,11 @@ def breakdown(store_dir: Path) -> tuple[dict[str, tuple[int, int]], dict[str, li
             stored, allocated = stored_size(blobs, digest)
             entry[2] += stored
             entry[3] += allocated
-    return {k: (v[0], v[1]) for k, v in by_type.items()}, dict(by_kind), sum(v[1] for v in by_type.values())
+    return (
+        {k: (v[0], v[1]) for k, v in by_type.items()},
+        dict(by_kind),
+        sum(v[1] for v in by_type.values()),
+    )
 
 
 def stored_digests(blobs: Any) -> list[str]:
@@ -266,9 +291,13 @@ def report_bytes(store_dir: Path, label: str) -> int:
     print(f"  {'part':40s} {'files':>6s} {'apparent':>11s} {'allocated':>11s}")
     for key, (files, apparent, allocated) in sorted(usage.items(), key=lambda kv: -kv[1][2]):
         print(f"  {key:40s} {files:6d} {apparent:11,d} {allocated:11,d}")
-    print(f"  {'total':40s} {sum(v[0] for v in usage.values()):6d} {total_apparent:11,d} {total_allocated:11,d}")
+    print(
+        f"  {'total':40s} {sum(v[0] for v in usage.values()):6d} {total_apparent:11,d} {total_allocated:11,d}"
+    )
     by_type, by_kind, payload_total = breakdown(store_dir)
-    print(f"  events: {sum(v[0] for v in by_type.values())} events, {payload_total:,d} payload bytes")
+    print(
+        f"  events: {sum(v[0] for v in by_type.values())} events, {payload_total:,d} payload bytes"
+    )
     for event_type, (count, size) in sorted(by_type.items(), key=lambda kv: -kv[1][1]):
         print(f"    {event_type:32s} {count:5d} events {size:9,d} B")
     print(f"  blobs: {'kind':26s} {'blobs':>6s} {'raw':>10s} {'stored':>10s} {'allocated':>10s}")
@@ -280,7 +309,9 @@ def report_bytes(store_dir: Path, label: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-cli", action="store_true", help="skip the evopolicy run command lines")
+    parser.add_argument(
+        "--no-cli", action="store_true", help="skip the evopolicy run command lines"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="copy the short Run's store here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
@@ -296,29 +327,41 @@ def main() -> None:
                 wall, _run = host_run(tmp, store_dir, agent, source)
                 walls[variant].append(wall)
                 if not args.no_cli:
-                    walls[f"{variant}, CLI"].append(cli_run(tmp, tmp / f"cli-{variant}-{i}", agent, source))
-        print(f"scripted Run: CartPole, {SUBMISSIONS} submissions x {PER_SUBMISSION} Episodes (budget "
-              f"{SUBMISSIONS * PER_SUBMISSION}), 3 candidates x 5 validation Episodes (+ the initial program), "
-              f"assessment 10; traces of every train Episode")
+                    walls[f"{variant}, CLI"].append(
+                        cli_run(tmp, tmp / f"cli-{variant}-{i}", agent, source)
+                    )
+        print(
+            f"scripted Run: CartPole, {SUBMISSIONS} submissions x {PER_SUBMISSION} Episodes (budget "
+            f"{SUBMISSIONS * PER_SUBMISSION}), 3 candidates x 5 validation Episodes (+ the initial program), "
+            f"assessment 10; traces of every train Episode"
+        )
         print(f"load average (1 min) before each run: {min(loads):.2f}-{max(loads):.2f}")
-        print("\nP9 wall time, create + drive (RunHost, as `evopolicy run` does), median of "
-              f"{args.repeat}:")
+        print(
+            "\nP9 wall time, create + drive (RunHost, as `evopolicy run` does), median of "
+            f"{args.repeat}:"
+        )
         for variant, target in (("short", P9_SHORT_TARGET), ("long", P9_LONG_TARGET)):
             values = walls[variant]
             median = statistics.median(values)
             spread = ", ".join(f"{v:.2f}" for v in values)
-            print(f"  {variant:6s} Episodes: {median:6.2f} s  ({spread})  target <= {target} s: {verdict(median <= target)}")
+            print(
+                f"  {variant:6s} Episodes: {median:6.2f} s  ({spread})  target <= {target} s: {verdict(median <= target)}"
+            )
         if not args.no_cli:
             print("  the same through `evopolicy run ... --agent command` (a fresh process each):")
             for variant in ("short, CLI", "long, CLI"):
                 values = walls[variant]
-                print(f"  {variant:11s}: {statistics.median(values):6.2f} s  ({', '.join(f'{v:.2f}' for v in values)})")
+                print(
+                    f"  {variant:11s}: {statistics.median(values):6.2f} s  ({', '.join(f'{v:.2f}' for v in values)})"
+                )
         short_bytes = report_bytes(tmp / "store-short-0", "short Run")
         long_bytes = report_bytes(tmp / "store-long-0", "500-step Run")
         ratio = short_bytes / REFERENCE_BYTES
-        print(f"\nP8 bytes on disk (allocated), short Run: {short_bytes:,d} B = {ratio:.3f} of the reference "
-              f"implementation's {REFERENCE_BYTES:,d} B (a constant from issue 18, not measured here); "
-              f"target <= {P8_TARGET:.2f}: {verdict(ratio <= P8_TARGET)}")
+        print(
+            f"\nP8 bytes on disk (allocated), short Run: {short_bytes:,d} B = {ratio:.3f} of the reference "
+            f"implementation's {REFERENCE_BYTES:,d} B (a constant from issue 18, not measured here); "
+            f"target <= {P8_TARGET:.2f}: {verdict(ratio <= P8_TARGET)}"
+        )
         print(f"   500-step Run: {long_bytes:,d} B")
         if args.keep is not None:
             shutil.copytree(tmp / "store-short-0", args.keep, dirs_exist_ok=True)

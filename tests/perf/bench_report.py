@@ -64,14 +64,21 @@ def child(case: str, store_dir: Path, output: Path, profile: bool) -> dict[str, 
     size = len(built.html.encode("utf-8"))
     output.write_text(built.html, encoding="utf-8")
     done = time.perf_counter()
-    result: dict[str, Any] = {"runs": built.runs, "bytes": size, "work_s": done - imported, "imports_s": imported - started}
+    result: dict[str, Any] = {
+        "runs": built.runs,
+        "bytes": size,
+        "work_s": done - imported,
+        "imports_s": imported - started,
+    }
     if profiler is not None:
         import io
         import pstats
 
         profiler.disable()
         text = io.StringIO()
-        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(r"evopolicygym[/\\]", 30)
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(
+            r"evopolicygym[/\\]", 30
+        )
         where = str(PERF.parent.parent) + "/"
         result["profile"] = text.getvalue().replace(where, "")
     return result
@@ -79,7 +86,14 @@ def child(case: str, store_dir: Path, output: Path, profile: bool) -> dict[str, 
 
 def spawn(case: str, store_dir: Path, output: Path, profile: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", case, str(store_dir), str(output)]
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        case,
+        str(store_dir),
+        str(output),
+    ]
     done = subprocess.run(argv + (["--profile"] if profile else []), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{case} child failed ({done.returncode}):\n{done.stderr}")
@@ -94,10 +108,16 @@ def verdict(ok: bool) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000, help="Runs in the synthetic store (default 1000)")
+    parser.add_argument(
+        "--runs", type=int, default=1000, help="Runs in the synthetic store (default 1000)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="children per case (median kept)")
-    parser.add_argument("--profile", action="store_true", help="profile the page over every Run once")
-    parser.add_argument("--child", nargs=3, metavar=("CASE", "STORE", "OUTPUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile", action="store_true", help="profile the page over every Run once"
+    )
+    parser.add_argument(
+        "--child", nargs=3, metavar=("CASE", "STORE", "OUTPUT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.child:
         case, store_dir, output = args.child
@@ -110,10 +130,18 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         built_s = build_store(root / "store", args.runs)
         print(f"store: {args.runs:,} synthetic Runs built in {built_s:.1f} s")
-        cases = [("all", f"{args.runs:,} Runs"), ("experiment", f"{EXPERIMENT_SIZE} Runs"), ("run", "one Run")]
-        print(f"{'page':<12} {'work s':>8} {'process s':>10} {'MB':>7}   target (< {SECONDS_TARGET:g} s, < {MB_TARGET:g} MB)")
+        cases = [
+            ("all", f"{args.runs:,} Runs"),
+            ("experiment", f"{EXPERIMENT_SIZE} Runs"),
+            ("run", "one Run"),
+        ]
+        print(
+            f"{'page':<12} {'work s':>8} {'process s':>10} {'MB':>7}   target (< {SECONDS_TARGET:g} s, < {MB_TARGET:g} MB)"
+        )
         for case, label in cases:
-            results = [spawn(case, root / "store", root / f"{case}.html") for _ in range(args.repeats)]
+            results = [
+                spawn(case, root / "store", root / f"{case}.html") for _ in range(args.repeats)
+            ]
             work = statistics.median(r["work_s"] for r in results)
             process = statistics.median(r["process_s"] for r in results)
             mb = results[0]["bytes"] / 1e6

@@ -68,11 +68,18 @@ def main() -> None:
     pool = plan_pool(benchmark, config, derive_run_seeds(config.seed))
 
     with Evaluator() as evaluator:
-        evaluator.evaluate(program, benchmark, EvaluationConfig(episodes=1, jobs=1), episodes=planned(pool, [0]))
+        evaluator.evaluate(
+            program, benchmark, EvaluationConfig(episodes=1, jobs=1), episodes=planned(pool, [0])
+        )
         bare = []
         for i in range(n):
             started = time.perf_counter()
-            evaluator.evaluate(program, benchmark, EvaluationConfig(episodes=1, jobs=1), episodes=planned(pool, [i]))
+            evaluator.evaluate(
+                program,
+                benchmark,
+                EvaluationConfig(episodes=1, jobs=1),
+                episodes=planned(pool, [i]),
+            )
             bare.append(time.perf_counter() - started)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,10 +116,14 @@ def main() -> None:
     host_ms = statistics.median(host_side) * 1e3
     print(f"submissions: {n} of one CartPole Episode (baseline policy), jobs=1")
     print(f"evaluate() alone, warm Evaluator:        {bare_ms:7.1f} ms per evaluation (median)")
-    print(f"Host side, reserved -> published:        {host_ms:7.1f} ms  = {host_ms / bare_ms:4.2f}x evaluate()")
+    print(
+        f"Host side, reserved -> published:        {host_ms:7.1f} ms  = {host_ms / bare_ms:4.2f}x evaluate()"
+    )
     ratio = agent_ms / bare_ms
     verdict = "met" if ratio <= 1.5 else "MISSED"
-    print(f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  = {ratio:4.2f}x evaluate()  (target <= 1.5x: {verdict})")
+    print(
+        f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  = {ratio:4.2f}x evaluate()  (target <= 1.5x: {verdict})"
+    )
     print(f"whole Run incl. Agent start and finish:  {total:7.2f} s")
 
 

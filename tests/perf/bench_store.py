@@ -161,11 +161,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--postgres",
-        default=os.environ.get("EVOPOLICY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"),
+        default=os.environ.get(
+            "EVOPOLICY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+        ),
         help="a PostgreSQL server's URL whose user may create databases",
     )
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
-    parser.add_argument("--writers", type=int, default=8, help="concurrent PostgreSQL writer processes")
+    parser.add_argument(
+        "--writers", type=int, default=8, help="concurrent PostgreSQL writer processes"
+    )
     parser.add_argument(
         "--writer-events", type=int, default=5_000, help="events each concurrent writer appends"
     )
@@ -306,14 +310,32 @@ class PgRaw:
     """The floor: the same table and constraints, prepared rows, one commit per batch of
     100, by ``executemany`` or by ``COPY``; no triggers, no lock, no chain, no checks."""
 
-    TYPES = ("bigint", "text", "integer", "text", "text", "integer", "bigint", "bytea", "text", "text", "text")
+    TYPES = (
+        "bigint",
+        "text",
+        "integer",
+        "text",
+        "text",
+        "integer",
+        "bigint",
+        "bytea",
+        "text",
+        "text",
+        "text",
+    )
 
     def __init__(self, url: str, copy: bool) -> None:
         import psycopg
         from sqlalchemy.dialects import postgresql
 
         self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute(str(CreateTable(EventRecord.metadata.tables["events"]).compile(dialect=postgresql.dialect())))
+        self.conn.execute(
+            str(
+                CreateTable(EventRecord.metadata.tables["events"]).compile(
+                    dialect=postgresql.dialect()
+                )
+            )
+        )
         self.copy = copy
         self.position = 0
 
@@ -321,7 +343,19 @@ class PgRaw:
         zero = "0" * 64
         now = time.time_ns()
         rows = [
-            (self.position + i + 1, "raw", self.position + i + 1, e.event_id, e.type, e.schema_version, now, e.payload, zero, zero, zero)
+            (
+                self.position + i + 1,
+                "raw",
+                self.position + i + 1,
+                e.event_id,
+                e.type,
+                e.schema_version,
+                now,
+                e.payload,
+                zero,
+                zero,
+                zero,
+            )
             for i, e in enumerate(events)
         ]
         self.position += len(rows)
@@ -330,7 +364,9 @@ class PgRaw:
         for offset in range(0, len(rows), BATCH):
             with self.conn.transaction(), self.conn.cursor() as cursor:
                 if self.copy:
-                    with cursor.copy(f"COPY events ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as stream:
+                    with cursor.copy(
+                        f"COPY events ({COLUMNS}) FROM STDIN (FORMAT BINARY)"
+                    ) as stream:
                         stream.set_types(list(self.TYPES))
                         for row in rows[offset : offset + BATCH]:
                             stream.write_row(row)
@@ -376,7 +412,9 @@ def bench_postgres(args: argparse.Namespace) -> None:
             "SELECT current_setting('fsync'), current_setting('synchronous_commit')"
         ).fetchone()
         assert version is not None and durability is not None
-        print(f"PostgreSQL {version[0]} (fsync={durability[0]}, synchronous_commit={durability[1]})")
+        print(
+            f"PostgreSQL {version[0]} (fsync={durability[0]}, synchronous_commit={durability[1]})"
+        )
 
         # The three writers take turns, a tenth of the events each turn, so a change in the
         # machine's load (it is shared) falls on all three alike.

@@ -13,7 +13,12 @@ __all__ = ["png_strip"]
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (
+        struct.pack(">I", len(data))
+        + kind
+        + data
+        + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    )
 
 
 def png_strip(frames: Sequence[np.ndarray[Any, Any]], gap: int = 2) -> bytes:
@@ -31,7 +36,9 @@ def png_strip(frames: Sequence[np.ndarray[Any, Any]], gap: int = 2) -> bytes:
             parts.append(spacer)
         parts.append(np.asarray(frame, dtype=np.uint8))
     image = np.concatenate(parts, axis=1)
-    rows = np.concatenate([np.zeros((height, 1), dtype=np.uint8), image.reshape(height, -1)], axis=1)
+    rows = np.concatenate(
+        [np.zeros((height, 1), dtype=np.uint8), image.reshape(height, -1)], axis=1
+    )
     header = struct.pack(">IIBBBBB", image.shape[1], height, 8, 2, 0, 0, 0)  # 8-bit RGB
     return (
         b"\x89PNG\r\n\x1a\n"

@@ -96,14 +96,18 @@ class CardGameBenchmark:
         if hands is None:
             hands = self.game.default_hands
         if type(hands) is not int or not 1 <= hands <= MAX_HANDS:
-            raise BenchmarkError(f"{game}: hands must be an integer from 1 to {MAX_HANDS}, got {hands!r}")
+            raise BenchmarkError(
+                f"{game}: hands must be an integer from 1 to {MAX_HANDS}, got {hands!r}"
+            )
         self.hands = hands
         recorded = MEASURED.get((game, self.opponent, hands))
         self.catalog = CatalogEntry(
             family="cards",
             profiles=profiles,
             profile=self.opponent,
-            reference=None if recorded is None else ReferenceScores(
+            reference=None
+            if recorded is None
+            else ReferenceScores(
                 baseline=recorded["baseline"],
                 random=recorded["random"],
                 split=recorded["split"],
@@ -118,7 +122,9 @@ class CardGameBenchmark:
         return {**self.__dict__, "_spec": None}
 
     def __repr__(self) -> str:
-        return f"CardGameBenchmark({self.game.name!r}, profile={self.opponent!r}, hands={self.hands})"
+        return (
+            f"CardGameBenchmark({self.game.name!r}, profile={self.opponent!r}, hands={self.hands})"
+        )
 
     @property
     def failure_score(self) -> float:
@@ -181,7 +187,9 @@ class CardGameBenchmark:
         if split not in self.splits:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(self.splits)}")
         return [
-            EpisodeSpec(split=split, index=i, seed=derive_seed("episode", self.game.name, split, seed, i))
+            EpisodeSpec(
+                split=split, index=i, seed=derive_seed("episode", self.game.name, split, seed, i)
+            )
             for i in range(count)
         ]
 
@@ -192,7 +200,9 @@ class CardGameBenchmark:
         # Whether it is legal at this decision is the Environment's check (InvalidAction too).
         if type(action) is int and action in ACTION_NAMES:
             return action
-        raise InvalidAction(f"action must be an int 0 (fold), 1 (call) or 2 (raise), got {_short(action)}")
+        raise InvalidAction(
+            f"action must be an int 0 (fold), 1 (call) or 2 (raise), got {_short(action)}"
+        )
 
     def sample_action(self, rng: random.Random) -> int:
         """Call (a check when nothing is owed): the one action legal at every decision, so a
@@ -238,7 +248,10 @@ class CardGameBenchmark:
             )
             if len(summarised) < SUMMARY_EPISODES and hands:
                 summarised.append(
-                    {"index": record.spec.index, "hands": [_round_summary(h) for h in hands[:SUMMARY_HANDS]]}
+                    {
+                        "index": record.spec.index,
+                        "hands": [_round_summary(h) for h in hands[:SUMMARY_HANDS]],
+                    }
                 )
             for hand in hands:
                 line = msgspec.json.encode({"episode": record.spec.index, **_replay_line(hand)})
@@ -264,7 +277,9 @@ class CardGameBenchmark:
             # won_rate, mean_hands_won, mean_showdowns, mean_my_folds... over completed Episodes.
             "domain": domain_summary(records) if any(r.summary for r in records) else {},
             "hands_won_rate": (
-                sum(e["hands_won"] for e in episodes if e["status"] == "ok") / played if played else 0.0
+                sum(e["hands_won"] for e in episodes if e["status"] == "ok") / played
+                if played
+                else 0.0
             ),
             "round_summaries": summarised,
         }
@@ -346,7 +361,12 @@ def holdem_limit(profile: str | None = None, hands: int | str | None = None) -> 
 
 def _profiles(game: str) -> tuple[Profile, ...]:
     return tuple(
-        Profile(name=name, difficulty=i, parameters={"opponent": name}, description=OPPONENT_DESCRIPTIONS[name])
+        Profile(
+            name=name,
+            difficulty=i,
+            parameters={"opponent": name},
+            description=OPPONENT_DESCRIPTIONS[name],
+        )
         for i, name in enumerate(PROFILES[game])
     )
 
@@ -355,11 +375,67 @@ def _profiles(game: str) -> tuple[Profile, ...]:
 # assessment split, measured by ``python -m evopolicygym_cards.measure`` (in-process, the
 # same Episodes and policy seeds for both); keyed by (game, opponent, hands).
 MEASURED: dict[tuple[str, str, int], dict[str, Any]] = {
-    ("leduc", "calling", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 21.4433, "baseline_std": 12.3405, "random": -0.2967, "random_std": 17.9202},
-    ("leduc", "random", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 16.0833, "baseline_std": 16.5147, "random": 0.93, "random_std": 20.6168},
-    ("leduc", "rule", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 1.03, "baseline_std": 11.0425, "random": -16.84, "random_std": 17.2374},
-    ("leduc", "equilibrium", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": -0.4, "baseline_std": 12.8294, "random": -12.7533, "random_std": 19.2603},
-    ("holdem_limit", "calling", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 131.9, "baseline_std": 120.2846, "random": -15.9, "random_std": 159.3969},
-    ("holdem_limit", "random", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 75.3667, "baseline_std": 129.5629, "random": -2.3167, "random_std": 149.7555},
-    ("holdem_limit", "rule", 20): {"split": "assessment", "seed": 0, "episodes": 300, "baseline": 29.4167, "baseline_std": 133.5742, "random": -16.6, "random_std": 108.6145},
+    ("leduc", "calling", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 21.4433,
+        "baseline_std": 12.3405,
+        "random": -0.2967,
+        "random_std": 17.9202,
+    },
+    ("leduc", "random", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 16.0833,
+        "baseline_std": 16.5147,
+        "random": 0.93,
+        "random_std": 20.6168,
+    },
+    ("leduc", "rule", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 1.03,
+        "baseline_std": 11.0425,
+        "random": -16.84,
+        "random_std": 17.2374,
+    },
+    ("leduc", "equilibrium", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": -0.4,
+        "baseline_std": 12.8294,
+        "random": -12.7533,
+        "random_std": 19.2603,
+    },
+    ("holdem_limit", "calling", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 131.9,
+        "baseline_std": 120.2846,
+        "random": -15.9,
+        "random_std": 159.3969,
+    },
+    ("holdem_limit", "random", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 75.3667,
+        "baseline_std": 129.5629,
+        "random": -2.3167,
+        "random_std": 149.7555,
+    },
+    ("holdem_limit", "rule", 20): {
+        "split": "assessment",
+        "seed": 0,
+        "episodes": 300,
+        "baseline": 29.4167,
+        "baseline_std": 133.5742,
+        "random": -16.6,
+        "random_std": 108.6145,
+    },
 }

@@ -68,7 +68,9 @@ class CardEnvironment:
         self._next_hand()
         self._play_on()
         if self._done:  # the policy acts first in hand 0, so this is a bug, not a policy's doing
-            raise BenchmarkError(f"{self.game.name}: the match ended before the policy's first decision")
+            raise BenchmarkError(
+                f"{self.game.name}: the match ended before the policy's first decision"
+            )
         return self._observation()
 
     def step(self, action: Any) -> StepResult:
@@ -115,7 +117,9 @@ class CardEnvironment:
         deal = random.Random(derive_seed("cards-deal", self.game.name, self.seed, self._hand))
         self._deck = [action for action, _ in self._state.chance_outcomes()]
         deal.shuffle(self._deck)
-        self._rng = random.Random(derive_seed("cards-opponent", self.game.name, self.seed, self._hand))
+        self._rng = random.Random(
+            derive_seed("cards-opponent", self.game.name, self.seed, self._hand)
+        )
         self._betting: list[list[list[str]]] = []
         self._last_contributions = (0, 0)
         self._last_action = CALL
@@ -134,7 +138,9 @@ class CardEnvironment:
                 outcomes = {action for action, _ in state.chance_outcomes()}
                 card = next((c for c in self._deck if c in outcomes), None)
                 if card is None:
-                    raise BenchmarkError(f"{self.game.name}: the deck has no card OpenSpiel can deal")
+                    raise BenchmarkError(
+                        f"{self.game.name}: the deck has no card OpenSpiel can deal"
+                    )
                 self._deck.remove(card)
                 state.apply_action(card)
             elif state.current_player() == self._seat:

@@ -17,7 +17,15 @@ from typing import Any
 
 import pyspiel
 
-__all__ = ["ACTION_NAMES", "CATEGORIES", "GAMES", "CardGame", "SeatView", "hand_category", "rank_five"]
+__all__ = [
+    "ACTION_NAMES",
+    "CATEGORIES",
+    "GAMES",
+    "CardGame",
+    "SeatView",
+    "hand_category",
+    "rank_five",
+]
 
 FOLD, CALL, RAISE = 0, 1, 2
 ACTION_NAMES = {FOLD: "fold", CALL: "call", RAISE: "raise"}
@@ -71,7 +79,10 @@ class CardGame:
                 private=[leduc_card(int(private.group(1)))],
                 board=[leduc_card(int(public.group(1)))] if public else [],
                 round=int(round_.group(1)) - 1,
-                contributions=(LEDUC_STACK - int(money.group(1)), LEDUC_STACK - int(money.group(2))),
+                contributions=(
+                    LEDUC_STACK - int(money.group(1)),
+                    LEDUC_STACK - int(money.group(2)),
+                ),
             )
         private = _PRIVATE.search(info)
         public = _PUBLIC.search(info)

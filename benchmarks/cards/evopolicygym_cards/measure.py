@@ -45,12 +45,16 @@ def load_policy(program_dir: Path) -> PolicyMaker:
     return make_policy
 
 
-def policy_seed(benchmark: CardGameBenchmark, episode: EpisodeSpec, seed: int = MEASURE_SEED) -> int:
+def policy_seed(
+    benchmark: CardGameBenchmark, episode: EpisodeSpec, seed: int = MEASURE_SEED
+) -> int:
     """The policy seed ``evaluate()`` gives the Episode (the evaluation engine's derivation)."""
     return derive_seed("policy", benchmark.spec.id, episode.split, seed, episode.index)
 
 
-def play(benchmark: CardGameBenchmark, make_policy: PolicyMaker, episode: EpisodeSpec, seed: int) -> float:
+def play(
+    benchmark: CardGameBenchmark, make_policy: PolicyMaker, episode: EpisodeSpec, seed: int
+) -> float:
     """One Episode's return, the policy made fresh for it."""
     spec = benchmark.spec
     random.seed(seed)

@@ -80,7 +80,9 @@ def holdem_strength(private: list[str], board: list[str]) -> float:
 def _rule(game: CardGame, state: Any, player: int, rng: random.Random) -> int:
     view = game.view(state, player)
     owed = view.contributions[1 - player] - view.contributions[player]
-    strength = (leduc_strength if game.name == "leduc" else holdem_strength)(view.private, view.board)
+    strength = (leduc_strength if game.name == "leduc" else holdem_strength)(
+        view.private, view.board
+    )
     return _by_strength(strength, state.legal_actions(), owed, rng)
 
 

@@ -77,7 +77,9 @@ def is_quadratic(name: str) -> bool:
 
 def features(name: str, info: SpaceInfo, observation: Any) -> list[float]:
     """The template's inputs for one Box observation (mirrors the generated ``features``)."""
-    values = [float(v) / s for v, s in zip(flatten_numbers(observation), info.obs_scale, strict=False)]
+    values = [
+        float(v) / s for v, s in zip(flatten_numbers(observation), info.obs_scale, strict=False)
+    ]
     if is_quadratic(name):
         values += [v * abs(v) for v in values]
     return values

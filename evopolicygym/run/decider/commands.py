@@ -100,7 +100,9 @@ class Submit(Command, frozen=True, kw_only=True):
     selector: str
     program_digest: str | None = None
     problem: str | None = None
-    parent: int | None = None  # the Submission edited from, as the Agent says (0: the initial program)
+    parent: int | None = (
+        None  # the Submission edited from, as the Agent says (0: the initial program)
+    )
 
 
 class Malformed(Command, frozen=True, kw_only=True):

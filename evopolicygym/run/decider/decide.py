@@ -357,7 +357,11 @@ def _host(state: RunState, command: Command) -> list[Event]:
                     split=validation.split,
                     episodes=validation.episodes_per_candidate,
                     seed=state.seeds["validation"],
-                    handoff=None if state.cfg.legacy else "agent" if state.finish_candidates is not None else "host",
+                    handoff=None
+                    if state.cfg.legacy
+                    else "agent"
+                    if state.finish_candidates is not None
+                    else "host",
                 )
             ]
         case RecordReference():
@@ -466,7 +470,9 @@ def _host(state: RunState, command: Command) -> list[Event]:
             if not remaining or command.submission_id != remaining[0]:
                 raise InvalidTransition(f"Submission {command.submission_id} is not next to assess")
             if (command.score is None) == (command.error is None):
-                raise InvalidTransition("a candidate's Assessment has a score or an error, not both")
+                raise InvalidTransition(
+                    "a candidate's Assessment has a score or an error, not both"
+                )
             return [
                 CandidateAssessed(
                     submission_id=command.submission_id,

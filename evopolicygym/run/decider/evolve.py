@@ -108,7 +108,11 @@ def evolve(state: RunState, event: Event) -> RunState:
                 ),
             )
             if not isinstance(again, list) or again != [event]:
-                reason = again.message if isinstance(again, Rejection) else "it differs from what the rules give"
+                reason = (
+                    again.message
+                    if isinstance(again, Rejection)
+                    else "it differs from what the rules give"
+                )
                 raise InvalidTransition(
                     f"EvaluationStarted for Submission {event.submission_id} could not have been accepted: {reason}"
                 )
@@ -152,7 +156,10 @@ def evolve(state: RunState, event: Event) -> RunState:
             )
         case EpisodeCompleted():
             pending = pending_submission(state, event.submission_id)
-            if pending.completed >= len(pending.indices) or event.index != pending.indices[pending.completed]:
+            if (
+                pending.completed >= len(pending.indices)
+                or event.index != pending.indices[pending.completed]
+            ):
                 raise InvalidTransition(
                     f"EpisodeCompleted for Episode {event.index} of Submission {pending.id} out of order"
                 )
@@ -185,9 +192,13 @@ def evolve(state: RunState, event: Event) -> RunState:
         case SubmissionRejected() | FinishRejected():
             return state
         case FinishAccepted():
-            again = decide(state, Finish(request_id=event.request_id, candidates=list(event.candidates)))
+            again = decide(
+                state, Finish(request_id=event.request_id, candidates=list(event.candidates))
+            )
             if isinstance(again, Rejection):
-                raise InvalidTransition(f"FinishAccepted could not have been accepted: {again.message}")
+                raise InvalidTransition(
+                    f"FinishAccepted could not have been accepted: {again.message}"
+                )
             return replace(state, finish_candidates=tuple(event.candidates), authority_open=False)
         case AgentStarted():
             if (
@@ -230,23 +241,33 @@ def evolve(state: RunState, event: Event) -> RunState:
             )
         case ValidationStarted():
             _as_decided(state, StartValidation(), event)
-            return replace(state, validation_candidates=tuple(event.candidates), handoff=event.handoff)
+            return replace(
+                state, validation_candidates=tuple(event.candidates), handoff=event.handoff
+            )
         case ReferenceValidated():
             _as_decided(
                 state,
-                RecordReference(score=event.score, failures=event.failures, episodes=list(event.episodes)),
+                RecordReference(
+                    score=event.score, failures=event.failures, episodes=list(event.episodes)
+                ),
                 event,
             )
             return replace(state, reference_validated=True, reference_score=event.score)
         case CandidateValidated():
             remaining = unvalidated(state)
             if reference_due(state):
-                raise InvalidTransition(f"CandidateValidated {event.submission_id} before the initial Program's")
+                raise InvalidTransition(
+                    f"CandidateValidated {event.submission_id} before the initial Program's"
+                )
             if not remaining or remaining[0] != event.submission_id:
                 raise InvalidTransition(f"CandidateValidated {event.submission_id} out of order")
             return replace(state, validated=(*state.validated, event))
         case ValidationFailed():
-            if state.validation_candidates is None or state.selected is not None or state.validation_failed:
+            if (
+                state.validation_candidates is None
+                or state.selected is not None
+                or state.validation_failed
+            ):
                 raise InvalidTransition("ValidationFailed with no Validation running")
             return replace(state, validation_failed=True)
         case FinalSubmissionSelected():
@@ -256,7 +277,9 @@ def evolve(state: RunState, event: Event) -> RunState:
             if state.cfg.validation.enabled:
                 results = [(r.submission_id, r.score, r.failures) for r in state.validated]
                 if unvalidated(state) or not results:
-                    raise InvalidTransition("FinalSubmissionSelected before every candidate was validated")
+                    raise InvalidTransition(
+                        "FinalSubmissionSelected before every candidate was validated"
+                    )
                 expected = rank_candidates(results, state.score_direction)[0]
             else:
                 expected = step.candidates[0]
@@ -272,7 +295,11 @@ def evolve(state: RunState, event: Event) -> RunState:
             _as_decided(state, StartAssessment(), event)
             return replace(state, assessment_started=True)
         case AssessmentCompleted() | AssessmentFailed():
-            if not state.assessment_started or state.assessment_score is not None or state.assessment_failed:
+            if (
+                not state.assessment_started
+                or state.assessment_score is not None
+                or state.assessment_failed
+            ):
                 raise InvalidTransition(f"{event.type_name()} with no Assessment running")
             if isinstance(event, AssessmentFailed):
                 return replace(state, assessment_failed=True)
@@ -309,9 +336,13 @@ def _as_decided(state: RunState, command: Command, event: Event) -> None:
     """Refuse ``event`` unless it is exactly what the Host's ``command`` yields in ``state``."""
     expected = decide(state, command)  # a Host command: refused only as a Rejection without event
     if isinstance(expected, Rejection):
-        raise InvalidTransition(f"{event.type_name()} could not have been recorded here: {expected.message}")
+        raise InvalidTransition(
+            f"{event.type_name()} could not have been recorded here: {expected.message}"
+        )
     if expected != [event]:
-        raise InvalidTransition(f"{event.type_name()} differs from what the rules give in this state")
+        raise InvalidTransition(
+            f"{event.type_name()} differs from what the rules give in this state"
+        )
 
 
 def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:

@@ -20,7 +20,14 @@ from evopolicygym.records.events import (
 from evopolicygym.run.config import RunConfig
 from evopolicygym.run.decider.commands import InvalidTransition
 
-__all__ = ["RunState", "Submission", "pending_submission", "reference_due", "unassessed", "unvalidated"]
+__all__ = [
+    "RunState",
+    "Submission",
+    "pending_submission",
+    "reference_due",
+    "unassessed",
+    "unvalidated",
+]
 
 
 class Submission(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,7 +136,11 @@ def unassessed(state: RunState) -> list[int]:
     """The validated candidates other than the selected one still to be assessed on the
     selected one's Assessment Episodes (``assessment.candidates``), in Validation order;
     only once the selected one's Assessment has completed."""
-    if not state.cfg.assessment.candidates or state.assessment_score is None or state.selected is None:
+    if (
+        not state.cfg.assessment.candidates
+        or state.assessment_score is None
+        or state.selected is None
+    ):
         return []
     done = {a.submission_id for a in state.candidates_assessed}
     return [

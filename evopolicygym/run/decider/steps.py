@@ -79,7 +79,9 @@ def next_step(state: RunState) -> Step | Command:
             return Conclude()
         return Validate(
             candidates=candidates,
-            reference=state.cfg.validation.enabled and not state.cfg.legacy and not state.reference_validated,
+            reference=state.cfg.validation.enabled
+            and not state.cfg.legacy
+            and not state.reference_validated,
         )
     if state.cfg.assessment.enabled and state.assessment_score is None:
         return Assess(submission_id=state.selected)
@@ -93,7 +95,9 @@ def handoff(state: RunState) -> Literal["agent", "host", "none"]:
     """Who named the candidates: the Agent, the Host (nomination), or nobody."""
     if state.finish_candidates is not None:
         return "agent"
-    return "host" if state.validation_candidates is not None or state.selected is not None else "none"
+    return (
+        "host" if state.validation_candidates is not None or state.selected is not None else "none"
+    )
 
 
 def improved(state: RunState) -> bool | None:

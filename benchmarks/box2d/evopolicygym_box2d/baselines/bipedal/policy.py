@@ -35,7 +35,9 @@ class Gait:
         knee = {swing: None, stance: None}
         if self.phase == LIFT:
             hip[swing], knee[swing] = 1.1, -0.6
-            self.stance_knee = min(self.stance_knee + (0.06 if s[VX] > CRUISE else 0.03), STANCE_KNEE)
+            self.stance_knee = min(
+                self.stance_knee + (0.06 if s[VX] > CRUISE else 0.03), STANCE_KNEE
+            )
             knee[stance] = self.stance_knee
             if s[stance] < 0.10:  # the stance hip has swept behind: reach forward
                 self.phase = PLANT
@@ -54,8 +56,12 @@ class Gait:
         action = []
         level = LEVEL_TILT * s[HULL_ANGLE] + LEVEL_SPIN * s[HULL_SPIN]
         for base in LEG:
-            torque_hip = 0.0 if hip[base] is None else 0.9 * (hip[base] - s[base]) - 0.25 * s[base + 1]
-            torque_knee = 0.0 if knee[base] is None else 4.0 * (knee[base] - s[base + 2]) - 0.25 * s[base + 3]
+            torque_hip = (
+                0.0 if hip[base] is None else 0.9 * (hip[base] - s[base]) - 0.25 * s[base + 1]
+            )
+            torque_knee = (
+                0.0 if knee[base] is None else 4.0 * (knee[base] - s[base + 2]) - 0.25 * s[base + 3]
+            )
             torque_hip += level
             torque_knee -= DAMP_VY * s[VY]
             action += [clip(0.5 * torque_hip), clip(0.5 * torque_knee)]

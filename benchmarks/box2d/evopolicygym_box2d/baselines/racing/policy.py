@@ -36,7 +36,7 @@ def colour_mask(frame, colour):
 
 def centre(mask, rows):
     """Mean column of the road run nearest the car in the band, or None without road."""
-    band = mask[rows[0]:rows[1]].mean(axis=0) > 0.5
+    band = mask[rows[0] : rows[1]].mean(axis=0) > 0.5
     columns = np.flatnonzero(band)
     if columns.size == 0:
         return None

@@ -40,7 +40,9 @@ class Planner:
         else:
             cells = observation["image"].tolist()  # cells[x][y] = [type, color, state]
             width, height = len(cells), len(cells[0])
-            agent = next((x, y) for x in range(width) for y in range(height) if cells[x][y][0] == AGENT)
+            agent = next(
+                (x, y) for x in range(width) for y in range(height) if cells[x][y][0] == AGENT
+            )
             origin = (0, 0)
         width, height = len(cells), len(cells[0])
         # The agent hides the cell it stands on: in a doorway, that is an (open) door.
@@ -55,7 +57,11 @@ class Planner:
         action = self.choose(cells, agent, direction, target)
         dx, dy = VECTORS[direction]
         front = (agent[0] + dx, agent[1] + dy)
-        self.last = (action, (front[0] + origin[0], front[1] + origin[1]), cells[front[0]][front[1]])
+        self.last = (
+            action,
+            (front[0] + origin[0], front[1] + origin[1]),
+            cells[front[0]][front[1]],
+        )
         return action
 
     def mapped(self, view, direction):
@@ -75,7 +81,9 @@ class Planner:
                 if cell[0] == 0 or (i == middle and j == size - 1):
                     continue  # unseen, or the agent's own cell (it shows what is carried)
                 ahead_by, right_by = size - 1 - j, i - middle
-                self.known[(px + ahead_by * fx + right_by * rx, py + ahead_by * fy + right_by * ry)] = cell
+                self.known[
+                    (px + ahead_by * fx + right_by * rx, py + ahead_by * fy + right_by * ry)
+                ] = cell
         xs = [x for x, _ in self.known] + [px]
         ys = [y for _, y in self.known] + [py]
         # One unseen ring around the map, so no walk ever leaves it.
@@ -106,7 +114,11 @@ class Planner:
 
         def at(kind, color=None, state=None):
             def test(cell):
-                return cell[0] == kind and (color is None or cell[1] == color) and (state is None or cell[2] == state)
+                return (
+                    cell[0] == kind
+                    and (color is None or cell[1] == color)
+                    and (state is None or cell[2] == state)
+                )
 
             return test
 
@@ -141,7 +153,9 @@ class Planner:
         if step is not None:
             return step
         # Nothing known applies: look at the nearest cell not seen yet.
-        step = search(cells, start, lambda x, y, d: cells[ahead(x, y, d)[0]][ahead(x, y, d)[1]][0] == 0)
+        step = search(
+            cells, start, lambda x, y, d: cells[ahead(x, y, d)[0]][ahead(x, y, d)[1]][0] == 0
+        )
         if step is not None and step != "here":
             return step
         return self.rng.choice((LEFT, RIGHT, FORWARD, FORWARD))
