@@ -120,8 +120,9 @@ BIPEDAL_PROFILES: tuple[Profile, ...] = (
     ),
 )
 # Measured with evaluate() on the assessment split, seed 0 (evopolicy benchmarks check bipedal
-# --baseline --episodes 32 --param profile=P): normal, the gait 289.90 (no falls in 32 Episodes; it walks until the step limit)
-# against random's -94.39 (half fall, the rest stay up until the limit); on hardcore's stumps
+# --baseline --episodes 32 --param profile=P): normal, the gait 289.90 (no falls in 32
+# Episodes; it walks until the step limit) against random's -94.39 (half fall, the rest stay
+# up until the limit); on hardcore's stumps
 # and pits the gait falls in 31 of 32 Episodes, but further on than random.
 BIPEDAL_REFERENCES: dict[str, ReferenceScores] = {
     "normal": ReferenceScores(
@@ -305,7 +306,8 @@ def racing(
         steps = int(steps)  # from the command line
     if type(steps) is not int or not 0 < steps <= RACING_STEPS:
         raise BenchmarkError(
-            f"racing: max_episode_steps must be an integer from 1 to {RACING_STEPS}, got {max_episode_steps!r}"
+            f"racing: max_episode_steps must be an integer from 1 to {RACING_STEPS}, "
+            f"got {max_episode_steps!r}"
         )
     max_episode_steps = steps
     full = max_episode_steps == RACING_STEPS
@@ -322,7 +324,8 @@ def racing(
         failure_return=-0.1 * max_episode_steps - 100.0,
         success_threshold=900.0,
         metadata={
-            "observation": "96x96x3 uint8 RGB frame, the car at columns 46-49, rows 66-77; rows 84-95 the dashboard"
+            "observation": "96x96x3 uint8 RGB frame, the car at columns 46-49, rows 66-77; "
+            "rows 84-95 the dashboard"
         },
         baseline=str(BASELINES_DIR / "racing"),
         catalog=CatalogEntry(

@@ -63,11 +63,16 @@ OBSERVATION = {
     "hand": "this hand's number in the match, from 0 (equals hands once the match is over)",
     "hands": "hands in the match",
     "done": "true on the last observation, after the match",
-    "seat": "the policy's OpenSpiel player this hand (0 or 1); seats alternate, the policy acting first in even hands",
+    "seat": (
+        "the policy's OpenSpiel player this hand (0 or 1); seats alternate, "
+        "the policy acting first in even hands"
+    ),
     "private_cards": "the policy's own cards, e.g. ['Ks'] or ['Ah', '3c'] (rank then suit)",
     "board": "the public cards dealt so far",
     "round": "the betting round, from 0",
-    "betting": "this hand's actions so far, per round: [[actor, action], ...], actor me or opponent",
+    "betting": (
+        "this hand's actions so far, per round: [[actor, action], ...], actor me or opponent"
+    ),
     "pot": "chips in the pot (both seats' contributions)",
     "to_call": "chips the policy must add to call (0: calling is a check)",
     "my_contribution": "chips the policy has put in this hand",
@@ -140,7 +145,10 @@ class CardGameBenchmark:
                 "library": "OpenSpiel",
                 "openspiel_game": self.game.game_string,
                 "rules": self.game.rules,
-                "action": "0 fold, 1 call (a check when to_call is 0), 2 raise (a bet when nothing is bet)",
+                "action": (
+                    "0 fold, 1 call (a check when to_call is 0), "
+                    "2 raise (a bet when nothing is bet)"
+                ),
                 "action_names": {str(a): name for a, name in ACTION_NAMES.items()},
                 "reward": (
                     "chips won (negative: lost) in the hands that ended since the previous step; "
@@ -164,7 +172,10 @@ class CardGameBenchmark:
                 metadata["reference_scores"] = recorded
             self._spec = BenchmarkSpec(
                 id=self.game.name,
-                description=f"{self.game.description} Profile {self.opponent}: {OPPONENT_DESCRIPTIONS[self.opponent]}",
+                description=(
+                    f"{self.game.description} Profile {self.opponent}: "
+                    f"{OPPONENT_DESCRIPTIONS[self.opponent]}"
+                ),
                 observation_space={"type": "json", "fields": OBSERVATION},
                 action_space={"type": "discrete", "n": 3, "start": 0},
                 max_episode_steps=self.hands * spiel.max_game_length(),

@@ -125,7 +125,9 @@ GAMES: dict[str, CardGame] = {
     "leduc": CardGame(
         name="leduc",
         game_string="leduc_poker",
-        description="Leduc poker, heads-up, against a fixed opponent: win chips over a match of hands.",
+        description=(
+            "Leduc poker, heads-up, against a fixed opponent: win chips over a match of hands."
+        ),
         rules=(
             "Six cards: J, Q, K in two suits. Each seat antes 1 and gets one private card. "
             "Round 1: bets of 2, round 2 (after one public board card): bets of 4, at most two "
@@ -140,7 +142,8 @@ GAMES: dict[str, CardGame] = {
         name="holdem_limit",
         game_string=HOLDEM_LIMIT,
         description=(
-            "Heads-up limit Texas Hold'em against a fixed opponent: win chips over a match of hands."
+            "Heads-up limit Texas Hold'em against a fixed opponent: "
+            "win chips over a match of hands."
         ),
         rules=(
             "52 cards, two private cards per seat, a board of 3, 1 and 1 cards. Blinds 10/5: "

@@ -113,8 +113,13 @@ OPPONENTS: dict[str, Opponent] = {
 OPPONENT_DESCRIPTIONS = {
     "calling": "a calling station: always calls or checks, never folds or raises.",
     "random": "plays a legal action uniformly at random.",
-    "rule": "a hand-strength rule: raises strong hands, calls middling ones, folds weak ones to a bet, bluffs 5% of the time.",
-    "equilibrium": "an approximate Nash equilibrium (CFR+, exploitability about 0.002 chips a hand).",
+    "rule": (
+        "a hand-strength rule: raises strong hands, calls middling ones, folds weak ones to a bet, "
+        "bluffs 5% of the time."
+    ),
+    "equilibrium": (
+        "an approximate Nash equilibrium (CFR+, exploitability about 0.002 chips a hand)."
+    ),
 }
 
 # Each game's profiles (its opponents), easiest first.

@@ -181,7 +181,9 @@ def mountain_car_continuous() -> GymnasiumBenchmark:
     return GymnasiumBenchmark(
         "MountainCarContinuous-v0",
         benchmark_id="mountain-car-continuous",
-        description="Drive an underpowered car up the right hill to the flag, spending little force.",
+        description=(
+            "Drive an underpowered car up the right hill to the flag, spending little force."
+        ),
         failure_return=-100.0,
         success_threshold=90.0,
         baseline=_baseline("mountain-car-continuous"),

@@ -86,14 +86,15 @@ POLICY_FREQUENCY = {"parking": 5, "roundabout": 1}  # decisions per simulated se
 OBSERVATION = {
     "parking": {
         "observation": (
-            "{observation, achieved_goal, desired_goal: each 6 float64 (x, y, vx, vy, cos h, sin h) "
-            "of the car (observation, achieved_goal) and of the goal spot (desired_goal); positions "
-            "in units of 100 m, speeds of 5 m/s, h the heading (0 = +x). The lot is 70 m x 42 m "
-            "around (0, 0), walled; spots line both long sides, opening onto the aisle at y = 0}"
+            "{observation, achieved_goal, desired_goal: each 6 float64 "
+            "(x, y, vx, vy, cos h, sin h) of the car (observation, achieved_goal) and of the goal "
+            "spot (desired_goal); positions in units of 100 m, speeds of 5 m/s, h the heading "
+            "(0 = +x). The lot is 70 m x 42 m around (0, 0), walled; spots line both long sides, "
+            "opening onto the aisle at y = 0}"
         ),
         "action": (
-            "[acceleration, steering], each in [-1, 1]: acceleration x 5 m/s^2, steering x 45 degrees "
-            "(positive turns left)"
+            "[acceleration, steering], each in [-1, 1]: acceleration x 5 m/s^2, "
+            "steering x 45 degrees (positive turns left)"
         ),
         "reward": (
             "each step -sqrt(|dx| + 0.3|dy| + 0.02|d cos h| + 0.02|d sin h|) between car and goal "
@@ -103,25 +104,34 @@ OBSERVATION = {
     "roundabout": {
         "observation": (
             "5 x 5 float32: one row per vehicle, the car first then the nearest four, each "
-            "(presence, x, y, vx, vy) in absolute coordinates, positions / 100 m and speeds / 15 m/s"
+            "(presence, x, y, vx, vy) in absolute coordinates, positions / 100 m "
+            "and speeds / 15 m/s"
         ),
-        "action": "0 change lane left, 1 keep going, 2 change lane right, 3 faster, 4 slower (target speeds 0, 8, 16 m/s)",
+        "action": (
+            "0 change lane left, 1 keep going, 2 change lane right, 3 faster, 4 slower "
+            "(target speeds 0, 8, 16 m/s)"
+        ),
         "reward": (
-            "each second in [0, 1]: 0 on a collision, more the faster the car goes, a little less for "
-            "a lane change; 0 off the road"
+            "each second in [0, 1]: 0 on a collision, more the faster the car goes, "
+            "a little less for a lane change; 0 off the road"
         ),
     },
 }
 DESCRIPTIONS = {
-    "parking": "Park the car in the goal spot of a parking lot, steering and accelerating continuously.",
-    "roundabout": "Drive through a busy roundabout without colliding, as fast as is safe, with discrete meta-actions.",
+    "parking": (
+        "Park the car in the goal spot of a parking lot, steering and accelerating continuously."
+    ),
+    "roundabout": (
+        "Drive through a busy roundabout without colliding, as fast as is safe, "
+        "with discrete meta-actions."
+    ),
 }
 # Measured on the default profile with ``evopolicy benchmarks check ID --baseline --episodes 16``
 # (evaluate(): the assessment split, seed 0, 16 Episodes; highway-env runs 10 to 30
-# decisions a second here), the baseline program against the kernel's uniform-random one. Parking: the baseline parked in all 16
-# (within 1.8 m of the spot's centre on average), random collided with a wall in all 16;
-# each step costs the distance left, so a quick crash can cost less than a slow parking. Roundabout: the
-# baseline collided in none, random in 4.
+# decisions a second here), the baseline program against the kernel's uniform-random one.
+# Parking: the baseline parked in all 16 (within 1.8 m of the spot's centre on average), random
+# collided with a wall in all 16; each step costs the distance left, so a quick crash can cost
+# less than a slow parking. Roundabout: the baseline collided in none, random in 4.
 REFERENCES = {
     "parking": ReferenceScores(
         baseline=-9.1406, random=-40.3016, split="assessment", seed=0, episodes=16

@@ -225,9 +225,16 @@ DEFAULT_PROFILES = {
     "minigrid_obstructedmaze": "1Q",
 }
 DESCRIPTIONS = {
-    "minigrid_doorkey": "Pick up the key, unlock the door and reach the green goal square in a MiniGrid DoorKey room.",
-    "minigrid_keycorridor": "Find the key, unlock the locked room off the corridor and pick up the ball it holds.",
-    "minigrid_fourrooms": "Reach the goal square in four rooms joined by gaps, from a random start.",
+    "minigrid_doorkey": (
+        "Pick up the key, unlock the door and reach the green goal square "
+        "in a MiniGrid DoorKey room."
+    ),
+    "minigrid_keycorridor": (
+        "Find the key, unlock the locked room off the corridor and pick up the ball it holds."
+    ),
+    "minigrid_fourrooms": (
+        "Reach the goal square in four rooms joined by gaps, from a random start."
+    ),
     "minigrid_obstructedmaze": (
         "Pick up the blue ball behind locked doors whose keys hide in boxes and which balls block."
     ),

@@ -44,7 +44,8 @@ _log = logging.getLogger(__name__)
 
 
 def _warn(message: str) -> None:
-    # HalfCheetah's model uses a compiler attribute newer MuJoCo releases call deprecated: not news to a user.
+    # HalfCheetah's model uses a compiler attribute newer MuJoCo releases call deprecated: not
+    # news to a user.
     level = logging.DEBUG if "'settotalmass' is deprecated" in message else logging.WARNING
     _log.log(level, "MuJoCo: %s", message)
 
@@ -244,21 +245,24 @@ OBSERVATION = {
         "reward": "-(fingertip to target distance) - sum(action^2) per step",
     },
     "halfcheetah5": {
-        "observation": "[rootz, rooty (pitch), bthigh, bshin, bfoot, fthigh, fshin, ffoot] joint positions, "
-        "then the 9 velocities [vx, vz, pitch rate, the six joints'] (x is left out)",
+        "observation": "[rootz, rooty (pitch), bthigh, bshin, bfoot, fthigh, fshin, ffoot] "
+        "joint positions, then the 9 velocities [vx, vz, pitch rate, the six joints'] "
+        "(x is left out)",
         "action": "torques of [bthigh, bshin, bfoot, fthigh, fshin, ffoot] in [-1, 1]",
         "reward": "forward velocity - 0.1 * sum(action^2) per step",
     },
     "ant5": {
         "observation": "torso z, torso orientation (quaternion w x y z), 8 hip and ankle angles, "
-        "torso velocity (6), 8 joint velocities, then 78 clipped external contact forces (x, y left out)",
-        "action": "torques of [hip 4, ankle 4, hip 1, ankle 1, hip 2, ankle 2, hip 3, ankle 3] in [-1, 1]",
+        "torso velocity (6), 8 joint velocities, then 78 clipped external contact forces "
+        "(x, y left out)",
+        "action": "torques of [hip 4, ankle 4, hip 1, ankle 1, hip 2, ankle 2, hip 3, ankle 3] "
+        "in [-1, 1]",
         "reward": "1 per healthy step + forward velocity - 0.5 * sum(action^2) - contact cost; "
         "the Episode ends when the torso leaves heights 0.2..1.0",
     },
     "pusher5": {
-        "observation": "7 joint angles, 7 joint velocities, then the arm's tip, the object and the goal "
-        "as (x, y, z) each",
+        "observation": "7 joint angles, 7 joint velocities, then the arm's tip, the object "
+        "and the goal as (x, y, z) each",
         "action": "torques of the 7 arm joints in [-2, 2]",
         "reward": "-(object to goal) - 0.5 * (tip to object) - 0.1 * sum(action^2) per step",
     },

@@ -71,17 +71,24 @@ PROFILES: dict[str, tuple[Profile, ...]] = {
 DEFAULT_PROFILE = "standard"
 OBSERVATION = {
     "observation": (
-        "{observation: 25 float64 - gripper position (0:3, m), block position (3:6), block minus "
-        "gripper (6:9), finger openings (9:11), block rotation (11:14, Euler), block linear and angular "
-        "velocity relative to the gripper (14:20, per step), gripper velocity (20:23), finger velocities "
-        "(23:25); achieved_goal: the block's position (3); desired_goal: where it should be (3)}"
+        "{observation: 25 float64 - gripper position (0:3, m), block position (3:6), "
+        "block minus gripper (6:9), finger openings (9:11), block rotation (11:14, Euler), "
+        "block linear and angular velocity relative to the gripper (14:20, per step), "
+        "gripper velocity (20:23), finger velocities (23:25); "
+        "achieved_goal: the block's position (3); desired_goal: where it should be (3)}"
     ),
-    "action": "4 floats in [-1, 1]: gripper displacement x, y, z (x 5 cm) and fingers (+1 open, -1 close)",
+    "action": (
+        "4 floats in [-1, 1]: gripper displacement x, y, z (x 5 cm) and fingers (+1 open, -1 close)"
+    ),
     "reward": "-1 each step the block is more than 5 cm from the goal, else 0",
 }
 DESCRIPTIONS = {
-    "fetch_push": "Push the block on the table to the goal position with the Fetch arm's closed gripper.",
-    "fetch_pickandplace": "Pick the block up with the Fetch arm and place it at the goal, often in the air.",
+    "fetch_push": (
+        "Push the block on the table to the goal position with the Fetch arm's closed gripper."
+    ),
+    "fetch_pickandplace": (
+        "Pick the block up with the Fetch arm and place it at the goal, often in the air."
+    ),
 }
 # Measured on the standard profile with ``evopolicy benchmarks check ID --baseline --episodes 32``
 # (evaluate(): assessment split, seed 0, 32 Episodes), the baseline against the kernel's

@@ -2,9 +2,10 @@
 
 A hand's strength is a number in [0, 1]: before the board card, by the private card's rank;
 after it, a pair with the board is the nuts, else by rank (a king still beats most hands).
-Raise from RAISE_AT up; with nothing to call, check (or bet from PROBE_AT up after the board); facing a bet, call from CALL_AT up or
-when the price (the share of the pot after calling that the call is) is below the strength
-times POT_ODDS; else fold. Only legal actions are played: 0 fold, 1 call, 2 raise.
+Raise from RAISE_AT up; with nothing to call, check (or bet from PROBE_AT up after the
+board); facing a bet, call from CALL_AT up or when the price (the share of the pot after
+calling that the call is) is below the strength times POT_ODDS; else fold. Only legal
+actions are played: 0 fold, 1 call, 2 raise.
 """
 
 RAISE_AT = 0.8

@@ -5,8 +5,9 @@ y, vx, vy), positions in units of 100 m and speeds of 15 m/s. For each vehicle t
 predicts, at constant velocities, how close the two will come within the next few
 seconds; a vehicle that would come within 12 m, or one close ahead in the car's own
 direction, makes it brake (SLOWER); otherwise it keeps its speed while any vehicle is
-within 25 m and speeds up (FASTER, which the reward pays for) when none is. It never changes lane, and braking is
-all it knows: a vehicle closing in from behind is not its concern.
+within 25 m and speeds up (FASTER, which the reward pays for) when none is. It never
+changes lane, and braking is all it knows: a vehicle closing in from behind is not its
+concern.
 """
 
 import math

@@ -3,10 +3,11 @@
 The observation is the whole grid (one (type, color, state) triple per cell) plus the
 agent's direction and the mission; with the partial view (the agent's own 7x7 cells) it
 builds the map as it goes, counting its own steps, and where nothing it knows applies it
-walks to look at the nearest cell it has not seen. Each step the policy picks one subgoal, in this order:
-the goal square or the mission's object when it can be reached; a locked door it holds
-the key to; a ball blocking a door (carried away and dropped where it blocks nothing); a
-closed door; the key of a locked door; a box (opened: it may hold a key). It then takes
+walks to look at the nearest cell it has not seen. Each step the policy picks one
+subgoal, in this order: the goal square or the mission's object when it can be reached; a
+locked door it holds the key to; a ball blocking a door (carried away and dropped where
+it blocks nothing); a closed door; the key of a locked door; a box (opened: it may hold a
+key). It then takes
 the first action of the shortest turn-and-move path to face (or stand on) that subgoal.
 It never plans which door to open first, so it opens doors it does not need and carries
 keys it drops again: correct but slow, and lost when nothing it knows applies.
