@@ -1,4 +1,4 @@
-"""Agent stdout streams (agents/streams.py): each CLI's documented JSON lines, normalized.
+"""Agent stdout streams (agents/streams/): each CLI's documented JSON lines, normalized.
 
 Each ``tests/fixtures/agent-streams/<provider>-session.jsonl`` is a small session in that
 CLI's own format (its ``.md`` says where the format is documented): read the policy, edit

@@ -1,0 +1,87 @@
+"""Agent stdout streams: each CLI's JSON lines normalized into transcript ``Message`` s.
+
+The Host reads an Agent's stdout line by line (a line is at most 1 MiB; longer ones never
+reach a parser) and keeps every byte in the raw stream blob. A ``StreamParser`` turns those
+lines into ``transcript.Message`` s: ``feed(line)`` returns the messages the line
+completes, ``close()`` at EOF returns whatever is still pending. Nothing a parser is fed
+makes it raise. What yields no message is counted in ``unknown`` by kind (a line's event
+type, ``"malformed"`` for a line that is not a JSON object, ``"parser-error"`` should a
+parser fail on a line) so that a lossy transcript is visible; the line itself stays in the
+raw blob. Lifecycle events whose content later events
+repeat or that carry nothing for a chat transcript (Codex ``thread.started``,
+``turn.started``, ``item.started``, ``item.updated``; Claude/Qoder ``system``/``init`` and
+``result``) are consumed without being counted; blank lines are ignored.
+
+Normalization, common to all parsers:
+
+- Roles are ``assistant`` (text in ``content``, thinking in ``reasoning``, calls in
+  ``tool_calls``), ``tool`` (a result: ``tool_call_id`` and, when known, the tool's
+  ``name``) and ``user``. ``at`` is left 0: the Host stamps arrival time.
+- Tool ``arguments`` are always a dict: a JSON string of arguments is parsed; a value that
+  is not an object becomes ``{"value": ...}``; none at all is ``{}``. Nesting deeper than
+  32 levels is kept as the JSON text of the deeper value, so a message always encodes.
+- Tool call ids are the CLI's own; a call without one gets ``<provider>-call-<n>``
+  (``n`` counting such calls), so replaying a stream gives the same ids.
+- ``Usage.input_tokens`` counts every prompt token, cached ones included;
+  ``cached_tokens`` is the cached part of it (OpenAI's convention). Anthropic-style usage
+  (Claude Code, Qoder) is converted: input = ``input_tokens`` +
+  ``cache_creation_input_tokens`` + ``cache_read_input_tokens``, cached =
+  ``cache_read_input_tokens``.
+
+Each format has its module, which says where the format is documented (and each
+provider's fixture under ``tests/fixtures/agent-streams/`` has a ``.md`` saying so too):
+``native`` (our own agents), ``codex``, ``claude`` (``claude-code`` and ``qoder``, which
+prints the same stream) and ``kimi``; ``common`` holds what they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from evopolicygym.agents.streams.claude import ClaudeCodeParser, QoderParser, synthetic_fault
+from evopolicygym.agents.streams.codex import CodexParser
+from evopolicygym.agents.streams.common import (
+    StreamParser,
+    anthropic_usage,
+    openai_usage,
+    token_count,
+    tool_arguments,
+)
+from evopolicygym.agents.streams.kimi import KimiParser
+from evopolicygym.agents.streams.native import NativeParser
+
+__all__ = [
+    "PARSERS",
+    "ClaudeCodeParser",
+    "CodexParser",
+    "KimiParser",
+    "NativeParser",
+    "QoderParser",
+    "StreamParser",
+    "anthropic_usage",
+    "openai_usage",
+    "parser_for",
+    "synthetic_fault",
+    "token_count",
+    "tool_arguments",
+]
+
+PARSERS: dict[str, Callable[[], StreamParser]] = {
+    "native": NativeParser,
+    "codex": CodexParser,
+    "claude-code": ClaudeCodeParser,
+    "kimi": KimiParser,
+    "qoder": QoderParser,
+}
+
+_NATIVE_PROVIDERS = ("reference", "command", "chat")
+
+
+def parser_for(provider: str) -> StreamParser:
+    """A fresh parser for an Agent provider's (or a stream format's) stdout."""
+    key = "native" if provider in _NATIVE_PROVIDERS else provider
+    factory = PARSERS.get(key)
+    if factory is None:
+        known = ", ".join([*PARSERS, *_NATIVE_PROVIDERS])
+        raise ValueError(f"no stream parser for {provider!r}; known: {known}")
+    return factory()
