@@ -238,7 +238,8 @@ def test_validate_box_never_clips() -> None:
 def test_validate_other_spaces() -> None:
     from gymnasium import spaces
 
-    from evopolicygym.benchmark.gymnasium_adapter import _make_validator, _sample
+    from evopolicygym.benchmark.gymnasium_adapter.spaces import sample_space
+    from evopolicygym.benchmark.gymnasium_adapter.validation import make_validator
 
     pendulum = make_gymnasium_benchmark("Pendulum-v1")
     assert pendulum.validate_action([2.0]).tolist() == [2.0]
@@ -255,7 +256,7 @@ def test_validate_other_spaces() -> None:
             "pick": spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3, start=1))),
         }
     )
-    validate = _make_validator(space)
+    validate = make_validator(space)
     good = {"move": [-1, 1], "flags": [0, 1], "grid": [[0, 9], [3, 4]], "pick": [1, 3]}
     accepted = validate(good)
     assert space.contains(accepted)
@@ -268,16 +269,16 @@ def test_validate_other_spaces() -> None:
         validate({k: v for k, v in good.items() if k != "pick"})
     rng = random.Random(3)
     for _ in range(50):
-        assert space.contains(validate(_sample(space, rng)))
+        assert space.contains(validate(sample_space(space, rng)))
 
     unbounded = spaces.Box(-np.inf, np.inf, shape=(2,))
-    validate = _make_validator(unbounded)
+    validate = make_validator(unbounded)
     assert validate([1e30, -1e30]).tolist() == [np.float32(1e30), np.float32(-1e30)]
     for bad in ([np.inf, 0.0], [np.nan, 0.0], [0.0, -np.inf]):
         with pytest.raises(InvalidAction, match="non-finite"):
             validate(bad)
     for _ in range(20):
-        validate(_sample(unbounded, rng))
+        validate(sample_space(unbounded, rng))
 
 
 def test_sample_action_is_valid_and_deterministic(curated_benchmark: GymnasiumBenchmark) -> None:

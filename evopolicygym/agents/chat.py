@@ -9,9 +9,10 @@ Run as::
 with ``EVOPOLICY_SESSION``, ``EVOPOLICY_WORKSPACE`` and ``EVOPOLICY_CLI`` set by the Host.
 It POSTs to ``{base_url}/chat/completions`` (``base_url`` like ``http://127.0.0.1:8000/v1``:
 OpenAI, vLLM, SGLang, Ollama and the like) with the standard library only. The system
-message is ``TASK.md``; the model works through the tools in ``transcript.CHAT_TOOLS``: workspace files
-(reads anywhere in the workspace, writes only under ``program/`` and ``analysis/``), Python
-in ``analysis/`` without the session, and the session's ``submit`` and ``finish``.
+message is ``TASK.md``; the model works through the tools in ``transcript.CHAT_TOOLS``:
+workspace files (reads anywhere in the workspace, writes only under ``program/`` and
+``analysis/``), Python in ``analysis/`` without the session, and the session's ``submit``
+and ``finish``.
 
 The loop ends when ``finish`` is accepted, after ``--max-turns`` model calls, or once the
 ``--max-tokens`` budget (prompt plus completion tokens, as the server reports them) is
@@ -53,6 +54,7 @@ from evopolicygym.agents.chat_client import (
     DEFAULT_TIMEOUT_S,
     ApiError,
     ChatClient,
+    ParsedCall,
     choice_message,
     content_text,
     parse_calls,
@@ -102,114 +104,10 @@ def run_agent(workspace: Path, cli: Sequence[str], options: Options, out: IO[byt
         timeout=options.timeout,
         max_retries=options.max_retries,
     )
-
-    def say(role: Literal["system", "user"], content: str, api: list[dict[str, Any]]) -> None:
-        transcript.emit(Message(role=role, content=content, at=time.time_ns()))
-        api.append({"role": role, "content": content})
-
+    chat = _Chat(options, transcript, tools, client)
+    chat.open(_task_md(ws.root))
     try:
-        task_md = (ws.root / "TASK.md").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"chat agent: TASK.md is unreadable ({exc}); task.json stands in", file=sys.stderr)
-        task_md = "# Task\n\nSee `task.json` in the workspace.\n"
-    messages: list[dict[str, Any]] = []
-    if options.system_message:
-        say("system", task_md, messages)
-    else:  # the Host recorded the system message already: the model still needs it
-        messages.append({"role": "system", "content": task_md})
-    say("user", f"{KICKOFF}\n\n{TOOLS_NOTE.format(turns=options.max_turns)}", messages)
-
-    turns = tokens = idle = 0
-    reminded_turns = reminded_tokens = False
-    status = 0
-    stop = "the loop ended"
-    try:
-        while not tools.finished:
-            if turns >= options.max_turns:
-                stop = f"the turn limit ({options.max_turns} model calls)"
-                break
-            if tokens >= options.max_tokens:
-                stop = f"the token budget ({tokens} of {options.max_tokens} tokens spent)"
-                break
-            try:
-                payload = client.complete(messages, CHAT_TOOLS)
-            except ApiError as exc:
-                print(f"chat agent: {client.redact(str(exc))}", file=sys.stderr, flush=True)
-                status, stop = 3, "a model API failure"
-                break
-            turns += 1
-            message = choice_message(payload) or {}
-            usage, spent = response_usage(payload)
-            if not spent:  # no usage from the server: a rough estimate keeps the budget bounded
-                spent = (len(json.dumps(messages)) + len(json.dumps(message))) // 4
-            tokens += spent
-            content = content_text(message.get("content"))
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-            calls = parse_calls(message, turns)
-            transcript.emit(
-                Message(
-                    role="assistant",
-                    content=content,
-                    reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-                    tool_calls=[
-                        ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls
-                    ],
-                    usage=usage,
-                    # The model that answered, as the server names it (a served alias may
-                    # resolve to a checkpoint); the one asked for when the server says none.
-                    model=_served_model(payload) or options.model,
-                    at=time.time_ns(),
-                )
-            )
-            entry: dict[str, Any] = {"role": "assistant", "content": content}
-            if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.raw},
-                    }
-                    for c in calls
-                ]
-            messages.append(entry)
-            if not calls:
-                idle += 1
-                if idle >= MAX_IDLE_REPLIES:
-                    stop = f"{idle} replies in a row without a tool call"
-                    break
-                say(
-                    "user",
-                    "No tool was called. Continue with the tools; when you are done, call "
-                    "`finish` with your best Submission ids, best first.",
-                    messages,
-                )
-                continue
-            idle = 0
-            for call in calls:
-                if tools.finished:
-                    result = "skipped: the Run is already finished"
-                elif call.problem is not None:
-                    result = (
-                        f"error: {call.problem}; nothing was done. Call {call.name or 'the tool'} "
-                        "again with a JSON object of arguments."
-                    )
-                else:
-                    result = tools.run(call.name, call.arguments)
-                transcript.result(call.id, call.name, result)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-            if tools.finished:
-                break
-            left = options.max_turns - turns
-            if 0 < left <= 2 and not reminded_turns:
-                reminded_turns = True
-                say("user", _reminder(f"{left} model turn(s) left"), messages)
-            elif 0.9 * options.max_tokens <= tokens < options.max_tokens and not reminded_tokens:
-                reminded_tokens = True
-                say(
-                    "user",
-                    _reminder(f"{options.max_tokens - tokens} tokens of the budget left"),
-                    messages,
-                )
+        status, stop = chat.loop()
     except Exception:
         traceback.print_exc(file=sys.stderr)
         status, stop = 1, "an internal error"
@@ -219,6 +117,149 @@ def run_agent(workspace: Path, cli: Sequence[str], options: Options, out: IO[byt
         except Exception:
             traceback.print_exc(file=sys.stderr)
     return status
+
+
+def _task_md(root: Path) -> str:
+    try:
+        return (root / "TASK.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"chat agent: TASK.md is unreadable ({exc}); task.json stands in", file=sys.stderr)
+        return "# Task\n\nSee `task.json` in the workspace.\n"
+
+
+_NUDGE = (
+    "No tool was called. Continue with the tools; when you are done, call "
+    "`finish` with your best Submission ids, best first."
+)
+
+
+class _Chat:
+    """The conversation: the messages sent to the model, what is spent, and its steps."""
+
+    def __init__(
+        self, options: Options, transcript: TranscriptWriter, tools: Tools, client: ChatClient
+    ) -> None:
+        self.options = options
+        self.transcript = transcript
+        self.tools = tools
+        self.client = client
+        self.messages: list[dict[str, Any]] = []
+        self.turns = self.tokens = self.idle = 0
+        self.reminded_turns = self.reminded_tokens = False
+
+    def say(self, role: Literal["system", "user"], content: str) -> None:
+        self.transcript.emit(Message(role=role, content=content, at=time.time_ns()))
+        self.messages.append({"role": role, "content": content})
+
+    def open(self, task_md: str) -> None:
+        """The system message (``TASK.md``) and the kickoff."""
+        if self.options.system_message:
+            self.say("system", task_md)
+        else:  # the Host recorded the system message already: the model still needs it
+            self.messages.append({"role": "system", "content": task_md})
+        self.say("user", f"{KICKOFF}\n\n{TOOLS_NOTE.format(turns=self.options.max_turns)}")
+
+    def loop(self) -> tuple[int, str]:
+        """Model turns until the Run is finished or something stops them: (exit status, what
+        stopped them)."""
+        while not self.tools.finished:
+            limit = self.limit()
+            if limit is not None:
+                return 0, limit
+            try:
+                payload = self.client.complete(self.messages, CHAT_TOOLS)
+            except ApiError as exc:
+                print(f"chat agent: {self.client.redact(str(exc))}", file=sys.stderr, flush=True)
+                return 3, "a model API failure"
+            calls = self.reply(payload)
+            if not calls:
+                self.idle += 1
+                if self.idle >= MAX_IDLE_REPLIES:
+                    return 0, f"{self.idle} replies in a row without a tool call"
+                self.say("user", _NUDGE)
+                continue
+            self.idle = 0
+            self.run_calls(calls)
+            if self.tools.finished:
+                break
+            self.remind()
+        return 0, "the loop ended"
+
+    def limit(self) -> str | None:
+        """The limit reached (turns or tokens), if any."""
+        if self.turns >= self.options.max_turns:
+            return f"the turn limit ({self.options.max_turns} model calls)"
+        if self.tokens >= self.options.max_tokens:
+            return f"the token budget ({self.tokens} of {self.options.max_tokens} tokens spent)"
+        return None
+
+    def reply(self, payload: Mapping[str, Any]) -> list[ParsedCall]:
+        """Record the model's reply (transcript and messages); its tool calls."""
+        self.turns += 1
+        message = choice_message(payload) or {}
+        usage, spent = response_usage(payload)
+        if not spent:  # no usage from the server: a rough estimate keeps the budget bounded
+            spent = (len(json.dumps(self.messages)) + len(json.dumps(message))) // 4
+        self.tokens += spent
+        content = content_text(message.get("content"))
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        calls = parse_calls(message, self.turns)
+        self.transcript.emit(
+            Message(
+                role="assistant",
+                content=content,
+                reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+                tool_calls=[ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in calls],
+                usage=usage,
+                # The model that answered, as the server names it (a served alias may
+                # resolve to a checkpoint); the one asked for when the server says none.
+                model=_served_model(payload) or self.options.model,
+                at=time.time_ns(),
+            )
+        )
+        entry: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            entry["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.raw},
+                }
+                for c in calls
+            ]
+        self.messages.append(entry)
+        return calls
+
+    def run_calls(self, calls: list[ParsedCall]) -> None:
+        """Run the reply's tool calls in order, each result recorded and sent back."""
+        for call in calls:
+            if self.tools.finished:
+                result = "skipped: the Run is already finished"
+            elif call.problem is not None:
+                result = (
+                    f"error: {call.problem}; nothing was done. Call {call.name or 'the tool'} "
+                    "again with a JSON object of arguments."
+                )
+            else:
+                result = self.tools.run(call.name, call.arguments)
+            self.transcript.result(call.id, call.name, result)
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    def remind(self) -> None:
+        """Once each, near the end of the turns or of the token budget: say so."""
+        left = self.options.max_turns - self.turns
+        if 0 < left <= 2 and not self.reminded_turns:
+            self.reminded_turns = True
+            self.say("user", _reminder(f"{left} model turn(s) left"))
+        elif (
+            0.9 * self.options.max_tokens <= self.tokens < self.options.max_tokens
+            and not self.reminded_tokens
+        ):
+            self.reminded_tokens = True
+            self.say(
+                "user",
+                _reminder(f"{self.options.max_tokens - self.tokens} tokens of the budget left"),
+            )
 
 
 def _served_model(payload: Mapping[str, Any]) -> str | None:
