@@ -53,6 +53,14 @@ def _label(value: Any) -> str:
 
 def _print(found: dict[str, Any], experiment_id: str) -> None:
     console = Console()
+    _print_leaderboard(console, found, experiment_id)
+    _print_selection_validity(console, found["selection_validity"])
+    _print_improvement_efficiency(console, found["improvement_efficiency"])
+    _print_edit_dynamics(console, found["edit_dynamics"])
+    _print_budget_use(console, found["budget_use"])
+
+
+def _print_leaderboard(console: Console, found: dict[str, Any], experiment_id: str) -> None:
     scores = {(r["agent"], r["benchmark"]): r for r in found["scores"]}
     benchmarks = sorted({b for _, b in scores})
     click.echo(f"Leaderboard of {experiment_id}: {found['runs']} Runs (each cell's current one)")
@@ -72,7 +80,9 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
             for row in found["leaderboard"]
         ],
     )
-    validity = found["selection_validity"]
+
+
+def _print_selection_validity(console: Console, validity: dict[str, Any]) -> None:
     click.echo(
         "\nSelection validity: the selected Program's Validation vs Assessment score across Runs"
     )
@@ -84,25 +94,32 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
             for r in validity["benchmarks"]
         ],
     )
-    if validity["candidates"]:
-        rhos = [r["spearman"] for r in validity["candidates"] if r["spearman"] is not None]
-        mean = sum(rhos) / len(rhos) if rhos else None
-        click.echo(
-            f"\nCandidates assessed in {len(validity['candidates'])} Runs (every validated candidate on the same"
-        )
-        click.echo(
-            f"Assessment Episodes): Validation vs Assessment rank correlation, mean Spearman {_num(mean, 3)}"
-        )
-        print_table(
-            console,
-            ["run", "candidates", "spearman"],
-            [
-                [_label(r["run_id"]), str(r["candidates"]), _num(r["spearman"], 3)]
-                for r in validity["candidates"]
-            ],
-        )
+    if not validity["candidates"]:
+        return
+    rhos = [r["spearman"] for r in validity["candidates"] if r["spearman"] is not None]
+    mean = sum(rhos) / len(rhos) if rhos else None
     click.echo(
-        "\nImprovement efficiency: area under the normalized best-so-far over the budget (1 = best from the start)"
+        f"\nCandidates assessed in {len(validity['candidates'])} Runs "
+        "(every validated candidate on the same"
+    )
+    click.echo(
+        "Assessment Episodes): Validation vs Assessment rank correlation, "
+        f"mean Spearman {_num(mean, 3)}"
+    )
+    print_table(
+        console,
+        ["run", "candidates", "spearman"],
+        [
+            [_label(r["run_id"]), str(r["candidates"]), _num(r["spearman"], 3)]
+            for r in validity["candidates"]
+        ],
+    )
+
+
+def _print_improvement_efficiency(console: Console, efficiency: dict[str, Any]) -> None:
+    click.echo(
+        "\nImprovement efficiency: area under the normalized best-so-far over the budget "
+        "(1 = best from the start)"
     )
     print_table(
         console,
@@ -115,15 +132,19 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
                 _num(r["area"], 3),
                 f"{r['unmatched_steps']}/{r['steps']}",
             ]
-            for r in found["improvement_efficiency"]["groups"]
+            for r in efficiency["groups"]
         ],
         keys=(0, 1),
     )
+
+
+def _print_edit_dynamics(console: Console, dynamics: list[dict[str, Any]]) -> None:
     click.echo(
         "\nEdit dynamics: shares of each edit kind against the parent (synthesis: new structure,"
     )
     click.echo(
-        "parametric: numbers, cosmetic: comments or layout, none); hits: Submissions that beat their"
+        "parametric: numbers, cosmetic: comments or layout, none); "
+        "hits: Submissions that beat their"
     )
     click.echo("parent on matched indices, of all and of those with matched indices")
     print_table(
@@ -141,12 +162,16 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
                 _share(r["hit_rate"]),
                 _share(r["matched_hit_rate"]),
             ]
-            for r in found["edit_dynamics"]
+            for r in dynamics
         ],
         keys=(0, 1),
     )
+
+
+def _print_budget_use(console: Console, budget_use: list[dict[str, Any]]) -> None:
     click.echo(
-        "\nBudget use (mean share spent) and failures (shares of Episodes and Submissions); how Runs ended"
+        "\nBudget use (mean share spent) and failures (shares of Episodes and Submissions); "
+        "how Runs ended"
     )
     print_table(
         console,
@@ -161,7 +186,7 @@ def _print(found: dict[str, Any], experiment_id: str) -> None:
                 _share(r["failed_submission_share"]),
                 ", ".join(f"{k}={v}" for k, v in r["terminal_reasons"].items()),
             ]
-            for r in found["budget_use"]
+            for r in budget_use
         ],
         keys=(0, 1),
     )

@@ -117,7 +117,8 @@ _OPTION_NAMES = (
     type=float,
     default=None,
     metavar="X",
-    help="Keep Runs whose final (held-out) score is at least as good as X, in the Benchmark's direction.",
+    help="Keep Runs whose final (held-out) score is at least as good as X, "
+    "in the Benchmark's direction.",
 )
 @click.option(
     "--since",
@@ -128,7 +129,8 @@ _OPTION_NAMES = (
 @click.option(
     "--success-only",
     is_flag=True,
-    help="sft, distill: only successful Runs (finished, the Agent handed off, and the final program beat the initial one).",
+    help="sft, distill: only successful Runs (finished, the Agent handed off, "
+    "and the final program beat the initial one).",
 )
 @click.option(
     "--per-turn",
@@ -264,6 +266,23 @@ def export_command(
         )
     except ValueError as exc:
         raise CliUsageError(name_options(str(exc), _OPTION_NAMES)) from exc
+    report = _export_with_progress(store_dir, formats, output, options, quiet=as_json)
+    _refuse_empty(report, formats)
+    pushed = None
+    if push_to_hub:
+        pushed = _push(Path(output), push_to_hub, private, revision, create_pr)
+    _warn_empty_splits(report)  # once it all went well: an error stays the one line
+    summary = _summary(report, pushed)
+    if as_json:
+        emit_json(summary)
+        return
+    _print_summary(summary, report, formats)
+
+
+def _export_with_progress(
+    store_dir: str | None, formats: list[str], output: str, options: ExportOptions, *, quiet: bool
+) -> ExportReport:
+    """Export with a progress bar on stderr when it is a terminal (none with ``quiet``)."""
     err = Console(stderr=True)
     with (
         open_existing(resolve_store(store_dir)) as store,
@@ -274,12 +293,12 @@ def export_command(
             TimeElapsedColumn(),
             console=err,
             transient=True,
-            disable=as_json or not err.is_terminal,
+            disable=quiet or not err.is_terminal,
         ) as progress,
     ):
         task = progress.add_task("runs", total=None)
         try:
-            report = export(
+            return export(
                 store,
                 formats,
                 output,
@@ -289,34 +308,43 @@ def export_command(
             )
         except (ExportError, OSError) as exc:
             raise CliError(f"export failed: {exc}") from exc
-    rows = sum(c["splits"][split]["rows"] for c in report.configs.values() for split in c["splits"])
-    if rows == 0:  # an empty dataset: nothing to load or push (its configs have no data)
-        what = (
-            "no finished Run in the store matches the filters"
-            if report.runs == 0
-            else f"the {report.runs} Runs matched give no rows of {', '.join(formats)}"
-        )
-        raise CliError(
-            f"{what}: the dataset in {report.output} is empty (see `{cli_command('record', 'list')}`)"
-            + (
-                f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}"
-                if report.skipped
-                else ""
-            )
-        )
-    pushed = None
-    if push_to_hub:
-        from evopolicygym_exporters.hub import HubError
-        from evopolicygym_exporters.hub import push_to_hub as push
 
-        try:
-            pushed = push(
-                Path(output), push_to_hub, private=private, revision=revision, create_pr=create_pr
-            )
-        except HubError as exc:
-            raise CliError(str(exc)) from exc
-    _warn_empty_splits(report)  # once it all went well: an error stays the one line
-    summary: dict[str, Any] = {
+
+def _refuse_empty(report: ExportReport, formats: list[str]) -> None:
+    """An empty dataset is an error: nothing to load or push (its configs have no data)."""
+    rows = sum(c["splits"][split]["rows"] for c in report.configs.values() for split in c["splits"])
+    if rows:
+        return
+    what = (
+        "no finished Run in the store matches the filters"
+        if report.runs == 0
+        else f"the {report.runs} Runs matched give no rows of {', '.join(formats)}"
+    )
+    raise CliError(
+        f"{what}: the dataset in {report.output} is empty "
+        f"(see `{cli_command('record', 'list')}`)"
+        + (
+            f"; {len(report.skipped)} Runs could not be read: {report.skipped[0]}"
+            if report.skipped
+            else ""
+        )
+    )
+
+
+def _push(output: Path, repo: str, private: bool, revision: str | None, create_pr: bool) -> str:
+    """Upload the dataset directory to the Hub; the pushed address."""
+    from evopolicygym_exporters.hub import HubError
+    from evopolicygym_exporters.hub import push_to_hub as push
+
+    try:
+        return push(output, repo, private=private, revision=revision, create_pr=create_pr)
+    except HubError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _summary(report: ExportReport, pushed: str | None) -> dict[str, Any]:
+    """The report as ``--json`` prints it."""
+    return {
         "output": str(report.output),
         "runs": report.runs,
         "configs": {
@@ -331,9 +359,10 @@ def export_command(
         "warnings": [name_options(w, _OPTION_NAMES) for w in report.warnings],
         "pushed": pushed,
     }
-    if as_json:
-        emit_json(summary)
-        return
+
+
+def _print_summary(summary: dict[str, Any], report: ExportReport, formats: list[str]) -> None:
+    """The report as a table of configs and a few lines, with how to load it."""
     table = Table("config", "train", "test", "files", "")
     for name, c in summary["configs"].items():
         rows = c["rows"]
@@ -360,8 +389,8 @@ def export_command(
             f"left out {len(report.skipped)} Runs that cannot be read: {report.skipped[0]}",
             markup=False,
         )
-    if pushed:
-        console.print(f"pushed: {pushed}")
+    if summary["pushed"]:
+        console.print(f"pushed: {summary['pushed']}")
 
 
 def _warn_empty_splits(report: ExportReport) -> None:

@@ -117,8 +117,17 @@ def render_card(manifest: dict[str, Any], license_id: str) -> str:
     # What load_dataset can load: configs and splits with rows (an empty one is refused).
     present = {name: [s for s in SPLITS if configs[name]["splits"][s]["rows"]] for name in names}
     loadable = [name for name in names if present[name]]
-    categories = sorted({c for name in names for c in configs[name]["task_categories"]})
-    header = {
+    header = _header(configs, present, loadable, license_id)
+    body = _body(configs, names, loadable)
+    return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n" + body
+
+
+def _header(
+    configs: dict[str, Any], present: dict[str, list[str]], loadable: list[str], license_id: str
+) -> dict[str, Any]:
+    """The Hub metadata: configs and splits with data files, their features and sizes."""
+    categories = sorted({c for config in configs.values() for c in config["task_categories"]})
+    return {
         "license": license_id,
         "task_categories": categories,
         "tags": _TAGS,
@@ -149,6 +158,10 @@ def render_card(manifest: dict[str, Any], license_id: str) -> str:
             for name in loadable
         ],
     }
+
+
+def _body(configs: dict[str, Any], names: list[str], loadable: list[str]) -> str:
+    """The card's Markdown: configs, how to load them, how rows were made, the labels."""
     rows = "\n".join(
         f"| `{name}` | {configs[name]['summary']} | "
         f"{configs[name]['splits']['train']['rows']} | {configs[name]['splits']['test']['rows']} |"
@@ -163,7 +176,7 @@ def render_card(manifest: dict[str, Any], license_id: str) -> str:
         f"{_units(c)}."
         for name, c in ((name, configs[name]) for name in names)
     )
-    body = f"""# EvoPolicyGym recorded Runs
+    return f"""# EvoPolicyGym recorded Runs
 
 Each Run gave a coding agent a policy program to improve under a fixed Episode
 budget, with bounded feedback from train Episodes; the Host then selected among
@@ -224,4 +237,3 @@ from datasets import load_dataset
 ## Labels
 
 {LABELS}"""
-    return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n" + body
