@@ -52,7 +52,7 @@ def _available_cpus() -> list[int]:
 
 
 @contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
+def pinned_to(cpu: int | None) -> Iterator[None]:
     """Pin the calling thread (Linux affinity is per thread) and restore it afterwards."""
     if cpu is None:
         yield
@@ -192,7 +192,7 @@ class Evaluator:
         workdir = tempfile.mkdtemp(prefix="eval-", dir=fork_server.work_dir)
         try:
             program_dir = str(program.write_to(os.path.join(workdir, "program")))
-            _read_only(program_dir)
+            make_read_only(program_dir)
             # Under namespaces containment each policy's scratch is a tmpfs in its own jail,
             # and the Host keeps no directory for it.
             scratch_root = ""
@@ -302,7 +302,7 @@ class Evaluator:
             t.start()
         try:
             cpu = cpus[0] if config.pin_cpus else None
-            with self.fork_server.connect() as client, _pinned(cpu):
+            with self.fork_server.connect() as client, pinned_to(cpu):
                 runner = EpisodeRunner(benchmark, client, program_dir, scratch_root, config, cpu)
                 try:
                     while (i := take()) is not None:
@@ -374,7 +374,7 @@ def _enforced(server: tuple[str, ...], pinned: bool) -> tuple[str, ...]:
     return (*server, "pinned-core") if pinned and "seccomp" in server else server
 
 
-def _read_only(directory: str) -> None:
+def make_read_only(directory: str) -> None:
     """Drop write bits; the sandbox also mounts it read-only where it can."""
     for root, dirs, files in os.walk(directory):
         for name in files:

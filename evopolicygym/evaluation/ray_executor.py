@@ -39,7 +39,13 @@ from evopolicygym.evaluation.config import (
     EvaluationResult,
     PlannedEpisode,
 )
-from evopolicygym.evaluation.engine import Evaluator, Progress, _pinned, _read_only, scored
+from evopolicygym.evaluation.engine import (
+    Evaluator,
+    Progress,
+    make_read_only,
+    pinned_to,
+    scored,
+)
 from evopolicygym.evaluation.episode import EpisodeRunner
 from evopolicygym.evaluation.forkserver import ForkServer, ForkServerClient
 from evopolicygym.hostdirs import remove_tree
@@ -149,7 +155,7 @@ class EpisodeWorker:
         workdir = tempfile.mkdtemp(prefix="eval-", dir=server.work_dir)
         self._workdir = workdir
         program_dir = str(program.write_to(os.path.join(workdir, "program")))
-        _read_only(program_dir)
+        make_read_only(program_dir)
         scratch_root = os.path.join(workdir, "scratch")
         os.mkdir(scratch_root)
         self._client = server.connect()
@@ -165,7 +171,7 @@ class EpisodeWorker:
         if runner is None:
             raise EvaluationError("internal: Episodes handed to a Ray worker before its setup")
         records = []
-        with _pinned(self._cpu):
+        with pinned_to(self._cpu):
             for i, planned in enumerate(episodes):
                 runner.prespawn = more or i + 1 < len(episodes)
                 records.append(runner.run(planned))
