@@ -99,8 +99,9 @@ def logs(
     anything is stored).
 
     The record keeps the two streams apart, not interleaved: without --stdout or --stderr
-    both are printed, stdout first, each under a line such as "==> stdout (attempt 1, exited, code 3) <==". Text is
-    decoded as UTF-8 and control characters are shown as \\xNN; --raw writes the bytes.
+    both are printed, stdout first, each under a line such as
+    "==> stdout (attempt 1, exited, code 3) <==". Text is decoded as UTF-8 and control
+    characters are shown as \\xNN; --raw writes the bytes.
     An attempt the Host was interrupted under kept its streamed stdout but not its stderr.
 
     Exit status 1 when the Run or the attempt is not in the store, or the chosen streams
@@ -129,8 +130,8 @@ def logs(
                 outputs[stream] = chosen.output(store.blobs, stream)
             except BlobError as exc:
                 raise CliError(
-                    f"run {run_id}, attempt {chosen.attempt}: its {stream} blob cannot be read ({exc}); "
-                    f"{_verify(run_id)}"
+                    f"run {run_id}, attempt {chosen.attempt}: its {stream} blob cannot be read "
+                    f"({exc}); {_verify(run_id)}"
                 ) from exc
     _check_something(outputs, chosen, run_id)
     try:
@@ -203,7 +204,8 @@ def _check_something(
         raise CliError(f"{where}: no {names} recorded: {chosen.unrecorded(missing[0])}")
     if missing:
         raise CliError(
-            f"{where}: the Agent printed nothing on {' or '.join(s for s in outputs if s not in missing)}, "
+            f"{where}: the Agent printed nothing on "
+            f"{' or '.join(s for s in outputs if s not in missing)}, "
             f"and its {' or '.join(missing)} was not recorded: {chosen.unrecorded(missing[0])}"
         )
     raise CliError(f"{where}: the Agent printed nothing on {names} ({_ended(chosen)})")

@@ -46,7 +46,8 @@ suite_option = click.option(
     "--suite",
     metavar="SUITE",
     default=None,
-    help=f"Only the Benchmarks of this suite, in its order, installed or not ({', '.join(SUITES)}).",
+    help="Only the Benchmarks of this suite, in its order, installed or not "
+    f"({', '.join(SUITES)}).",
 )
 family_option = click.option(
     "--family",
@@ -224,7 +225,8 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
         if key == "profiles":
             shown = (
                 "\n".join(
-                    f"{p['difficulty']}  {p['name']}{'  (this one)' if p['name'] == view.get('profile') else ''}"
+                    f"{p['difficulty']}  {p['name']}"
+                    f"{'  (this one)' if p['name'] == view.get('profile') else ''}"
                     f"{'  ' + p['description'] if p['description'] else ''}"
                     for p in value
                 )
@@ -254,7 +256,8 @@ def show(benchmark_id: str, params: dict[str, str], as_json: bool) -> None:
     type=click.IntRange(min=1, max=1000),
     default=4,
     show_default=True,
-    help="With --suite or --baseline: assessment Episodes the baseline and the random policy each play.",
+    help="With --suite or --baseline: assessment Episodes the baseline and the random policy "
+    "each play.",
 )
 @click.option(
     "--baseline",
@@ -324,8 +327,10 @@ def check(
             for who in ("baseline", "random"):
                 click.echo(
                     printable(
-                        f"{who}: {measured[who]:.6g} on {episodes} assessment Episode{'s' if episodes != 1 else ''} "
-                        f"(seed 0; failures {measured[who + '_failures']}, ends {human_block(measured[who + '_terminations'])}, "
+                        f"{who}: {measured[who]:.6g} on {episodes} assessment "
+                        f"Episode{'s' if episodes != 1 else ''} "
+                        f"(seed 0; failures {measured[who + '_failures']}, "
+                        f"ends {human_block(measured[who + '_terminations'])}, "
                         f"domain {human_block(measured[who + '_domain'])})"
                     )
                 )

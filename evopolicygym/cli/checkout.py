@@ -46,8 +46,8 @@ def _check_target(directory: Path) -> None:
 @click.pass_context
 def checkout(ctx: click.Context, run: str, submission: str, directory: Path, as_json: bool) -> None:
     """Write the Program of SUBMISSION of RUN (its id, run-<id>, `latest` or a unique
-    prefix of an id) into DIR, which must not exist or be empty. SUBMISSION is a submission id, 'initial' (the Run's initial
-    Program) or 'final' (the Submission selected as final)."""
+    prefix of an id) into DIR, which must not exist or be empty. SUBMISSION is a submission
+    id, 'initial' (the Run's initial Program) or 'final' (the Submission selected as final)."""
     wanted = _parse_submission(submission)
     _check_target(directory)
     with open_existing(store_root(ctx)) as store:

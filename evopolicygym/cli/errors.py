@@ -16,7 +16,8 @@ from evopolicygym.cli.output import one_line
 
 __all__ = ["Cli", "CliError", "CliUsageError", "name_options"]
 
-# click >= 8.2 raises this to print a group's help when it gets no arguments; it is help, not an error.
+# click >= 8.2 raises this to print a group's help when it gets no arguments; it is help, not
+# an error.
 _HELP_REQUESTS: tuple[type[BaseException], ...] = tuple(
     c for c in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if c is not None
 )

@@ -38,7 +38,10 @@ def _parse_params(
 
 
 STORE_META = "evopolicygym.cli.store"  # ctx.meta key: the --store given on the command line
-RECORD_STORE_NOTE = "; also accepted before the subcommand (`record --store DIR ...`); given at both, this one is used"
+RECORD_STORE_NOTE = (
+    "; also accepted before the subcommand (`record --store DIR ...`); "
+    "given at both, this one is used"
+)
 
 
 def given_store(ctx: click.Context | None = None) -> str | None:

@@ -37,7 +37,8 @@ def check_store_dir(path: str | Path | StoreUrl | None) -> None:
         return
     if root.exists() and not root.is_dir():
         raise CliError(
-            f"--store {path if path is not None else root}: {root} is not a directory (a store is one)"
+            f"--store {path if path is not None else root}: {root} is not a directory "
+            "(a store is one)"
         )
 
 
@@ -59,14 +60,16 @@ def open_existing(root: Path | StoreUrl) -> Store:
 
 
 def resolve(store: Store, run: str) -> str:
-    """The stream of RUN, given as ``<id>``, ``run-<id>``, ``latest`` or a unique prefix of an id."""
+    """The stream of RUN, given as ``<id>``, ``run-<id>``, ``latest`` or a unique prefix of an
+    id."""
     try:
         return resolve_run(store.events, run)
     except AmbiguousRun as exc:
         raise CliError(f"{exc} (see `{cli_command('record', 'list')}`)") from None
     except UnknownRun:
         raise CliError(
-            f"no run {run!r} in the store at {store.location} (see `{cli_command('record', 'list')}`)"
+            f"no run {run!r} in the store at {store.location} "
+            f"(see `{cli_command('record', 'list')}`)"
         ) from None
 
 
