@@ -143,7 +143,8 @@ class Program:
                 raise ProgramError(f"{path}: is both a file and a directory")
             parts = path.split("/")
             if any(part in _SKIP_DIRS for part in parts[:-1]) or path.endswith(_SKIP_SUFFIXES):
-                # Capturing the written tree would drop it: the digest would not survive a round trip.
+                # Capturing the written tree would drop it: the digest would not survive a round
+                # trip.
                 raise ProgramError(f"{path}: .git, __pycache__ and *.pyc are not part of a program")
             if len(raw) > MAX_FILE_BYTES:
                 raise ProgramError(
@@ -160,7 +161,8 @@ class Program:
 
     @classmethod
     def from_directory(cls, root: str | os.PathLike[str]) -> Program:
-        """Capture a directory, refusing symlinks, special files, oversize trees and concurrent edits."""
+        """Capture a directory, refusing symlinks, special files, oversize trees and concurrent
+        edits."""
         root_path = os.fspath(root)
         try:
             root_stat = os.stat(root_path)

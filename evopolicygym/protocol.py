@@ -71,7 +71,10 @@ def cli_shim(cli: Sequence[str]) -> bytes:
     """The text of the workspace's ``./evopolicy``: ``cli`` with the arguments appended."""
     import shlex  # the Host's side only
 
-    return f'#!/bin/sh\n# The session commands of this Run (see TASK.md).\nexec {shlex.join(cli)} "$@"\n'.encode()
+    return (
+        "#!/bin/sh\n# The session commands of this Run (see TASK.md).\n"
+        f'exec {shlex.join(cli)} "$@"\n'
+    ).encode()
 
 
 # --------------------------------------------------------------------------- selectors

@@ -83,7 +83,8 @@ def load_benchmark(ref: str, params: Mapping[str, Any] | None = None) -> Benchma
     args = (argument,) if argument else ()
     kwargs = dict(params or {})
     try:
-        # Checked against the signature, so a TypeError inside a factory stays a bug, not a user error.
+        # Checked against the signature, so a TypeError inside a factory stays a bug, not a user
+        # error.
         inspect.signature(factory).bind(*args, **kwargs)
     except TypeError as exc:
         usage = f"{name}:<argument>" if _takes_argument(factory) and not argument else ref
@@ -102,7 +103,8 @@ def _unknown(ref: str, name: str, argument: str) -> UnknownBenchmark:
                 f"benchmark {name!r} ({family} family): {install_hint(family)}"
             )
         return BenchmarkNotInstalled(
-            f"benchmark {name!r} needs the {family} family, which is not installed: {install_hint(family)}"
+            f"benchmark {name!r} needs the {family} family, which is not installed: "
+            f"{install_hint(family)}"
         )
     known = known_benchmark_names()
     close = difflib.get_close_matches(name, known, n=1)

@@ -295,8 +295,10 @@ def _feedback_md(shown: Mapping[str, Any] | None) -> str:
     """The workspace's feedback/ line: as it always read under the default condition."""
     if not shown or {**_DEFAULT_FEEDBACK, **shown} == _DEFAULT_FEEDBACK:
         return (
-            "- `feedback/` — read-only. After each submission, `feedback/submission-NNNN/feedback.json`\n"
-            "  (Episodes, budget used and left, score, public content, per-Episode summaries, artifacts)\n"
+            "- `feedback/` — read-only. After each submission, "
+            "`feedback/submission-NNNN/feedback.json`\n"
+            "  (Episodes, budget used and left, score, public content, per-Episode summaries, "
+            "artifacts)\n"
             "  and `feedback/latest.json`."
         )
     parts = ["Episodes, budget used and left, score, failure count"]
@@ -315,7 +317,8 @@ def _feedback_md(shown: Mapping[str, Any] | None) -> str:
     elif traces == "benchmark":
         parts.append("artifacts")
     return (
-        "- `feedback/` — read-only. After each submission, `feedback/submission-NNNN/feedback.json`\n"
+        "- `feedback/` — read-only. After each submission, "
+        "`feedback/submission-NNNN/feedback.json`\n"
         f"  ({', '.join(parts)}) and `feedback/latest.json`."
     )
 

@@ -339,7 +339,8 @@ def _parse_array(data: memoryview, writable: bool) -> np.ndarray[Any, Any]:
     dtype, shape, count, nbytes = layout
     if len(data) - offset != nbytes:
         raise PolicyValueError(
-            f"value: tensor of shape {shape} and dtype {dtype.str} needs {nbytes} bytes, got {len(data) - offset}"
+            f"value: tensor of shape {shape} and dtype {dtype.str} needs {nbytes} bytes, "
+            f"got {len(data) - offset}"
         )
     body = data[offset:]
     array = np.frombuffer(bytearray(body) if writable else body, dtype=dtype, count=count)

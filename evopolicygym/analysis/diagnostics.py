@@ -392,7 +392,7 @@ def improvement_efficiency(
     return {"runs": frame, "groups": groups}
 
 
-# --------------------------------------------------------------------------- edits, budget, failures
+# -------------------------------------------------------------------------- edits, budget, failures
 
 
 def _labelled(runs: pd.DataFrame, submissions: pd.DataFrame) -> pd.DataFrame:

@@ -33,7 +33,7 @@ Columns (dtype; ``Int64``/``boolean``/``string`` are pandas' nullable dtypes, mi
 | agent_model | string | the model, where one was named |
 | score_direction | string | maximize or minimize |
 | status | string | running, interrupted, or the terminal reason |
-| terminal_reason | string | finished, agent_exited, budget_exhausted, agent_failed, …; NA while running |
+| terminal_reason | string | finished, agent_exited, budget_exhausted, …; NA while running |
 | handoff | string | who named the candidates: agent, host or none |
 | improved | boolean | the selected Program beat the initial one on the same Validation Episodes |
 | success | boolean | finished, handed off by the Agent, and improved |
@@ -100,10 +100,13 @@ Columns (dtype; ``Int64``/``boolean``/``string`` are pandas' nullable dtypes, mi
 | validation_score | float64 | its Validation score (candidates only) |
 | validation_failures | Int64 | failed Validation Episodes |
 | selected | boolean | the Host selected it |
-| assessment_score | float64 | its Assessment score: the selected one's; with ``assessment.candidates``, every other validated candidate's too, on the same Episodes (NaN where that one failed) |
+| assessment_score | float64 | its Assessment score: the selected one's (and see below) |
 | error | string | why its evaluation failed (scrubbed) |
 | started_at | datetime64[ns, UTC] | |
 | published_at | datetime64[ns, UTC] | |
+
+With ``assessment.candidates``, ``assessment_score`` is every other validated candidate's
+too, on the same Episodes (NaN where that one failed).
 
 ``episodes_df``: one row per completed Episode of a Submission (never Validation or
 Assessment Episodes).
@@ -550,7 +553,8 @@ def events_df(
                 ):
                     continue  # a candidate not selected: the events export leaves it out too
                 if envelope.type == "CandidateAssessed":
-                    continue  # always a candidate not selected (the selected one's is AssessmentCompleted)
+                    # Always a candidate not selected (the selected one's is AssessmentCompleted).
+                    continue
                 row: dict[str, Any] = {
                     "position": envelope.position,
                     "run_id": record.run_id,

@@ -216,8 +216,8 @@ class RayExecutor:
                 where = f"at {address}" if address else "on this machine"
                 chain = f"{exc} {exc.__cause__} {exc.__context__}"
                 why = (
-                    "it requires its authentication token (set RAY_AUTH_MODE=token, with the head's "
-                    "token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                    "it requires its authentication token (set RAY_AUTH_MODE=token, "
+                    "with the head's token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
                     if "InvalidAuthToken" in chain or "AuthenticationError" in chain
                     else _first_line(exc)
                 )
@@ -284,7 +284,10 @@ class RayExecutor:
                         self._place(carry)
                         continue
                     status = -1
-                    tail = f"its Ray actor was lost ({carry.placements} placements): {_first_line(exc)}"
+                    tail = (
+                        f"its Ray actor was lost ({carry.placements} placements): "
+                        f"{_first_line(exc)}"
+                    )
                 else:
                     with contextlib.suppress(Exception):
                         ray.kill(carry.actor)  # its carry has ended: give its CPUs back now

@@ -224,7 +224,8 @@ def _unique(labels: list[str], key: str) -> None:
     for label in labels:
         if not _LABEL.fullmatch(label):
             raise SpecError(
-                f"{key}: label {label!r} must be letters, digits and . _ : = + - (at most 100, no '/')"
+                f"{key}: label {label!r} must be letters, digits and . _ : = + - "
+                "(at most 100, no '/')"
             )
     twice = sorted({label for label in labels if labels.count(label) > 1})
     if twice:
@@ -287,7 +288,8 @@ def resolve(spec: ExperimentSpec, base: str | Path) -> ExperimentCreated:
     if size_bytes > MAX_EVENT_BYTES:
         raise SpecError(
             f"the resolved matrix is {size_bytes:,} bytes, over the event limit of "
-            f"{MAX_EVENT_BYTES:,}: shorten the labels, options or parameters, or split the experiment"
+            f"{MAX_EVENT_BYTES:,}: shorten the labels, options or parameters, "
+            "or split the experiment"
         )
     return created
 

@@ -219,7 +219,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             )
         need(
             feedback.traces in ("benchmark", 0) or self.record_trajectories != "none",
-            "feedback traces need record_trajectories 'train' or 'all': the traces shown are the recorded ones",
+            "feedback traces need record_trajectories 'train' or 'all': "
+            "the traces shown are the recorded ones",
         )
 
     def to_dict(self) -> dict[str, Any]:

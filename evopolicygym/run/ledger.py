@@ -1,4 +1,5 @@
-"""The Run's stream as its Host keeps it: the folded state, and every change as decide → append → evolve.
+"""The Run's stream as its Host keeps it: the folded state, and every change as
+decide → append → evolve.
 
 Appends name the expected stream version and derive each event's id from the Run and
 its stream version, so a retried append is a no-op. One RLock orders every change:
@@ -44,7 +45,8 @@ class HostFault(RunError):
 
     def __init__(self, run_id: str, what: str, fix: str) -> None:
         super().__init__(
-            f"{what}: the Run is interrupted with its budget intact; {fix} and `evopolicy resume {run_id}`"
+            f"{what}: the Run is interrupted with its budget intact; "
+            f"{fix} and `evopolicy resume {run_id}`"
         )
         self.what = what
 

@@ -67,7 +67,8 @@ def recorded_benchmark(ledger: Ledger) -> Benchmark:
     if benchmark.spec.environment_digest != created.environment_digest:
         raise RunError(
             f"benchmark {created.benchmark_id} has changed since run {ledger.run_id} was created "
-            f"(environment digest {benchmark.spec.environment_digest}, recorded {created.environment_digest})"
+            f"(environment digest {benchmark.spec.environment_digest}, "
+            f"recorded {created.environment_digest})"
         )
     return benchmark
 
