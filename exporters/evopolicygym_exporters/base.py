@@ -115,7 +115,8 @@ class Exporter:
         raise NotImplementedError
 
     def group(self, run: RunHistory) -> str:
-        """The key a Run's rows split by: its task (``task_id``), or itself with ``split_by="run"``."""
+        """The key a Run's rows split by: its task (``task_id``), or itself with
+        ``split_by="run"``."""
         return task_id(run) if self.options.split_by == "task" else run.run_id
 
     def identity(self, row: dict[str, Any]) -> str | None:

@@ -8,7 +8,8 @@ seen when the result of its previous submission came back (just the task for
 a first submission). ``chosen`` and ``rejected`` are one assistant turn each:
 the edit from the program in the workspace at that point (the previous
 Submission's, or the initial program) to the better and the worse Program, as
-``write_file`` tool calls (and a ``bash`` removal for dropped files). Pairs per Run are capped, widest margins first.
+``write_file`` tool calls (and a ``bash`` removal for dropped files). Pairs per Run are
+capped, widest margins first.
 
 Every pair is matched evidence (``matched``: always true, the two ran on the same
 ``indices``), and a pair of the same two programs is one row for the split: it never
@@ -106,7 +107,8 @@ def edit_turn(base: Program, program: Program) -> list[dict[str, Any]] | None:
 class DpoExporter(Exporter):
     name: ClassVar[str] = "dpo"
     summary: ClassVar[str] = (
-        "two Programs of one Run compared on the same Episodes: `prompt`, `chosen`, `rejected`, margin"
+        "two Programs of one Run compared on the same Episodes: "
+        "`prompt`, `chosen`, `rejected`, margin"
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 128

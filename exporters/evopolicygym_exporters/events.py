@@ -136,7 +136,8 @@ class EventsExporter(Exporter):
             ):
                 continue  # a candidate not selected: its held-out score stays with the Host
             if envelope.type == "CandidateAssessed":
-                continue  # always a candidate not selected (the selected one's is AssessmentCompleted)
+                # Always a candidate not selected (the selected one's is AssessmentCompleted).
+                continue
             row: dict[str, Any] = {
                 "position": envelope.position,
                 "run_id": run.run_id,

@@ -2,8 +2,9 @@
 
 The upload replaces each pushed config's shards (shards named for an older
 export are deleted, not left to double the rows) and carries the card and the
-manifest; it is one commit unless the client splits a very large upload. ``HF_TOKEN`` (or a saved login) authenticates, and
-``HF_ENDPOINT`` names another Hub, as everywhere in huggingface_hub.
+manifest; it is one commit unless the client splits a very large upload. ``HF_TOKEN``
+(or a saved login) authenticates, and ``HF_ENDPOINT`` names another Hub, as everywhere
+in huggingface_hub.
 """
 
 from __future__ import annotations

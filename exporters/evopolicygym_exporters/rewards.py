@@ -144,8 +144,9 @@ def score_program(
 
     ``indices`` (default: the row's ``train_indices``, else every pool index) and
     ``pool_seeds`` (default: the row's ``baseline_pool_seed``, else ``train_pool_seeds``;
-    several give the mean of the per-pool scores) choose the Episodes; ``jobs`` (default: one per CPU) and
-    ``episode_timeout`` (default: the row's, as the Host ran it) set the engine, and an
+    several give the mean of the per-pool scores) choose the Episodes; ``jobs`` (default:
+    one per CPU) and ``episode_timeout`` (default: the row's, as the Host ran it) set the
+    engine, and an
     ``evaluator`` kept across calls saves starting one each time, as ``task`` (the row's
     RewardTask) saves loading the Benchmark again. Raises RewardError when the row's
     Benchmark cannot be loaded or has another environment digest, and EvaluationError on a

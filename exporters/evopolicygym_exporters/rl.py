@@ -10,8 +10,9 @@ score recorded so far. ``baseline_score`` is one score the Host published for th
 initial program, and the row says on which Episodes: ``train_indices`` of the pool of
 ``baseline_pool_seed`` (the task's first Run that submitted the initial program
 unchanged; its Submission with the most Episodes, the earliest of equals), so
-``rewards.score_program(row, initial program)`` reproduces it exactly. Validation and Assessment seeds and Episodes are never
-read here: a reward computed from these columns can only ever see train
+``rewards.score_program(row, initial program)`` reproduces it exactly. Validation and
+Assessment seeds and Episodes are never read here: a reward computed from these columns
+can only ever see train
 Episodes. The task's difficulty is its parameters and ``reference_score``: the
 initial program's Validation score, averaged over the task's Runs that measured it
 (``reference_score_runs``), a label beside the prompt, never in it.

@@ -5,9 +5,10 @@ Run) and their identity (what makes two rows the same, or None). They are spoole
 disk, and the groups joined by a shared identity form one unit (a union-find over the
 keys, held in memory: a short key per row); a unit's split is the one most of its
 groups hash to (ties: its least group key's), so the rows of a group, and identical
-rows, never straddle splits. Then the spool is read back in arrival order and written in row groups, so
-memory holds one batch per split, never the dataset. ``Json`` leaves are written as canonical
-JSON (sorted keys) and the table is cast to the features' Arrow schema, whose
+rows, never straddle splits. Then the spool is read back in arrival order and written in
+row groups, so memory holds one batch per split, never the dataset. ``Json`` leaves are
+written as canonical JSON (sorted keys) and the table is cast to the features' Arrow schema,
+whose
 metadata carries the ``datasets.Features``: ``load_dataset`` reads the types
 back exactly. A batch (one row group) holds at most an eighth of
 ``max_shard_bytes`` of encoded rows, and a shard is closed before a batch would
@@ -306,7 +307,8 @@ class ConfigWriter:
         extra = row.keys() - self.features.keys()
         if missing or extra:
             raise ValueError(
-                f"row columns differ from the features: missing {sorted(missing)}, extra {sorted(extra)}"
+                f"row columns differ from the features: missing {sorted(missing)}, "
+                f"extra {sorted(extra)}"
             )
         encoded = self.encode(row)
         # Its encoded size bounds a batch's memory and a shard's size.
