@@ -103,7 +103,9 @@ PROVIDERS: dict[str, Provider] = {
         ),
         Provider(
             name="chat",
-            description="built-in tool-calling loop against an OpenAI-compatible endpoint (--base-url)",
+            description=(
+                "built-in tool-calling loop against an OpenAI-compatible endpoint (--base-url)"
+            ),
             executable=None,
             model=True,
         ),
@@ -135,7 +137,9 @@ PROVIDERS: dict[str, Provider] = {
         ),
         Provider(
             name="kimi",
-            description="Kimi Code (kimi -p --output-format stream-json) or kimi-cli 1.x (kimi --print ...)",
+            description=(
+                "Kimi Code (kimi -p --output-format stream-json) or kimi-cli 1.x (kimi --print ...)"
+            ),
             executable="kimi",
             env=(
                 "MOONSHOT_API_KEY",
@@ -158,7 +162,9 @@ PROVIDERS: dict[str, Provider] = {
         ),
         Provider(
             name="command",
-            description="any command line (--agent-command); it may print transcript messages as JSON lines",
+            description=(
+                "any command line (--agent-command); it may print transcript messages as JSON lines"
+            ),
             executable=None,
         ),
     )
@@ -194,7 +200,8 @@ def agent_identity(
     chat_only = (base_url, api_key_env, max_turns, max_tokens)
     if any(value is not None for value in chat_only) and provider != "chat":
         raise AgentError(
-            f"--base-url, --api-key-env, --max-turns and --max-tokens are for --agent chat, not {provider}"
+            "--base-url, --api-key-env, --max-turns and --max-tokens are for --agent chat, "
+            f"not {provider}"
         )
     options: dict[str, Any] = {}
     if provider == "reference":

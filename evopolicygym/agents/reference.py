@@ -375,8 +375,8 @@ def run_agent(
         "Plan: read task.json and the current program; evaluate the program as a baseline on a "
         "fixed, matched set of Episodes; then alternate synthesis edits (replace the rule with a "
         "template fitted to the current best's behaviour) and parametric edits (Gaussian steps on "
-        "its numeric constants, with an adaptive step size), keeping a candidate only when it beats "
-        "the best on the matched Episodes; spend what is left re-checking the best on fresh "
+        "its numeric constants, with an adaptive step size), keeping a candidate only when it "
+        "beats the best on the matched Episodes; spend what is left re-checking the best on fresh "
         "Episodes; finish with the top candidates, best first."
     )
     try:

@@ -193,7 +193,8 @@ class _Search:
     ) -> None:
         self.task = task
         self.evaluate_fn = evaluate_fn
-        # Whether the evaluation takes the edit's parent (the session does; an in-process one need not).
+        # Whether the evaluation takes the edit's parent (the session does; an in-process one
+        # need not).
         self._states_parents = "parent" in inspect.signature(evaluate_fn).parameters
         self.probe_fn = probe_fn
         self.say = say
@@ -283,16 +284,23 @@ class _Search:
     def run(self) -> Evolution:
         task, plan = self.task, self.plan
         matched = format_selector(self.matched)
+        submissions = (
+            "no submission limit"
+            if task.max_submissions is None
+            else f"{self.subs_left} submissions left"
+        )
+        edits = max(0, plan.evaluations - 1)
+        confirmations = len(plan.confirmations)
         self.say(
             f"Budget: {self.budget_left} Episodes, pool of {task.episode_pool_size}, "
-            f"{'no submission limit' if task.max_submissions is None else f'{self.subs_left} submissions left'}, "
+            f"{submissions}, "
             f"at most {task.max_episodes_per_submission} Episodes per submission, finish policy "
             f"{task.finish_budget_policy}; the score is to be "
             f"{'maximized' if self.maximize else 'minimized'}. Plan: every candidate runs on the "
             f"same Episodes {matched} ({self.k} each), so scores compare like with like: "
-            f"{plan.evaluations} evaluations (the baseline and {max(0, plan.evaluations - 1)} edits), "
+            f"{plan.evaluations} evaluations (the baseline and {edits} edits), "
             + (
-                f"then {sum(plan.confirmations)} Episodes in {len(plan.confirmations)} submission(s) "
+                f"then {sum(plan.confirmations)} Episodes in {confirmations} submission(s) "
                 "re-evaluating the best on fresh indices."
                 if plan.confirmations
                 else "and nothing held back."
@@ -469,8 +477,9 @@ class _Search:
             if step and self.fresh(files):
                 which = "all" if len(step) == count else f"{len(step)} of the"
                 self.say(
-                    f"Parametric edit of {parent.label}: a Gaussian step on {which} {count} tunable "
-                    f"constant(s), each scaled to its own magnitude, relative step {self.sigma:.3g}."
+                    f"Parametric edit of {parent.label}: a Gaussian step on {which} {count} "
+                    "tunable constant(s), each scaled to its own magnitude, relative step "
+                    f"{self.sigma:.3g}."
                 )
                 self.pending_step = (parent.digest, step)
                 return self.new_candidate(files, "parametric", "perturbed constants", parent)
@@ -597,9 +606,9 @@ class _Search:
             leader.confirmations.append((indices, outcome))
             matched = leader.outcome.score if leader.outcome else None
             self.say(
-                f"{leader.label} scored {format_score(outcome.score)} with {outcome.failures} failure(s) "
-                f"on fresh Episodes {format_selector(indices)} (it scored {format_score(matched)} on the "
-                "matched set)."
+                f"{leader.label} scored {format_score(outcome.score)} with {outcome.failures} "
+                f"failure(s) on fresh Episodes {format_selector(indices)} (it scored "
+                f"{format_score(matched)} on the matched set)."
             )
 
     def fresh_indices(self, candidate: Candidate, size: int) -> list[int]:

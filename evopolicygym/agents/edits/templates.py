@@ -35,10 +35,14 @@ MAX_TABLE_STATES = 4096
 
 
 TEMPLATE_DESCRIPTIONS = {
-    "linear-threshold": "a linear threshold rule: the second action when w . obs + b > 0, else the first",
+    "linear-threshold": (
+        "a linear threshold rule: the second action when w . obs + b > 0, else the first"
+    ),
     "quadratic-threshold": "a threshold rule on the observation and its signed squares",
     "linear-argmax": "the argmax of one linear score per action",
-    "quadratic-argmax": "the argmax of one score per action, linear in the observation and its signed squares",
+    "quadratic-argmax": (
+        "the argmax of one score per action, linear in the observation and its signed squares"
+    ),
     "clipped-linear": "a linear map of the observation, clipped to the action bounds",
     "quadratic-clipped-linear": "a clipped map, linear in the observation and its signed squares",
     "action-table": "a table of action preferences per observed state (argmax per row)",
@@ -230,7 +234,8 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
         if name == "action-table":
             out.append(f"ACTION_START = {info.act_start}\n")
             out.append(
-                f"# One row per state: a preference for each action; the highest wins.\nTABLE = {_matrix(fit.table)}\n"
+                "# One row per state: a preference for each action; the highest wins.\n"
+                f"TABLE = {_matrix(fit.table)}\n"
             )
             out.append(
                 "\n\nclass TablePolicy:\n"
@@ -244,15 +249,16 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
                 f"ACTION_LOW = {_bound_literal(low)}\nACTION_HIGH = {_bound_literal(high)}\n"
             )
             out.append(
-                f"# One row per state: the action vector to take there.\nTABLE = {_matrix(fit.table)}\n"
+                "# One row per state: the action vector to take there.\n"
+                f"TABLE = {_matrix(fit.table)}\n"
             )
             out.append(_CLIP_SRC)
             out.append(
                 "\n\nclass TablePolicy:\n"
                 "    def act(self, observation):\n"
                 "        row = TABLE[int(observation) - OBS_START]\n"
-                "        action = [clip(v, lo, hi) for v, lo, hi in zip(row, ACTION_LOW, ACTION_HIGH)]\n"
-                + _action_return(info)
+                "        action = [clip(v, lo, hi)"
+                " for v, lo, hi in zip(row, ACTION_LOW, ACTION_HIGH)]\n" + _action_return(info)
             )
         out.append("\n\ndef make_policy(context):\n    return TablePolicy()\n")
         return "".join(out)
@@ -272,13 +278,15 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
     elif name.endswith("argmax"):
         out.append(f"ACTION_START = {info.act_start}\n")
         out.append(
-            f"# One row of weights per action.\nWEIGHTS = {_matrix(fit.weights)}\nBIAS = {_literal(fit.bias)}\n"
+            "# One row of weights per action.\n"
+            f"WEIGHTS = {_matrix(fit.weights)}\nBIAS = {_literal(fit.bias)}\n"
         )
         body = (
             "\n\nclass LinearArgmax:\n"
             "    def act(self, observation):\n"
             "        x = features(observation)\n"
-            "        scores = [b + sum(w * v for w, v in zip(row, x)) for row, b in zip(WEIGHTS, BIAS)]\n"
+            "        scores = [b + sum(w * v for w, v in zip(row, x))"
+            " for row, b in zip(WEIGHTS, BIAS)]\n"
             "        return ACTION_START + max(range(len(scores)), key=scores.__getitem__)\n"
         )
         policy = "LinearArgmax"
@@ -286,15 +294,17 @@ def render_template(info: SpaceInfo, fit: TemplateFit) -> str:
         low, high = action_bounds(info)
         out.append(f"ACTION_LOW = {_bound_literal(low)}\nACTION_HIGH = {_bound_literal(high)}\n")
         out.append(
-            f"# One row of weights per action component.\nWEIGHTS = {_matrix(fit.weights)}\nBIAS = {_literal(fit.bias)}\n"
+            "# One row of weights per action component.\n"
+            f"WEIGHTS = {_matrix(fit.weights)}\nBIAS = {_literal(fit.bias)}\n"
         )
         body = _CLIP_SRC + (
             "\n\nclass ClippedLinear:\n"
             "    def act(self, observation):\n"
             "        x = features(observation)\n"
-            "        outputs = [b + sum(w * v for w, v in zip(row, x)) for row, b in zip(WEIGHTS, BIAS)]\n"
-            "        action = [clip(v, lo, hi) for v, lo, hi in zip(outputs, ACTION_LOW, ACTION_HIGH)]\n"
-            + _action_return(info)
+            "        outputs = [b + sum(w * v for w, v in zip(row, x))"
+            " for row, b in zip(WEIGHTS, BIAS)]\n"
+            "        action = [clip(v, lo, hi)"
+            " for v, lo, hi in zip(outputs, ACTION_LOW, ACTION_HIGH)]\n" + _action_return(info)
         )
         policy = "ClippedLinear"
     out.append(_FLATTEN_SRC)
