@@ -15,24 +15,8 @@ from evopolicygym.cli.options import RECORD_STORE_NOTE, store_option
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, run_status, store_root
 from evopolicygym.records.runs import summarize
-from evopolicygym.run.replay import (
-    AgentEntry,
-    AssessmentEntry,
-    CandidateEntry,
-    CreatedEntry,
-    FinishedEntry,
-    FinishEntry,
-    HostEntry,
-    ReferenceEntry,
-    RejectionEntry,
-    Replay,
-    ReplayError,
-    SelectionEntry,
-    SubmissionEntry,
-    TimelineEntry,
-    ValidationEntry,
-    replay_run,
-)
+from evopolicygym.records.timeline import entry_text
+from evopolicygym.run.replay import Replay, ReplayError, replay_run
 
 if TYPE_CHECKING:  # re-evaluation imports NumPy and the Benchmarks: only --reevaluate pays for it
     from evopolicygym.run.reevaluate import Mismatch
@@ -40,122 +24,12 @@ if TYPE_CHECKING:  # re-evaluation imports NumPy and the Benchmarks: only --reev
 __all__ = ["replay"]
 
 
-def _num(value: float | int | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def _short(digest: str | None) -> str:
-    if digest is None:
-        return "-"
-    return digest[:19] + "…" if digest.startswith("sha256:") and len(digest) > 19 else digest
-
-
-def _ids(ids: list[int]) -> str:
-    return ",".join(str(i) for i in ids) or "-"
-
-
-def _row(entry: TimelineEntry) -> tuple[str, str]:
-    """The entry's label and detail, one line each."""
-    match entry:
-        case CreatedEntry():
-            return "created", (
-                f"{entry.benchmark_id}, agent {entry.agent}, budget {_num(entry.episode_budget)}, "
-                f"pool of {entry.pool_size}"
-            )
-        case SubmissionEntry():
-            detail = f"#{entry.submission_id} Episodes {entry.selector} ({entry.episodes}) "
-            if entry.status == "published":
-                detail += f"score {_num(entry.score)} failures {_num(entry.failures)}"
-                if entry.best_so_far:
-                    detail += " best-so-far" + (
-                        " (unmatched evidence)" if entry.best_so_far_basis == "unmatched" else ""
-                    )
-            elif entry.status == "failed":
-                detail += f"FAILED: {entry.error or ''}"
-            else:
-                detail += "evaluating"
-            return "submission", f"{detail} (from {_short(entry.parent_program_digest)})"
-        case RejectionEntry():
-            what = f"selector {entry.selector!r}" if entry.selector is not None else ""
-            if entry.request == "finish":
-                what = f"candidates {_ids(entry.candidates)}"
-            return f"rejected {entry.request}", f"{entry.code}: {entry.message} [{what}]"
-        case AgentEntry() if entry.event == "started":
-            return "agent", f"attempt {entry.attempt} started"
-        case AgentEntry():
-            how = (
-                f"signal {entry.signal}" if entry.signal is not None else f"exit {entry.exit_code}"
-            )
-            reason = f" ({entry.reason})" if entry.reason else ""
-            errors = (
-                f"; {entry.errors} agent error(s), last: {entry.last_error}" if entry.errors else ""
-            )
-            return "agent", f"attempt {entry.attempt} exited: {how}{reason}{errors}"
-        case FinishEntry():
-            return "finish", f"candidates {_ids(entry.candidates)}"
-        case ValidationEntry() if entry.event == "started":
-            by = f", named by the {entry.handoff}" if entry.handoff else ""
-            return "validation", (
-                f"candidates {_ids(entry.candidates)} on {entry.split}, "
-                f"{_num(entry.episodes)} Episodes each{by}"
-            )
-        case ReferenceEntry():
-            return "reference", (
-                f"initial program score {_num(entry.score)} failures {entry.failures} "
-                f"({entry.episodes} Episodes)"
-            )
-        case ValidationEntry():
-            return "validation", f"FAILED: {entry.error or ''}"
-        case CandidateEntry():
-            return "validated", (
-                f"#{entry.submission_id} score {_num(entry.score)} failures {entry.failures} "
-                f"({entry.episodes} Episodes)"
-            )
-        case SelectionEntry():
-            return "selected", f"#{entry.submission_id} score {_num(entry.score)}: {entry.reason}"
-        case AssessmentEntry() if entry.event == "started":
-            return "assessment", (
-                f"#{entry.submission_id} on {entry.split}, {_num(entry.episodes)} Episodes"
-            )
-        case AssessmentEntry() if entry.event == "completed":
-            return "assessed", (
-                f"#{entry.submission_id} score {_num(entry.score)} failures {_num(entry.failures)} "
-                f"({_num(entry.episodes)} Episodes)"
-            )
-        case AssessmentEntry() if entry.event == "candidate" and entry.error is None:
-            return "candidate", (
-                f"#{entry.submission_id} assessed: score {_num(entry.score)} failures {_num(entry.failures)} "
-                f"({_num(entry.episodes)} Episodes)"
-            )
-        case AssessmentEntry() if entry.event == "candidate":
-            return "candidate", f"#{entry.submission_id} assessment FAILED: {entry.error}"
-        case AssessmentEntry():
-            return "assessment", f"FAILED: {entry.error or ''}"
-        case HostEntry() if entry.event == "interrupted":
-            return "interrupted", entry.reason
-        case HostEntry():
-            return "resumed", f"attempt {_num(entry.attempt)}"
-        case FinishedEntry():
-            improved = (
-                "" if entry.improved is None else f", improved {'yes' if entry.improved else 'no'}"
-            )
-            return "finished", (
-                f"{entry.reason}; final #{_num(entry.final_submission_id)}, validation "
-                f"{_num(entry.validation_score)}, assessment {_num(entry.assessment_score)}, "
-                f"handoff {entry.handoff or '-'}{improved}"
-            )
-    return "?", ""
-
-
 def _print_timeline(result: Replay) -> None:
-    rows = [(f"v{entry.version}", *_row(entry)) for entry in result.timeline]
-    width = max((len(label) for _, label, _ in rows), default=0)
-    vwidth = max((len(v) for v, _, _ in rows), default=0)
-    for version, label, detail in rows:
+    rows = [(f"v{entry.version}", entry_text(entry)) for entry in result.timeline]
+    vwidth = max((len(v) for v, _ in rows), default=0)
+    for version, text in rows:
         # Recorded text is untrusted: one line, no terminal controls.
-        click.echo(f"{version:>{vwidth}}  {label:<{width}}  {printable(detail, cell=True)}")
+        click.echo(f"{version:>{vwidth}}  {printable(text, cell=True)}")
 
 
 def _state(result: Replay) -> str:

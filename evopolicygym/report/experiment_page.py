@@ -165,8 +165,9 @@ def _leaderboard(runs: pd.DataFrame, colors: dict[str, str]) -> str:
         },
     )
     note = (
-        '<p class="note">Rank score: per Benchmark, agents ranked by mean held-out score (ties take the best '
-        "rank; an agent with no scored Run ranks last), scored (K - rank) / (K - 1) and averaged over "
+        '<p class="note">Rank score: per Benchmark, agents ranked by mean held-out score '
+        "(ties take the best rank; an agent with no scored Run ranks last), "
+        "scored (K - rank) / (K - 1) and averaged over "
         "Benchmarks. A Run with no Assessment counts in Runs, not in the mean.</p>"
     )
     return board + note + plot + "<h3>Scores and intervals</h3>" + intervals
@@ -248,7 +249,9 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
                     "x": grid,
                     "y": _mean_curve(per_run, grid),
                     "line": {"shape": "hv", "color": colors[agent], "width": 3},
-                    "hovertemplate": f"{esc(agent)}: %{{x}} Episodes, mean best %{{y}}<extra></extra>",
+                    "hovertemplate": (
+                        f"{esc(agent)}: %{{x}} Episodes, mean best %{{y}}<extra></extra>"
+                    ),
                 }
             )
         unmatched = mine[mine["basis"] == "unmatched"]
@@ -282,7 +285,8 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
             )
         )
     note = (
-        '<p class="note">A step is matched when every Submission so far ran on the same pool indices; '
+        '<p class="note">A step is matched when every Submission so far ran on the same pool '
+        "indices; "
         "an unmatched one compares scores taken on different Episodes (a reference point, not a "
         "comparison). Area: the mean of the best so far, normalized per Benchmark to [0, 1], over "
         "the budget.</p>"

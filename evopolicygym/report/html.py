@@ -62,11 +62,13 @@ _STYLE = """
 :root { color-scheme: light; --fg:#1d2330; --muted:#5b6475; --line:#d9dde5; --bg:#fafbfc;
   --add:#e6f6e9; --del:#fbe9ea; --hunk:#eef2fb; --bad:#b3261e; --good:#1b7a3a; }
 * { box-sizing: border-box; }
-body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:#fff; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+  color:var(--fg); background:#fff; }
 header.top { padding:16px 24px; border-bottom:1px solid var(--line); background:var(--bg); }
 header.top h1 { margin:0 0 4px; font-size:20px; }
 header.top .sub { color:var(--muted); }
-nav.toc { padding:8px 24px; border-bottom:1px solid var(--line); position:sticky; top:0; background:#fff; z-index:5; }
+nav.toc { padding:8px 24px; border-bottom:1px solid var(--line); position:sticky; top:0;
+  background:#fff; z-index:5; }
 nav.toc a { margin-right:14px; color:#2653a6; text-decoration:none; white-space:nowrap; }
 main { padding:8px 24px 48px; max-width:1400px; }
 section { margin:24px 0; }
@@ -80,13 +82,18 @@ dl.facts dt { color:var(--muted); }
 dl.facts dd { margin:0; }
 .bad { color:var(--bad); } .good { color:var(--good); } .muted { color:var(--muted); }
 .plot { width:100%; min-height:340px; }
-pre { background:var(--bg); border:1px solid var(--line); padding:8px; overflow:auto; white-space:pre-wrap; word-break:break-word; font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace; }
+pre { background:var(--bg); border:1px solid var(--line); padding:8px; overflow:auto;
+  white-space:pre-wrap; word-break:break-word;
+  font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace; }
 pre.diff { white-space:pre; max-height:640px; }
-pre.diff .a { background:var(--add); display:block; } pre.diff .d { background:var(--del); display:block; }
+pre.diff .a { background:var(--add); display:block; }
+pre.diff .d { background:var(--del); display:block; }
 pre.diff .h { background:var(--hunk); display:block; color:var(--muted); }
 .msg { border:1px solid var(--line); border-radius:6px; margin:8px 0; padding:6px 10px; }
-.msg .role { font-weight:600; text-transform:uppercase; font-size:11px; letter-spacing:.04em; color:var(--muted); }
-.msg.assistant { background:#f5f8ff; } .msg.tool { background:#fbfbf5; } .msg.error { background:var(--del); }
+.msg .role { font-weight:600; text-transform:uppercase; font-size:11px; letter-spacing:.04em;
+  color:var(--muted); }
+.msg.assistant { background:#f5f8ff; } .msg.tool { background:#fbfbf5; }
+.msg.error { background:var(--del); }
 .msg pre { margin:4px 0; }
 .usage { color:var(--muted); font-size:12px; }
 details > summary { cursor:pointer; color:var(--muted); }

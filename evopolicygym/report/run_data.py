@@ -21,32 +21,22 @@ from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,
     AssessmentCompleted,
-    AssessmentFailed,
     AssessmentStarted,
     CandidateAssessed,
     CandidateValidated,
     EpisodeCompleted,
     EpisodeOutcome,
-    EvaluationFailed,
-    EvaluationStarted,
-    Event,
     EventCodecError,
-    FinalSubmissionSelected,
-    FinishAccepted,
     FinishRejected,
     ReferenceValidated,
     RunCreated,
-    RunFinished,
-    RunInterrupted,
-    RunResumed,
-    SubmissionPublished,
     SubmissionRejected,
-    ValidationFailed,
     ValidationStarted,
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
+from evopolicygym.records.timeline import event_text
 from evopolicygym.transcript import Message
 
 __all__ = [
@@ -56,7 +46,6 @@ __all__ = [
     "TimelineEvent",
     "lineage_of",
     "read_run",
-    "timeline_text",
 ]
 
 
@@ -114,74 +103,6 @@ class RunData:
     lineage: dict[int, Lineage] = field(default_factory=dict)  # by Submission
 
 
-def timeline_text(event: Event) -> str | None:
-    """One line of public facts for the timeline; None for an event it leaves out."""
-    match event:
-        case RunCreated():
-            return f"Run created: {event.benchmark_id}, agent {event.agent.name} ({event.agent.provider})"
-        case AgentStarted():
-            return f"Agent attempt {event.attempt} started"
-        case AgentExited():
-            how = (
-                f"exit {event.exit_code}"
-                if event.exit_code is not None
-                else f"signal {event.signal}"
-            )
-            return f"Agent attempt {event.attempt} exited ({how}){': ' + event.reason if event.reason else ''}"
-        case SubmissionRejected():
-            return f"submission refused: {event.code}: {event.message}"
-        case EvaluationStarted():
-            named = event.parent_submission_id
-            parent = (
-                "" if named is None else ", parent initial" if named == 0 else f", parent #{named}"
-            )
-            return (
-                f"Submission #{event.submission_id}: evaluating on {len(event.indices)} Episodes"
-                f"{parent} (budget used {event.budget_used})"
-            )
-        case SubmissionPublished():
-            return (
-                f"Submission #{event.submission_id} published: score {event.score:.6g}, "
-                f"{event.failures} failures, {event.budget_left} Episodes left"
-            )
-        case EvaluationFailed():
-            return f"Submission #{event.submission_id} failed: {event.error}"
-        case FinishRejected():
-            return f"finish refused: {event.code}: {event.message}"
-        case FinishAccepted():
-            return f"finish accepted: candidates {', '.join(f'#{c}' for c in event.candidates)}"
-        case ValidationStarted():
-            return (
-                f"Validation started: {len(event.candidates)} candidates on {event.episodes} "
-                f"{event.split} Episodes"
-            )
-        case ReferenceValidated():
-            return f"initial program validated: score {event.score:.6g}"
-        case CandidateValidated():
-            return f"candidate #{event.submission_id} validated: score {event.score:.6g}, {event.failures} failures"
-        case ValidationFailed():
-            return f"Validation failed: {event.error}"
-        case FinalSubmissionSelected():
-            return f"final Submission #{event.submission_id} selected (validation score {event.score:.6g})"
-        case AssessmentStarted():
-            return f"Assessment of #{event.submission_id} started on {event.episodes} {event.split} Episodes"
-        case AssessmentCompleted():
-            return f"Assessment of #{event.submission_id}: score {event.score:.6g}, {event.failures} failures"
-        case AssessmentFailed():
-            return f"Assessment failed: {event.error}"
-        case CandidateAssessed() if event.score is None:
-            return f"candidate #{event.submission_id} not assessed: its Assessment failed"
-        case CandidateAssessed():
-            return f"candidate #{event.submission_id} assessed: score {event.score:.6g}, {event.failures} failures"
-        case RunInterrupted():
-            return f"Run interrupted: {event.reason}"
-        case RunResumed():
-            return f"Run resumed (attempt {event.attempt})"
-        case RunFinished():
-            return f"Run finished: {event.reason}"
-    return None
-
-
 def read_run(store: Store, stream_id: str) -> RunData:
     """The Run of ``stream_id`` (see ``records.runs.resolve_run``), read in full."""
     data = RunData(RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id))
@@ -237,7 +158,7 @@ def read_run(store: Store, stream_id: str) -> RunData:
                     if event.score is None
                     else Outcomes(event.score, event.failures, list(event.episodes))
                 )
-        text = timeline_text(event)
+        text = event_text(event, summary)
         if text is not None:
             data.timeline.append(TimelineEvent(envelope.recorded_at, event.type_name(), text))
     for attempt, messages in recorded.items():

@@ -12,7 +12,7 @@ from typing import Any
 from evopolicygym.program import Program
 from evopolicygym.records.events import EpisodeOutcome
 from evopolicygym.records.location import Store
-from evopolicygym.records.runs import RunSummary
+from evopolicygym.records.runs import RunSummary, SubmissionSummary
 from evopolicygym.report.curves import best_so_far
 from evopolicygym.report.diffs import diff_markup, program_diff
 from evopolicygym.report.html import Markup, Section, esc, fmt, table
@@ -83,7 +83,8 @@ def _overview(data: RunData, status: str) -> str:
         ("Episode pool", fmt(s.pool_size)),
         (
             "Submissions",
-            f"{s.started} evaluated, {s.published} published, {s.failed} failed, {s.rejections} refused",
+            f"{s.started} evaluated, {s.published} published, {s.failed} failed, "
+            f"{s.rejections} refused",
         ),
         ("Best published (train)", best),
         ("Final (validation)", final),
@@ -98,7 +99,8 @@ def _overview(data: RunData, status: str) -> str:
     ]
     config = s.public_config()
     shown = (
-        f"<details><summary>Run config (public)</summary><pre>{esc(json.dumps(config, indent=2, sort_keys=True))}</pre></details>"
+        "<details><summary>Run config (public)</summary>"
+        f"<pre>{esc(json.dumps(config, indent=2, sort_keys=True))}</pre></details>"
         if config is not None
         else ""
     )
@@ -174,6 +176,11 @@ def _submissions(data: RunData, redact: Redact) -> str:
     ]
     if not subs:
         return '<p class="muted">No Submission was evaluated.</p>'
+    return _submissions_plot(subs, redact) + _submissions_table(data, subs, redact)
+
+
+def _submissions_plot(subs: list[SubmissionSummary], redact: Redact) -> str:
+    """Each Submission's score (and its failed Episodes) over the budget it used."""
     published = [x for x in subs if x.status == "published" and x.score is not None]
     clean = [x for x in published if not x.failures]
     flawed = [x for x in published if x.failures]
@@ -219,7 +226,7 @@ def _submissions(data: RunData, redact: Redact) -> str:
             "hovertemplate": "#%{x}: evaluation failed: %{text}<extra></extra>",
         },
     ]
-    plot = figure(
+    return figure(
         "plot-submissions",
         traces,
         {
@@ -236,6 +243,9 @@ def _submissions(data: RunData, redact: Redact) -> str:
             },
         },
     )
+
+
+def _submissions_table(data: RunData, subs: list[SubmissionSummary], redact: Redact) -> str:
     rows = []
     for x in subs:
         episodes = data.episodes.get(x.submission_id, [])
@@ -255,7 +265,7 @@ def _submissions(data: RunData, redact: Redact) -> str:
                 redact(x.error) if x.error else None,
             )
         )
-    listing = table(
+    return table(
         [
             "Submission",
             "parent",
@@ -271,14 +281,16 @@ def _submissions(data: RunData, redact: Redact) -> str:
         ],
         rows,
     )
-    return plot + listing
 
 
 def _best_so_far(data: RunData) -> str:
     s = data.summary
     points = best_so_far(s, data.lineage)
     if not points and s.published and not data.lineage:
-        return '<p class="bad">A program of this Run cannot be read, so neither can its lineage (see record verify).</p>'
+        return (
+            '<p class="bad">A program of this Run cannot be read, so neither can its lineage '
+            "(see record verify).</p>"
+        )
     if not points:
         return '<p class="muted">No published Submission.</p>'
     matched = [p for p in points if p.evidence != "unmatched"]
@@ -327,9 +339,13 @@ def _best_so_far(data: RunData) -> str:
         "yaxis": {"title": {"text": "score"}},
     }
     note = {
-        "matched": "Every Submission was scored on the same Episodes: the best is a matched comparison.",
-        "unmatched": "Submissions were scored on different Episodes: an unmatched best is a reference "
-        "point, not a comparison.",
+        "matched": (
+            "Every Submission was scored on the same Episodes: the best is a matched comparison."
+        ),
+        "unmatched": (
+            "Submissions were scored on different Episodes: an unmatched best is a reference "
+            "point, not a comparison."
+        ),
         "single": "One Submission: nothing to compare yet.",
     }.get(s.best_basis or "", "")
     return figure("plot-best", traces, layout) + f'<p class="note">{esc(note)}</p>'
@@ -426,7 +442,8 @@ def _message(message: Message, redact: Redact) -> str:
     for call in message.tool_calls:
         arguments = json.dumps(call.arguments, indent=2, sort_keys=True, ensure_ascii=False)
         parts.append(
-            f'<div class="call">→ <b>{esc(call.name)}</b> <span class="muted">call {esc(call.id)}</span>'
+            f'<div class="call">→ <b>{esc(call.name)}</b> '
+            f'<span class="muted">call {esc(call.id)}</span>'
             f"<pre>{esc(_clip(redact(arguments)))}</pre></div>"
         )
     if message.usage is not None:
@@ -447,14 +464,16 @@ def _transcript(data: RunData, redact: Redact) -> str:
         messages = data.transcripts[attempt]
         usage = [m.usage for m in messages if m.usage is not None]
         totals = (
-            f"{sum(u.input_tokens for u in usage):,} input and {sum(u.output_tokens for u in usage):,} output tokens"
+            f"{sum(u.input_tokens for u in usage):,} input and "
+            f"{sum(u.output_tokens for u in usage):,} output tokens"
             if usage
             else "no usage reported"
         )
         exit_ = data.exits.get(attempt)
         ended = (
-            f"; exited {exit_.exit_code if exit_.exit_code is not None else 'by signal ' + str(exit_.signal)}"
-            f"{' (' + exit_.reason + ')' if exit_.reason else ''}"
+            "; exited "
+            + (str(exit_.exit_code) if exit_.exit_code is not None else f"by signal {exit_.signal}")
+            + f"{' (' + exit_.reason + ')' if exit_.reason else ''}"
             if exit_ is not None
             else ""
         )
@@ -462,7 +481,8 @@ def _transcript(data: RunData, redact: Redact) -> str:
         offered = f"; tools offered: {', '.join(tools)}" if tools else ""
         calls = sum(len(m.tool_calls) for m in messages)
         out.append(
-            f'<h3>Attempt {attempt}</h3><p class="note">{len(messages)} messages, {calls} tool calls, '
+            f'<h3>Attempt {attempt}</h3><p class="note">{len(messages)} messages, '
+            f"{calls} tool calls, "
             f"{esc(totals)}{esc(ended)}{esc(offered)}</p>"
         )
         out.extend(_message(m, redact) for m in messages)
@@ -500,7 +520,8 @@ def _validation(data: RunData, redact: Redact) -> str:
             chosen = Markup('<b class="good">selected</b>') if sid == s.final_submission_id else ""
             rows.append((f"#{sid}", chosen, *_outcome_cells(data.validation[sid])))
         where = (
-            f"{data.validation_episodes} {data.validation_split} Episodes per candidate, the same for each"
+            f"{data.validation_episodes} {data.validation_split} Episodes per candidate, "
+            "the same for each"
             if data.validation_episodes is not None
             else ""
         )

@@ -17,7 +17,7 @@ and recorded free text (errors, reasons) is scrubbed of any of those numbers.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 import msgspec
 
@@ -55,6 +55,21 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.pools import pool_problems, recorded_pool_size
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RUN_PREFIX, RunSummary, run_id_of, run_stream_id
+from evopolicygym.records.timeline import (
+    AgentEntry,
+    AssessmentEntry,
+    CandidateEntry,
+    CreatedEntry,
+    FinishedEntry,
+    FinishEntry,
+    HostEntry,
+    ReferenceEntry,
+    RejectionEntry,
+    SelectionEntry,
+    SubmissionEntry,
+    TimelineEntry,
+    ValidationEntry,
+)
 from evopolicygym.records.verify import BlobChecker, referenced_blobs
 from evopolicygym.run.config import RunConfigError
 from evopolicygym.run.decider import (
@@ -108,126 +123,6 @@ class ReplayProblem(msgspec.Struct, frozen=True, kw_only=True):
         where = f"v{self.version} {self.event_type}" if self.version else "stream"
         return f"{where}: {self.message}"
 
-
-class _Entry(msgspec.Struct, kw_only=True, tag_field="kind"):
-    version: int  # the stream version of the event the entry starts at
-
-
-class CreatedEntry(_Entry, tag="created"):
-    benchmark_id: str
-    agent: str
-    episode_budget: int | None
-    pool_size: int
-
-
-class SubmissionEntry(_Entry, tag="submission"):
-    submission_id: int
-    selector: str
-    episodes: int
-    program_digest: str
-    status: Literal["evaluating", "published", "failed"] = "evaluating"
-    score: float | None = None
-    failures: int | None = None
-    best_so_far: bool = False  # strictly better than every earlier published Submission
-    # single, matched (every Submission so far on the same indices) or unmatched: whether
-    # best_so_far compares like with like
-    best_so_far_basis: str | None = None
-    parent_program_digest: str | None = None  # the program the edit started from
-    error: str | None = None
-    completed_version: int | None = None
-
-
-class RejectionEntry(_Entry, tag="rejection"):
-    request: Literal["submit", "finish"]
-    code: str
-    message: str
-    selector: str | None = None
-    candidates: list[int] = []
-
-
-class AgentEntry(_Entry, tag="agent"):
-    event: Literal["started", "exited"]
-    attempt: int
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str = ""
-    errors: int = 0  # error records of the attempt (API errors, a failed login)
-    last_error: str | None = None
-
-
-class FinishEntry(_Entry, tag="finish"):
-    candidates: list[int]
-
-
-class ValidationEntry(_Entry, tag="validation"):
-    event: Literal["started", "failed"]
-    candidates: list[int] = []
-    split: str | None = None
-    episodes: int | None = None
-    error: str | None = None
-    handoff: str | None = None  # who named the candidates (agent or host)
-
-
-class ReferenceEntry(_Entry, tag="reference"):
-    """The initial Program on the Validation Episodes: what the final one must beat."""
-
-    score: float
-    failures: int
-    episodes: int
-
-
-class CandidateEntry(_Entry, tag="candidate"):
-    submission_id: int
-    score: float
-    failures: int
-    episodes: int
-
-
-class SelectionEntry(_Entry, tag="selection"):
-    submission_id: int
-    score: float
-    reason: str
-
-
-class AssessmentEntry(_Entry, tag="assessment"):
-    event: Literal["started", "completed", "failed", "candidate"]  # candidate: CandidateAssessed
-    submission_id: int | None = None
-    split: str | None = None
-    episodes: int | None = None
-    score: float | None = None
-    failures: int | None = None
-    error: str | None = None
-
-
-class HostEntry(_Entry, tag="host"):
-    event: Literal["interrupted", "resumed"]
-    reason: str = ""
-    attempt: int | None = None
-
-
-class FinishedEntry(_Entry, tag="finished"):
-    reason: str
-    final_submission_id: int | None = None
-    validation_score: float | None = None
-    assessment_score: float | None = None
-    handoff: str | None = None
-    improved: bool | None = None
-
-
-TimelineEntry: TypeAlias = (
-    CreatedEntry
-    | SubmissionEntry
-    | RejectionEntry
-    | AgentEntry
-    | FinishEntry
-    | ValidationEntry
-    | ReferenceEntry
-    | CandidateEntry
-    | SelectionEntry
-    | AssessmentEntry
-    | HostEntry
-    | FinishedEntry
-)
 
 RunStatus = Literal["empty", "in progress", "interrupted", "finished"]
 
@@ -462,11 +357,19 @@ class _Builder:
                 pass
 
     def _timeline(self, version: int, event: Event) -> None:
-        replay, text = self.replay, self.private.scrub
-        entry: TimelineEntry | None = None
+        entry = self._run_entry(version, event)
+        if entry is None:
+            entry = self._ending_entry(version, event)
+        if entry is not None:
+            self.replay.timeline.append(entry)
+
+    def _run_entry(self, version: int, event: Event) -> TimelineEntry | None:
+        """The entry of a Run, Agent or Submission event; a Submission's outcome completes
+        the entry its start made (None: nothing new to append)."""
+        text = self.private.scrub
         match event:
             case RunCreated():
-                entry = CreatedEntry(
+                return CreatedEntry(
                     version=version,
                     benchmark_id=event.benchmark_id,
                     agent=event.agent.name,
@@ -474,9 +377,9 @@ class _Builder:
                     pool_size=recorded_pool_size(event) or 0,
                 )
             case AgentStarted():
-                entry = AgentEntry(version=version, event="started", attempt=event.attempt)
+                return AgentEntry(version=version, event="started", attempt=event.attempt)
             case AgentExited():
-                entry = AgentEntry(
+                return AgentEntry(
                     version=version,
                     event="exited",
                     attempt=event.attempt,
@@ -487,7 +390,7 @@ class _Builder:
                     last_error=None if event.last_error is None else text(event.last_error),
                 )
             case SubmissionRejected():
-                entry = RejectionEntry(
+                return RejectionEntry(
                     version=version,
                     request="submit",
                     code=event.code,
@@ -495,13 +398,15 @@ class _Builder:
                     selector=text(event.selector) if event.selector is not None else None,
                 )
             case FinishRejected():
-                entry = RejectionEntry(
+                return RejectionEntry(
                     version=version,
                     request="finish",
                     code=event.code,
                     message=text(event.message),
                     candidates=list(event.candidates),
                 )
+            case FinishAccepted():
+                return FinishEntry(version=version, candidates=list(event.candidates))
             case EvaluationStarted():
                 self.indices[event.submission_id] = list(event.indices)
                 entry = self.submissions[event.submission_id] = SubmissionEntry(
@@ -512,28 +417,36 @@ class _Builder:
                     program_digest=event.program_digest,
                     parent_program_digest=event.parent_program_digest,
                 )
+                return entry
             case EpisodeCompleted():
                 self.episodes.setdefault(event.submission_id, []).append(event.index)
-            case SubmissionPublished():
-                found = self.submissions.get(event.submission_id)
-                if found is not None:
-                    found.status = "published"
-                    found.score = event.score
-                    found.failures = event.failures
-                    found.completed_version = version
-                    # The summary has folded this event: is it the best published now?
-                    found.best_so_far = self.summary.best_submission_id == event.submission_id
-                    found.best_so_far_basis = self.summary.best_basis
-            case EvaluationFailed():
-                found = self.submissions.get(event.submission_id)
-                if found is not None:
-                    found.status = "failed"
-                    found.error = text(event.error)
-                    found.completed_version = version
-            case FinishAccepted():
-                entry = FinishEntry(version=version, candidates=list(event.candidates))
+            case SubmissionPublished() | EvaluationFailed():
+                self._complete(version, event)
+        return None
+
+    def _complete(self, version: int, event: SubmissionPublished | EvaluationFailed) -> None:
+        found = self.submissions.get(event.submission_id)
+        if found is None:
+            return
+        found.completed_version = version
+        if isinstance(event, EvaluationFailed):
+            found.status = "failed"
+            found.error = self.private.scrub(event.error)
+            return
+        found.status = "published"
+        found.score = event.score
+        found.failures = event.failures
+        # The summary has folded this event: is it the best published now?
+        found.best_so_far = self.summary.best_submission_id == event.submission_id
+        found.best_so_far_basis = self.summary.best_basis
+
+    def _ending_entry(self, version: int, event: Event) -> TimelineEntry | None:
+        """The entry of a Validation, Assessment or Host event, or of the Run's end (None for
+        AgentMessages: the transcript, not part of the timeline)."""
+        text = self.private.scrub
+        match event:
             case ValidationStarted():
-                entry = ValidationEntry(
+                return ValidationEntry(
                     version=version,
                     event="started",
                     candidates=list(event.candidates),
@@ -542,14 +455,14 @@ class _Builder:
                     handoff=self.summary.candidates_by,
                 )
             case ReferenceValidated():
-                entry = ReferenceEntry(
+                return ReferenceEntry(
                     version=version,
                     score=event.score,
                     failures=event.failures,
                     episodes=len(event.episodes),
                 )
             case CandidateValidated():
-                entry = CandidateEntry(
+                return CandidateEntry(
                     version=version,
                     submission_id=event.submission_id,
                     score=event.score,
@@ -557,35 +470,18 @@ class _Builder:
                     episodes=len(event.episodes),
                 )
             case ValidationFailed():
-                entry = ValidationEntry(version=version, event="failed", error=text(event.error))
+                return ValidationEntry(version=version, event="failed", error=text(event.error))
             case FinalSubmissionSelected():
-                entry = SelectionEntry(
+                return SelectionEntry(
                     version=version,
                     submission_id=event.submission_id,
                     score=event.score,
                     reason=text(event.reason),
                 )
-            case AssessmentStarted():
-                entry = AssessmentEntry(
-                    version=version,
-                    event="started",
-                    submission_id=event.submission_id,
-                    split=event.split,
-                    episodes=event.episodes,
-                )
-            case AssessmentCompleted():
-                entry = AssessmentEntry(
-                    version=version,
-                    event="completed",
-                    submission_id=event.submission_id,
-                    score=event.score,
-                    failures=event.failures,
-                    episodes=len(event.episodes),
-                )
-            case AssessmentFailed():
-                entry = AssessmentEntry(version=version, event="failed", error=text(event.error))
+            case AssessmentStarted() | AssessmentCompleted() | AssessmentFailed():
+                return self._assessment_entry(version, event)
             case CandidateAssessed():
-                entry = AssessmentEntry(
+                return AssessmentEntry(
                     version=version,
                     event="candidate",
                     submission_id=event.submission_id,
@@ -595,11 +491,11 @@ class _Builder:
                     error=None if event.error is None else text(event.error),
                 )
             case RunInterrupted():
-                entry = HostEntry(version=version, event="interrupted", reason=text(event.reason))
+                return HostEntry(version=version, event="interrupted", reason=text(event.reason))
             case RunResumed():
-                entry = HostEntry(version=version, event="resumed", attempt=event.attempt)
+                return HostEntry(version=version, event="resumed", attempt=event.attempt)
             case RunFinished():
-                entry = FinishedEntry(
+                return FinishedEntry(
                     version=version,
                     reason=event.reason,
                     final_submission_id=event.final_submission_id,
@@ -608,10 +504,31 @@ class _Builder:
                     handoff=self.summary.handoff,
                     improved=self.summary.improved,
                 )
-            case _:
-                pass  # AgentMessages: the transcript, not part of the timeline
-        if entry is not None:
-            replay.timeline.append(entry)
+        return None
+
+    def _assessment_entry(
+        self, version: int, event: AssessmentStarted | AssessmentCompleted | AssessmentFailed
+    ) -> AssessmentEntry:
+        if isinstance(event, AssessmentStarted):
+            return AssessmentEntry(
+                version=version,
+                event="started",
+                submission_id=event.submission_id,
+                split=event.split,
+                episodes=event.episodes,
+            )
+        if isinstance(event, AssessmentCompleted):
+            return AssessmentEntry(
+                version=version,
+                event="completed",
+                submission_id=event.submission_id,
+                score=event.score,
+                failures=event.failures,
+                episodes=len(event.episodes),
+            )
+        return AssessmentEntry(
+            version=version, event="failed", error=self.private.scrub(event.error)
+        )
 
     def finish(self) -> Replay:
         replay, summary = self.replay, self.summary
