@@ -454,7 +454,10 @@ class HubStub:
         page = entries[start : start + self.tree_page_size]
         headers = {}
         if start + self.tree_page_size < len(entries):
-            query = f"recursive={str(recursive).lower()}&expand=false&cursor={start + self.tree_page_size}"
+            query = (
+                f"recursive={str(recursive).lower()}&expand=false"
+                f"&cursor={start + self.tree_page_size}"
+            )
             headers["Link"] = f'<{self.endpoint}/{request.path}?{query}>; rel="next"'
         return Response(200, page, headers)
 

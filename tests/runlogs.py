@@ -229,7 +229,10 @@ def write_run(store: Store, run: SynthRun, *, canary: bool = True) -> None:
         )
         if planned.rewards is None:
             # A Host-side error can quote the Episode it failed on: its seed and scenario.
-            quoted = f"worker lost on seed {CANARY_SEEDS['pool'] * 10 + planned.indices[0]} ({secret}-pool-{planned.indices[0]})"
+            quoted = (
+                f"worker lost on seed {CANARY_SEEDS['pool'] * 10 + planned.indices[0]} "
+                f"({secret}-pool-{planned.indices[0]})"
+            )
             events.append(
                 EvaluationFailed(
                     submission_id=sid, error=quoted, budget_consumed=len(planned.indices)

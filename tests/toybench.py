@@ -20,7 +20,8 @@ CLOSED: list[int] = []  # seeds of closed Environments, for the in-process (jobs
 
 
 class CounterEnv:
-    """Observation: [position, target]; action 1 moves up, 0 stays; reward 1 on reaching the target."""
+    """Observation: [position, target]; action 1 moves up, 0 stays; reward 1 on reaching the
+    target."""
 
     def __init__(self, seed: int, horizon: int) -> None:
         self.seed = seed

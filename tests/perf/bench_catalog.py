@@ -81,7 +81,10 @@ def main() -> None:
     config = EvaluationConfig(
         split="assessment", episodes=args.episodes, seed=0, jobs=1, trace_steps=0
     )
-    header = f"{'benchmark':26} {'raw st/s':>9} {'eval st/s':>9} {'ratio':>6} {'fixed ms':>8} {'baseline':>9} {'random':>9}"
+    header = (
+        f"{'benchmark':26} {'raw st/s':>9} {'eval st/s':>9} {'ratio':>6} {'fixed ms':>8} "
+        f"{'baseline':>9} {'random':>9}"
+    )
     print(header)
     print("-" * len(header))
     check_started = time.perf_counter()
@@ -105,8 +108,8 @@ def main() -> None:
             raw_rate, eval_rate = raw_steps / raw_s, eval_steps / eval_s
             fixed_ms = 1000 * sum(e.duration_s for e in first.episodes) / len(first.episodes)
             print(
-                f"{member.id:26} {raw_rate:9,.0f} {eval_rate:9,.0f} {eval_rate / raw_rate:6.2f} {fixed_ms:8.1f} "
-                f"{ours.feedback.score:9.4g} {rand.feedback.score:9.4g}",
+                f"{member.id:26} {raw_rate:9,.0f} {eval_rate:9,.0f} {eval_rate / raw_rate:6.2f} "
+                f"{fixed_ms:8.1f} {ours.feedback.score:9.4g} {rand.feedback.score:9.4g}",
                 flush=True,
             )
     print(

@@ -10,7 +10,8 @@ Then a real Run (``--agent command``) whose Agent makes N one-Episode submission
 until its reply is read), beside the same program's evaluation of the same Episodes on a
 warm Evaluator (the baseline), the Host's share (the Submission's events: EvaluationStarted
 to SubmissionPublished) and the client alone (``session submit`` against a Session that
-answers at once: start-up, the exchange, the reply printed, exit). Target: round trip <= 1.5x the evaluation alone.
+answers at once: start-up, the exchange, the reply printed, exit). Target: round trip <=
+1.5x the evaluation alone.
 
 Run: uv run python tests/perf/bench_cli.py [--repeat N] [--submissions N]
 """
@@ -105,7 +106,9 @@ cli = json.loads(os.environ["EVOPOLICY_CLI"])
 times = []
 for i in range(int(sys.argv[1])):
     started = time.perf_counter()
-    subprocess.run([*cli, "session", "submit", "--episodes", str(i)], check=True, capture_output=True)
+    subprocess.run(
+        [*cli, "session", "submit", "--episodes", str(i)], check=True, capture_output=True
+    )
     times.append(time.perf_counter() - started)
 print(json.dumps({"role": "assistant", "content": json.dumps(times)}), flush=True)
 """

@@ -289,8 +289,8 @@ def main() -> None:
         )
     print(
         f"walls (median s): warm j1 {med_wall(warm['j1']):.3f} j2 {med_wall(warm['j2']):.3f}; "
-        f"one-shot j1 {med_wall(one['j1']):.3f} j2 {med_wall(one['j2']):.3f}; 4 Episodes one-shot j1 "
-        f"{med_wall(one['j1_4']):.3f} j2 {med_wall(one['j2_4']):.3f}"
+        f"one-shot j1 {med_wall(one['j1']):.3f} j2 {med_wall(one['j2']):.3f}; "
+        f"4 Episodes one-shot j1 {med_wall(one['j1_4']):.3f} j2 {med_wall(one['j2_4']):.3f}"
     )
     print(f"containment: {containment}; cpus {sorted(os.sched_getaffinity(0))}; {reps} reps")
 

@@ -117,8 +117,9 @@ def main() -> None:
             results[max_runs] = r = _run(spec, store, max_runs)
             per_hour = r["runs"] / r["wall"] * 3600
             print(
-                f"--max-runs {max_runs}: {r['runs']:.0f} Runs in {r['wall']:.1f} s = {per_hour:.0f} Runs/hour "
-                f"(load before {r['load']:.1f}), {r['cores']:.2f} cores busy on average; bookkeeping {r['bookkeeping']:.2f} s = "
+                f"--max-runs {max_runs}: {r['runs']:.0f} Runs in {r['wall']:.1f} s "
+                f"= {per_hour:.0f} Runs/hour (load before {r['load']:.1f}), "
+                f"{r['cores']:.2f} cores busy on average; bookkeeping {r['bookkeeping']:.2f} s = "
                 f"{100 * r['bookkeeping'] / r['inner_wall']:.2f}% of its wall time, creating Runs "
                 f"{r['create']:.2f} s = {100 * r['create'] / r['inner_wall']:.1f}%"
             )
@@ -126,10 +127,12 @@ def main() -> None:
     ratio = (two["runs"] / two["wall"]) / (one["runs"] / one["wall"])
     share = max(r["bookkeeping"] / r["inner_wall"] for r in results.values())
     print(
-        f"Runs/hour ratio (--max-runs 2 / 1): {ratio:.2f}x  target >= 1.7x: {'met' if ratio >= 1.7 else 'MISSED'}"
+        f"Runs/hour ratio (--max-runs 2 / 1): {ratio:.2f}x  "
+        f"target >= 1.7x: {'met' if ratio >= 1.7 else 'MISSED'}"
     )
     print(
-        f"bookkeeping share (worst of the two): {100 * share:.2f}%  target <= 5%: {'met' if share <= 0.05 else 'MISSED'}"
+        f"bookkeeping share (worst of the two): {100 * share:.2f}%  "
+        f"target <= 5%: {'met' if share <= 0.05 else 'MISSED'}"
     )
 
 

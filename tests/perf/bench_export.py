@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-export-", dir=args.dir) as tmp:
         root = Path(tmp)
         print(
-            f"export format {FORMAT!r}, default options; {os.cpu_count()} CPUs; Python {sys.version.split()[0]}"
+            f"export format {FORMAT!r}, default options; {os.cpu_count()} CPUs; "
+            f"Python {sys.version.split()[0]}"
         )
 
         # ----------------------------------------------------------- synthesis
@@ -261,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         with open_store(stores[sizes[0]]) as store:
             per_run = shape(store)
         print(
-            f"per Run: {per_run['events']:.0f} events, {per_run['messages']:.0f} transcript messages "
+            f"per Run: {per_run['events']:.0f} events, "
+            f"{per_run['messages']:.0f} transcript messages "
             f"({per_run['transcript_kb']:.1f} KiB of AgentMessages payload), "
             f"{per_run['payload_kb']:.1f} KiB of event payload in all"
         )
@@ -321,10 +323,11 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"{n:>7,} {r['export_s']:>9.2f} {r['export_cpu_s']:>7.2f} {r['rows']:>7,} "
                 f"{r['rows'] / r['export_s']:>9,.0f} {n / r['export_s']:>9,.0f} "
-                f"{per_run_s / base_per_run:>8.2f}x {'' if growth is None else f'{growth:.2f}x':>7} "
+                f"{per_run_s / base_per_run:>8.2f}x "
+                f"{'' if growth is None else f'{growth:.2f}x':>7} "
                 f"{r['raw_s']:>7.2f} {r['export_s'] / r['raw_s']:>6.2f}x "
-                f"{r['peak_mib']:>9.1f} {r['start_mib']:>8.1f} {r['peak_mib'] - r['start_mib']:>+8.1f} "
-                f"{r['raw_peak_mib']:>9.1f}"
+                f"{r['peak_mib']:>9.1f} {r['start_mib']:>8.1f} "
+                f"{r['peak_mib'] - r['start_mib']:>+8.1f} {r['raw_peak_mib']:>9.1f}"
             )
 
         # ----------------------------------------------------------- targets
@@ -333,8 +336,8 @@ def main(argv: list[str] | None = None) -> None:
             linear = all(g <= GROWTH_LIMIT for g in growths)
             verdict = "met" if linear else "MISSED"
             print(
-                f"target: time linear in Runs (s/Run grows <= {GROWTH_LIMIT}x from one size to the next; "
-                f"worst {max(growths):.2f}x): {verdict}"
+                f"target: time linear in Runs (s/Run grows <= {GROWTH_LIMIT}x "
+                f"from one size to the next; worst {max(growths):.2f}x): {verdict}"
             )
         else:
             print("target: time linear in Runs: not judged (one size only)")
@@ -358,7 +361,8 @@ def main(argv: list[str] | None = None) -> None:
             profiled = spawn("profile", stores[n], root / "out")
             print()
             print(
-                f"cProfile of the {FORMAT} export of {n:,} Runs (cumulative, evopolicygym and its exporters only):"
+                f"cProfile of the {FORMAT} export of {n:,} Runs "
+                "(cumulative, evopolicygym and its exporters only):"
             )
             print(profiled["profile"])
 

@@ -65,7 +65,8 @@ def main() -> None:
             get_s, _ = timed(lambda store=store, digests=digests: [store.get(d) for d in digests])
             figures[("500 x 2 KB", name)] = (put_s / 500, get_s / 500)
             print(
-                f"{'500 x 2 KB':22s} {name:9s} put {put_s / 0.5:7.2f} ms  get {get_s / 0.5:7.2f} ms (each)"
+                f"{'500 x 2 KB':22s} {name:9s} put {put_s / 0.5:7.2f} ms  "
+                f"get {get_s / 0.5:7.2f} ms (each)"
             )
         for case in [*cases, "500 x 2 KB"]:
             (pp, pgt), (fp, fg) = figures[(case, "postgres")], figures[(case, "files")]
@@ -76,7 +77,8 @@ def main() -> None:
             put_s, digest = timed(lambda: store.put(largest))
             get_s, back = timed(lambda: store.get(digest))
             print(
-                f"256 MiB random         postgres  put {put_s:7.2f} s   get {get_s:7.2f} s   intact {back == largest}"
+                f"256 MiB random         postgres  put {put_s:7.2f} s   get {get_s:7.2f} s   "
+                f"intact {back == largest}"
             )
         backends["postgres"].close()
     finally:

@@ -119,8 +119,8 @@ def main() -> None:
             finally:
                 store_module.MAX_EVENT_BYTES = limit
         print(
-            f"  before: RunCreated inline      {mb(len(inline.payload))}, encoded in {encode_s:.2f} s, "
-            f"appended in {append_s:.2f} s"
+            f"  before: RunCreated inline      {mb(len(inline.payload))}, "
+            f"encoded in {encode_s:.2f} s, appended in {append_s:.2f} s"
         )
         print(f"          appending it now       {refused}")
         del inline, old
@@ -138,7 +138,8 @@ def main() -> None:
             )
             print(f"          RunCreated             {len(envelope.payload):,} bytes")
             print(
-                f"          pool blobs on disk     {mb(blobs)} in {chunks} chunks + a manifest (zstd)"
+                f"          pool blobs on disk     {mb(blobs)} "
+                f"in {chunks} chunks + a manifest (zstd)"
             )
             recorded, load_s = timed(lambda: RecordedPool.of(created, store.blobs))
             indices = [0, budget // 2, budget - 1]

@@ -113,16 +113,22 @@ def main() -> None:
     print(f"containment (Ray workers):    {containment}")
     print(f"Ray local instance start:     {ray_start:8.2f} s (once per Host)")
     print(
-        f"Ray workers' start:           {workers_start:8.2f} s (2 actors and their fork servers, once per Host)"
+        f"Ray workers' start:           {workers_start:8.2f} s "
+        "(2 actors and their fork servers, once per Host)"
     )
     print(
-        f"Validation {len(candidates)} x {args.episodes} Episodes ({steps:,} steps), best of {args.rounds}:"
+        f"Validation {len(candidates)} x {args.episodes} Episodes ({steps:,} steps), "
+        f"best of {args.rounds}:"
     )
     print(
-        f"  local executor, jobs=2:     {best_local:8.2f} s  ({episodes / best_local:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in local_times)}"
+        f"  local executor, jobs=2:     {best_local:8.2f} s  "
+        f"({episodes / best_local:7.1f} Episodes/s)  "
+        f"rounds {', '.join(f'{t:.2f}' for t in local_times)}"
     )
     print(
-        f"  Ray executor, 2 workers:    {best_ray:8.2f} s  ({episodes / best_ray:7.1f} Episodes/s)  rounds {', '.join(f'{t:.2f}' for t in ray_times)}"
+        f"  Ray executor, 2 workers:    {best_ray:8.2f} s  "
+        f"({episodes / best_ray:7.1f} Episodes/s)  "
+        f"rounds {', '.join(f'{t:.2f}' for t in ray_times)}"
     )
     print(f"  ratio local/Ray time:       {ratio:8.2f}    (target >= {TARGET}: {verdict})")
     print(f"  same records on both:       {'yes' if same else 'NO'}")

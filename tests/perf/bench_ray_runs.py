@@ -48,8 +48,8 @@ def _run(spec: Path, store: Path, extra: list[str]) -> dict[str, float]:
     load = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "experiment", "run", str(spec), "--store", str(store),
-         "--max-runs", "2", "--allow-uncontained-agent", "--json", *extra],
+        [sys.executable, "-m", "evopolicygym.cli", "experiment", "run", str(spec),
+         "--store", str(store), "--max-runs", "2", "--allow-uncontained-agent", "--json", *extra],
         capture_output=True, text=True,
     )  # fmt: skip
     wall = time.perf_counter() - started
@@ -88,7 +88,8 @@ def main() -> None:
             initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
         )
         print(
-            f"Ray cluster (1 node, 2 CPUs) started in {time.perf_counter() - started:.1f} s (not counted)"
+            f"Ray cluster (1 node, 2 CPUs) started in {time.perf_counter() - started:.1f} s "
+            "(not counted)"
         )
         try:
             walls: dict[str, list[float]] = {"local": [], "ray": []}
@@ -115,10 +116,12 @@ def main() -> None:
     local, ray = sum(walls["local"]), sum(walls["ray"])
     ratio = local / ray  # Runs/hour of Ray over local: the same Runs, so walls inverted
     print(
-        f"Runs/hour, both turns: local {2 * runs / local * 3600:.0f}, ray {2 * runs / ray * 3600:.0f}"
+        f"Runs/hour, both turns: local {2 * runs / local * 3600:.0f}, "
+        f"ray {2 * runs / ray * 3600:.0f}"
     )
     print(
-        f"Runs/hour ratio (ray / local, --max-runs 2): {ratio:.2f}x  target >= 0.8x: {'met' if ratio >= 0.8 else 'MISSED'}"
+        f"Runs/hour ratio (ray / local, --max-runs 2): {ratio:.2f}x  "
+        f"target >= 0.8x: {'met' if ratio >= 0.8 else 'MISSED'}"
     )
 
 

@@ -292,7 +292,8 @@ def report_bytes(store_dir: Path, label: str) -> int:
     for key, (files, apparent, allocated) in sorted(usage.items(), key=lambda kv: -kv[1][2]):
         print(f"  {key:40s} {files:6d} {apparent:11,d} {allocated:11,d}")
     print(
-        f"  {'total':40s} {sum(v[0] for v in usage.values()):6d} {total_apparent:11,d} {total_allocated:11,d}"
+        f"  {'total':40s} {sum(v[0] for v in usage.values()):6d} "
+        f"{total_apparent:11,d} {total_allocated:11,d}"
     )
     by_type, by_kind, payload_total = breakdown(store_dir)
     print(
@@ -331,9 +332,9 @@ def main() -> None:
                         cli_run(tmp, tmp / f"cli-{variant}-{i}", agent, source)
                     )
         print(
-            f"scripted Run: CartPole, {SUBMISSIONS} submissions x {PER_SUBMISSION} Episodes (budget "
-            f"{SUBMISSIONS * PER_SUBMISSION}), 3 candidates x 5 validation Episodes (+ the initial program), "
-            f"assessment 10; traces of every train Episode"
+            f"scripted Run: CartPole, {SUBMISSIONS} submissions x {PER_SUBMISSION} Episodes "
+            f"(budget {SUBMISSIONS * PER_SUBMISSION}), 3 candidates x 5 validation Episodes "
+            f"(+ the initial program), assessment 10; traces of every train Episode"
         )
         print(f"load average (1 min) before each run: {min(loads):.2f}-{max(loads):.2f}")
         print(
@@ -345,21 +346,24 @@ def main() -> None:
             median = statistics.median(values)
             spread = ", ".join(f"{v:.2f}" for v in values)
             print(
-                f"  {variant:6s} Episodes: {median:6.2f} s  ({spread})  target <= {target} s: {verdict(median <= target)}"
+                f"  {variant:6s} Episodes: {median:6.2f} s  ({spread})  "
+                f"target <= {target} s: {verdict(median <= target)}"
             )
         if not args.no_cli:
             print("  the same through `evopolicy run ... --agent command` (a fresh process each):")
             for variant in ("short, CLI", "long, CLI"):
                 values = walls[variant]
                 print(
-                    f"  {variant:11s}: {statistics.median(values):6.2f} s  ({', '.join(f'{v:.2f}' for v in values)})"
+                    f"  {variant:11s}: {statistics.median(values):6.2f} s  "
+                    f"({', '.join(f'{v:.2f}' for v in values)})"
                 )
         short_bytes = report_bytes(tmp / "store-short-0", "short Run")
         long_bytes = report_bytes(tmp / "store-long-0", "500-step Run")
         ratio = short_bytes / REFERENCE_BYTES
         print(
-            f"\nP8 bytes on disk (allocated), short Run: {short_bytes:,d} B = {ratio:.3f} of the reference "
-            f"implementation's {REFERENCE_BYTES:,d} B (a constant from issue 18, not measured here); "
+            f"\nP8 bytes on disk (allocated), short Run: {short_bytes:,d} B = {ratio:.3f} "
+            f"of the reference implementation's {REFERENCE_BYTES:,d} B "
+            f"(a constant from issue 18, not measured here); "
             f"target <= {P8_TARGET:.2f}: {verdict(ratio <= P8_TARGET)}"
         )
         print(f"   500-step Run: {long_bytes:,d} B")

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
             ("run", "one Run"),
         ]
         print(
-            f"{'page':<12} {'work s':>8} {'process s':>10} {'MB':>7}   target (< {SECONDS_TARGET:g} s, < {MB_TARGET:g} MB)"
+            f"{'page':<12} {'work s':>8} {'process s':>10} {'MB':>7}   "
+            f"target (< {SECONDS_TARGET:g} s, < {MB_TARGET:g} MB)"
         )
         for case, label in cases:
             results = [
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
             line = f"{label:<12} {work:>8.2f} {process:>10.2f} {mb:>7.2f}"
             if case == "all":
                 line += (
-                    f"   time {verdict(process < SECONDS_TARGET)} ({process / SECONDS_TARGET:.2f}x the target), "
+                    f"   time {verdict(process < SECONDS_TARGET)} "
+                    f"({process / SECONDS_TARGET:.2f}x the target), "
                     f"size {verdict(mb < MB_TARGET)} ({mb / MB_TARGET:.2f}x)"
                 )
             print(line)

@@ -44,7 +44,9 @@ AGENT = textwrap.dedent(
     times = []
     for i in range(int(sys.argv[1])):
         started = time.perf_counter()
-        subprocess.run([*CLI, "session", "submit", "--episodes", str(i)], check=True, capture_output=True)
+        subprocess.run(
+            [*CLI, "session", "submit", "--episodes", str(i)], check=True, capture_output=True
+        )
         times.append(time.perf_counter() - started)
     print(json.dumps({"role": "assistant", "content": json.dumps(times)}), flush=True)
     """
@@ -117,12 +119,14 @@ def main() -> None:
     print(f"submissions: {n} of one CartPole Episode (baseline policy), jobs=1")
     print(f"evaluate() alone, warm Evaluator:        {bare_ms:7.1f} ms per evaluation (median)")
     print(
-        f"Host side, reserved -> published:        {host_ms:7.1f} ms  = {host_ms / bare_ms:4.2f}x evaluate()"
+        f"Host side, reserved -> published:        {host_ms:7.1f} ms  "
+        f"= {host_ms / bare_ms:4.2f}x evaluate()"
     )
     ratio = agent_ms / bare_ms
     verdict = "met" if ratio <= 1.5 else "MISSED"
     print(
-        f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  = {ratio:4.2f}x evaluate()  (target <= 1.5x: {verdict})"
+        f"as the Agent sees it (client + socket):  {agent_ms:7.1f} ms  "
+        f"= {ratio:4.2f}x evaluate()  (target <= 1.5x: {verdict})"
     )
     print(f"whole Run incl. Agent start and finish:  {total:7.2f} s")
 

@@ -14,9 +14,9 @@ Then the same for PostgreSQL (``--postgres URL``, default the local server; each
 figure in a database of its own, dropped at the end): raw ``executemany`` and raw
 ``COPY`` of the same rows into the same table (batches of 100, one commit each, no
 triggers, no lock, no chain, no checks) against our durable ``append`` in batches of
-100, the three taking turns (target >= 0.5 x the faster raw), single-event appends, the fold, and 8 writer
-processes appending at once: total events/s, and the log checked for gaps, duplicates
-and its chain afterwards.
+100, the three taking turns (target >= 0.5 x the faster raw), single-event appends, the
+fold, and 8 writer processes appending at once: total events/s, and the log checked for
+gaps, duplicates and its chain afterwards.
 
 Run: uv run python tests/perf/bench_store.py [--events 1000000] [--postgres URL | --no-postgres]
 """
