@@ -18,12 +18,13 @@ import socket
 import struct
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from evopolicygym.benchmark import (
     Benchmark,
+    Environment,
     EpisodeRecord,
     EpisodeSpec,
     InvalidAction,
@@ -50,6 +51,16 @@ class _PolicyFailure(Exception):
         self.status = status
         self.message = message
         self.reaped = False  # the exit status was already collected
+
+
+class _Outcome(NamedTuple):
+    """How far an Episode got, and the policy's failure that ended it, if one did."""
+
+    steps: int = 0
+    total: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    failure: _PolicyFailure | None = None
 
 
 class _Channel:
@@ -376,88 +387,134 @@ class EpisodeRunner:
     def _play(
         self, episode: EpisodeSpec, policy_seed: int, channel: _Channel, pid: int
     ) -> EpisodeRecord:
+        env = self._make_environment(episode)
+        trace: list[Step] | None = [] if self.config.trace_steps > 0 else None
+        outcome = _Outcome()
+        first_observation: Any = None
+        summary: dict[str, Any] = {}
         try:
-            env = self.benchmark.make_environment(episode)
+            first_observation = self._reset(env)
+            outcome = self._steps(env, first_observation, policy_seed, channel, pid, trace)
+            summary = self._summary(env)
+        finally:
+            self._close_environment(env)
+        failure = outcome.failure
+        self._end_policy(failure, channel, pid)
+        if not math.isfinite(outcome.total):
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: the Environment produced a non-finite return"
+            )
+        return EpisodeRecord(
+            spec=episode,
+            policy_seed=policy_seed,
+            status=failure.status if failure else "ok",  # type: ignore[arg-type]
+            total_reward=float(outcome.total),
+            steps=outcome.steps,
+            terminated=outcome.terminated,
+            truncated=outcome.truncated,
+            failure=failure.message if failure else None,
+            stderr_tail=channel.tail_text(),
+            initial_observation=first_observation,
+            trace=trace,
+            summary=summary,
+        )
+
+    def _make_environment(self, episode: EpisodeSpec) -> Environment:
+        try:
+            return self.benchmark.make_environment(episode)
         except Exception as exc:
             raise EvaluationError(
                 f"{self.benchmark.spec.id}: could not make the Environment: {exc!r}"
             ) from exc
-        total = 0.0
-        steps = 0
-        terminated = truncated = False
-        trace: list[Step] | None = [] if self.config.trace_steps > 0 else None
-        failure: _PolicyFailure | None = None
-        first_observation: Any = None
-        summary: dict[str, Any] = {}
+
+    def _reset(self, env: Environment) -> Any:
         try:
-            try:
-                observation = env.reset()
-            except Exception as exc:
-                raise EvaluationError(
-                    f"{self.benchmark.spec.id}: Environment.reset failed: {exc!r}"
-                ) from exc
-            first_observation = observation
-            max_steps = self.benchmark.spec.max_episode_steps
-            validate = self.benchmark.validate_action
-            obs_frame = frames.OBSERVATION
-            try:
-                if self.prespawn:
-                    # At once: the next policy contains itself while this one does and plays.
-                    self._spare = self._launch()
-                self._expect(channel, b"", frames.CONTAINED, pid, contained=False)
-                self._expect(channel, self._start_frame(policy_seed), frames.READY, pid)
-                while True:
-                    try:
-                        frame = frames.pack(obs_frame, encode_value(observation))
-                    except PolicyValueError as exc:
-                        raise EvaluationError(
-                            f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}"
-                        ) from exc
-                    payload = self._expect(channel, frame, frames.ACTION, pid)
-                    try:
-                        raw_action = decode_value(payload)
-                    except PolicyValueError as exc:
-                        raise _PolicyFailure(
-                            "protocol_error", f"malformed action frame: {exc}"
-                        ) from exc
-                    try:
-                        action = validate(raw_action)
-                        result = env.step(action)
-                    except InvalidAction as exc:
-                        raise _PolicyFailure("invalid_action", f"step {steps}: {exc}") from exc
-                    except (EvaluationError, _PolicyFailure):
-                        raise
-                    except Exception as exc:
-                        raise EvaluationError(
-                            f"{self.benchmark.spec.id}: Environment.step failed at step {steps}: {exc!r}"
-                        ) from exc
-                    steps += 1
-                    total += result.reward
-                    observation = result.observation
-                    terminated, truncated = result.terminated, result.truncated
-                    if not terminated and steps >= max_steps:
-                        truncated = True  # the Host's step limit ends it: the trace says so too
-                    if trace is not None and len(trace) < self.config.trace_steps:
-                        trace.append(
-                            Step(raw_action, result.reward, terminated, truncated, observation)
-                        )
-                    if terminated or truncated:
-                        break
-                    if not steps % _DRAIN_EVERY:
-                        channel.drain_output()
-                    if steps >= max_steps:
-                        truncated = True
-                        break
-            except _PolicyFailure as exc:
-                failure = exc
-            summary = self._summary(env)
-        finally:
-            try:
-                env.close()
-            except Exception as exc:
-                raise EvaluationError(
-                    f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}"
-                ) from exc
+            return env.reset()
+        except Exception as exc:
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: Environment.reset failed: {exc!r}"
+            ) from exc
+
+    def _close_environment(self, env: Environment) -> None:
+        try:
+            env.close()
+        except Exception as exc:
+            raise EvaluationError(
+                f"{self.benchmark.spec.id}: Environment.close failed: {exc!r}"
+            ) from exc
+
+    def _steps(
+        self,
+        env: Environment,
+        observation: Any,
+        policy_seed: int,
+        channel: _Channel,
+        pid: int,
+        trace: list[Step] | None,
+    ) -> _Outcome:
+        """Start the policy, then step until the Episode ends or the policy fails (a failure
+        is returned with how far the Episode got; a fault of the Environment raises)."""
+        steps = 0
+        total = 0.0
+        terminated = truncated = False
+        max_steps = self.benchmark.spec.max_episode_steps
+        validate = self.benchmark.validate_action
+        obs_frame = frames.OBSERVATION
+        try:
+            if self.prespawn:
+                # At once: the next policy contains itself while this one does and plays.
+                self._spare = self._launch()
+            self._expect(channel, b"", frames.CONTAINED, pid, contained=False)
+            self._expect(channel, self._start_frame(policy_seed), frames.READY, pid)
+            while True:
+                try:
+                    frame = frames.pack(obs_frame, encode_value(observation))
+                except PolicyValueError as exc:
+                    raise EvaluationError(
+                        f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}"
+                    ) from exc
+                payload = self._expect(channel, frame, frames.ACTION, pid)
+                try:
+                    raw_action = decode_value(payload)
+                except PolicyValueError as exc:
+                    raise _PolicyFailure(
+                        "protocol_error", f"malformed action frame: {exc}"
+                    ) from exc
+                try:
+                    action = validate(raw_action)
+                    result = env.step(action)
+                except InvalidAction as exc:
+                    raise _PolicyFailure("invalid_action", f"step {steps}: {exc}") from exc
+                except (EvaluationError, _PolicyFailure):
+                    raise
+                except Exception as exc:
+                    raise EvaluationError(
+                        f"{self.benchmark.spec.id}: Environment.step failed at step {steps}: "
+                        f"{exc!r}"
+                    ) from exc
+                steps += 1
+                total += result.reward
+                observation = result.observation
+                terminated, truncated = result.terminated, result.truncated
+                if not terminated and steps >= max_steps:
+                    truncated = True  # the Host's step limit ends it: the trace says so too
+                if trace is not None and len(trace) < self.config.trace_steps:
+                    trace.append(
+                        Step(raw_action, result.reward, terminated, truncated, observation)
+                    )
+                if terminated or truncated:
+                    break
+                if not steps % _DRAIN_EVERY:
+                    channel.drain_output()
+                if steps >= max_steps:
+                    truncated = True
+                    break
+        except _PolicyFailure as exc:
+            return _Outcome(steps, total, terminated, truncated, exc)
+        return _Outcome(steps, total, terminated, truncated)
+
+    def _end_policy(self, failure: _PolicyFailure | None, channel: _Channel, pid: int) -> None:
+        """Close a policy that played to the end, stop one that failed; keep its output."""
         if failure is None:
             channel.send_close()
             # Nothing is owed after CLOSE and policy code can patch the worker to linger,
@@ -470,24 +527,6 @@ class EpisodeRunner:
             if not failure.reaped:
                 self._stop(pid)
             self._collect_output(channel)
-        if not math.isfinite(total):
-            raise EvaluationError(
-                f"{self.benchmark.spec.id}: the Environment produced a non-finite return"
-            )
-        return EpisodeRecord(
-            spec=episode,
-            policy_seed=policy_seed,
-            status=failure.status if failure else "ok",  # type: ignore[arg-type]
-            total_reward=float(total),
-            steps=steps,
-            terminated=terminated,
-            truncated=truncated,
-            failure=failure.message if failure else None,
-            stderr_tail=channel.tail_text(),
-            initial_observation=first_observation,
-            trace=trace,
-            summary=summary,
-        )
 
     def _summary(self, env: Any) -> dict[str, Any]:
         """The Environment's domain facts of the Episode, where it offers them (trusted code:
