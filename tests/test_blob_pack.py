@@ -5,7 +5,6 @@ open, verify, replay and export as before, and take packed blobs beside their fi
 from __future__ import annotations
 
 import os
-import pickle
 import sqlite3
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.program import Program
-from evopolicygym.records.blobs import PACK_MAX_BYTES, BlobStore
+from evopolicygym.records.blobs import PACK_MAX_BYTES, FileBlobStore
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.records.verify import verify_store
@@ -64,31 +63,16 @@ def test_small_blobs_and_programs_go_to_the_pack_large_ones_to_files(tmp_path: P
         )
         assert list(store.blobs.program_digests()) == [program.digest]
         assert store.blobs.integrity_problems() == []
-    # Reopened (and by a bare BlobStore over the directory, as older readers do): the same.
-    for blobs in (BlobStore(tmp_path / "store" / "blobs"), open_store(tmp_path / "store").blobs):
+    # Reopened (and by a bare FileBlobStore over the directory, as older readers do): the same.
+    for blobs in (
+        FileBlobStore(tmp_path / "store" / "blobs"),
+        open_store(tmp_path / "store").blobs,
+    ):
         assert (
             blobs.get(small) == b"a small blob " * 10
             and blobs.get_program(program.digest) == program
         )
         blobs.close()
-
-
-def test_put_many_stores_each_once_and_returns_digests_in_order(tmp_path: Path) -> None:
-    with open_store(tmp_path / "store", create=True) as store:
-        items = [b"one", b"two" * 200, b"one", b"three"]
-        digests = store.blobs.put_many(items)
-        assert [store.blobs.get(d) for d in digests] == items
-        assert digests[0] == digests[2] and len(set(store.blobs.digests())) == 3
-        assert store.blobs.put_many([]) == []
-
-
-def test_a_blob_store_pickles_and_reads_in_another_process(tmp_path: Path) -> None:
-    with open_store(tmp_path / "store", create=True) as store:
-        digest = store.blobs.put(b"sent elsewhere")
-        store.blobs.get(digest)  # the pack's connection open
-        copy = pickle.loads(pickle.dumps(store.blobs))
-        assert copy.get(digest) == b"sent elsewhere"
-        copy.close()
 
 
 def test_a_damaged_pack_is_an_integrity_problem(tmp_path: Path) -> None:
@@ -162,7 +146,7 @@ def test_a_read_only_store_sees_blobs_its_writer_left_in_the_write_ahead_log(
     digest = done.stdout.strip()
     wal = root / "blobs" / "pack.db-wal"
     assert wal.exists() and wal.stat().st_size > 0
-    blobs = BlobStore(root / "blobs", pack=True, read_only=True)
+    blobs = FileBlobStore(root / "blobs", pack=True, read_only=True)
     try:
         assert blobs.has(digest)
         assert blobs.get(digest) == b"left in the log " * 20
@@ -200,7 +184,7 @@ def test_a_store_written_before_the_pack_opens_verifies_replays_and_exports_the_
     with open_store(root, create=True) as store:
         # Every blob and program mapping a file of its own, as stores were written before.
         store.blobs.close()
-        store.blobs = BlobStore(root / "blobs")
+        store.blobs = FileBlobStore(root / "blobs")
         write_run(store, _run("alpha"))
     assert not (root / "blobs" / "pack.db").exists()
     with open_store(root) as store:

@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import AgentExited, AgentMessages, AgentStarted, Event
-from evopolicygym.records.store import EventStore
+from evopolicygym.records.store import BlobStore, EventStore
 
 __all__ = ["AgentAttempt", "Stream", "agent_attempts", "read_agent_attempts"]
 

@@ -1,12 +1,13 @@
-"""Immutable content-addressed blobs, and Programs stored as trees of blobs.
+"""The blob store in a directory (``FileBlobStore``): blob files, and a pack of small ones.
 
 Layout under the store root (a Run's ``blobs/`` directory)::
 
-    sha256/<2 hex>/<62 hex>     one blob: a marker byte (b"Z" zstd frame, b"R" raw) + body
+    sha256/<2 hex>/<62 hex>     one blob, in ``blobcodec``'s encoding (marker byte + body)
     programs/<2 hex>/<62 hex>   program digest -> digest of its tree blob (one line)
     pack.db                     small blobs and program mappings, packed (see below)
 
-A blob's name is the sha256 of its uncompressed bytes. Files reach their final path only by
+One implementation of ``store.BlobStore`` (``pgblobs.PgBlobStore`` is its sibling); digests,
+the encoding, program trees and the errors are ``blobcodec``'s. Files reach their final path only by
 ``rename`` of a fully written, fsynced temp file, so a final path never holds a partial blob;
 temp files left by a crash start with ``.tmp-`` and are ignored by readers.
 
@@ -25,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import heapq
-import itertools
 import os
 import re
 import sqlite3
@@ -35,12 +34,27 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
-import zstandard
-
-from evopolicygym.program import MAX_FILES, MAX_TOTAL_BYTES, Program, ProgramError, program_digest
+from evopolicygym.program import Program
+from evopolicygym.records import blobcodec
+from evopolicygym.records.blobcodec import (
+    HEAD_BYTES,
+    MAX_BLOB_BYTES,
+    BlobCorrupt,
+    BlobError,
+    BlobMissing,
+    blob_digest,
+    check_blob_size,
+    check_digest,
+    check_program,
+    decode,
+    decoded_size,
+    encode,
+    is_digest,
+    program_blobs,
+    rebuild_program,
+)
 from evopolicygym.records.sqlite import read_only_connection
 from evopolicygym.records.store import StoreError
 
@@ -51,9 +65,9 @@ __all__ = [
     "BlobError",
     "BlobMissing",
     "BlobStore",
+    "FileBlobStore",
 ]
 
-MAX_BLOB_BYTES = 256 * 1024 * 1024
 # Blobs whose encoded form is at most this many bytes go to the pack (when packing).
 PACK_MAX_BYTES = 64 * 1024
 PACK_NAME = "pack.db"
@@ -63,72 +77,11 @@ _PACK_SCHEMA = (
 )
 _PACK_BUSY_MS = 30_000
 
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 _FANOUT_RE = re.compile(r"[0-9a-f]{2}")
 _REST_RE = re.compile(r"[0-9a-f]{62}")
-_ZSTD = b"Z"
-_RAW = b"R"
-_ZSTD_LEVEL = 3
-_MIN_COMPRESS = 256
 _TMP_PREFIX = ".tmp-"
 _DIR_MODE = 0o700
 _FILE_MODE = 0o400
-_TREE_FORMAT = "evopolicygym.program-tree/1"
-# Longest zstd frame header (magic 4 + descriptor 1 + window 1 + dict id 4 + content size 8).
-_ZSTD_MAX_HEADER = 18
-
-
-class BlobError(Exception):
-    """Base class for blob store failures; ``digest`` names the blob or program concerned."""
-
-    digest: str
-
-
-class BlobMissing(BlobError):
-    """No blob (or program) with this digest is stored."""
-
-    def __init__(self, digest: str, kind: str = "blob") -> None:
-        self.digest = digest
-        self.kind = kind
-        super().__init__(f"{kind} {digest} is not in the store")
-
-    def __reduce__(self) -> tuple[type[BlobMissing], tuple[str, str]]:
-        return (type(self), (self.digest, self.kind))
-
-
-class BlobCorrupt(BlobError):
-    """A stored blob (or program) does not decode to the content its digest names."""
-
-    def __init__(self, digest: str, reason: str, kind: str = "blob") -> None:
-        self.digest = digest
-        self.reason = " ".join(reason.split())
-        self.kind = kind
-        super().__init__(f"{kind} {digest} is corrupt: {self.reason}")
-
-    def __reduce__(self) -> tuple[type[BlobCorrupt], tuple[str, str, str]]:
-        return (type(self), (self.digest, self.reason, self.kind))
-
-
-class _TreeEntry(msgspec.Struct, forbid_unknown_fields=True):
-    path: str
-    blob: Annotated[str, msgspec.Meta(pattern=_DIGEST_PATTERN)]
-    size: Annotated[int, msgspec.Meta(ge=0)]
-
-
-class _Tree(msgspec.Struct, forbid_unknown_fields=True):
-    format: str
-    entries: list[_TreeEntry]
-
-
-def _check_digest(digest: str) -> str:
-    if not isinstance(digest, str) or _DIGEST_RE.fullmatch(digest) is None:
-        raise ValueError(f"{digest!r} is not a digest of the form sha256:<64 lowercase hex>")
-    return digest
-
-
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -178,61 +131,15 @@ def _write_atomic(final: Path, payload: bytes) -> None:
     _fsync_dir(parent)
 
 
-def _encode(data: bytes) -> bytes:
-    if len(data) >= _MIN_COMPRESS:
-        frame = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True).compress(data)
-        if 10 * len(frame) <= 9 * len(data):
-            return _ZSTD + frame
-    return _RAW + data
-
-
-def _declared_size(digest: str, frame: bytes) -> int:
-    try:
-        declared = zstandard.frame_content_size(frame)
-    except zstandard.ZstdError as exc:
-        raise BlobCorrupt(digest, f"bad zstd frame header ({exc})") from exc
-    if declared < 0:
-        raise BlobCorrupt(digest, "zstd frame does not declare its content size")
-    if declared > MAX_BLOB_BYTES:
-        raise BlobCorrupt(
-            digest, f"zstd frame declares {declared} bytes, over the {MAX_BLOB_BYTES}-byte limit"
-        )
-    return declared
-
-
-def _decode(digest: str, stored: bytes) -> bytes:
-    marker, body = stored[:1], stored[1:]
-    if marker == _RAW:
-        return body
-    if marker == _ZSTD:
-        declared = _declared_size(digest, body)
-        try:
-            # The frame's declared size was bounded above, and the decoder refuses to exceed it.
-            data = zstandard.ZstdDecompressor().decompress(
-                body, max_output_size=declared, allow_extra_data=False
-            )
-        except zstandard.ZstdError as exc:
-            raise BlobCorrupt(digest, f"zstd decompression failed ({exc})") from exc
-        if len(data) != declared:
-            raise BlobCorrupt(digest, f"decoded {len(data)} bytes, frame declares {declared}")
-        return data
-    if not marker:
-        raise BlobCorrupt(digest, "file is empty")
-    raise BlobCorrupt(digest, f"unknown marker byte {marker!r}")
-
-
 def _no_table(exc: sqlite3.DatabaseError) -> bool:
     """A pack without the table asked for holds none of its rows: one whose writer stopped
     before making its tables (they are made together, before any row)."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("no such table")
 
 
-class BlobStore:
-    """Content-addressed, immutable blobs under ``root``; safe for concurrent writers.
-
-    The programs part (``put_program``, ``get_program``) is written over the blob methods and
-    ``has_program`` / ``program_tree`` / ``_record_program``, so another backend (PostgreSQL:
-    ``records.pgblobs``) overrides those and keeps the same checks on every read."""
+class FileBlobStore:
+    """Content-addressed, immutable blobs under ``root`` (a ``store.BlobStore``); safe for
+    concurrent writers, threads and processes alike."""
 
     def __init__(
         self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False
@@ -251,18 +158,23 @@ class BlobStore:
         self._pack_pid = os.getpid()
 
     def __repr__(self) -> str:
-        return f"BlobStore({str(self.root)!r})"
+        return f"FileBlobStore({str(self.root)!r})"
 
     def __getstate__(self) -> dict[str, Any]:
         # Sent to another process: it opens the pack on first use.
         return {"root": str(self.root), "pack": self._packing, "read_only": self._read_only}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        BlobStore.__init__(
+        FileBlobStore.__init__(
             self, state["root"], pack=bool(state["pack"]), read_only=bool(state["read_only"])
         )
 
     # -- the pack --------------------------------------------------------------------------
+
+    @property
+    def packing(self) -> bool:
+        """Whether small blobs and program mappings are written to the pack."""
+        return self._packing
 
     @property
     def pack_path(self) -> Path:
@@ -366,15 +278,15 @@ class BlobStore:
     # -- blobs -----------------------------------------------------------------------------
 
     def path(self, digest: str) -> Path:
-        """Final path of the blob ``digest`` (which may or may not exist)."""
-        hexdigest = _check_digest(digest)[len("sha256:") :]
+        """Final path of the blob ``digest`` as a file of its own (which may or may not exist;
+        a packed blob is a row of ``pack_path`` instead)."""
+        hexdigest = check_digest(digest)[len("sha256:") :]
         return self._blobs / hexdigest[:2] / hexdigest[2:]
 
     def put(self, data: bytes) -> str:
         """Store ``data`` (if not already stored) and return its ``sha256:<hex>`` digest."""
         data = bytes(data)
-        if len(data) > MAX_BLOB_BYTES:
-            raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
+        check_blob_size(len(data))
         return self.put_many([data])[0]
 
     def put_many(self, items: list[bytes]) -> list[str]:
@@ -384,13 +296,12 @@ class BlobStore:
         packed: list[tuple[str, bytes]] = []
         for item in items:
             data = bytes(item)
-            if len(data) > MAX_BLOB_BYTES:
-                raise ValueError(f"{len(data)} bytes exceeds the {MAX_BLOB_BYTES}-byte blob limit")
-            digest = _sha256(data)
+            check_blob_size(len(data))
+            digest = blob_digest(data)
             digests.append(digest)
             if self.has(digest):
                 continue
-            encoded = _encode(data)
+            encoded = encode(data)
             if self._packing and len(encoded) <= PACK_MAX_BYTES:
                 packed.append((digest, encoded))
             else:
@@ -404,7 +315,7 @@ class BlobStore:
         try:
             with open(final, "rb") as handle:
                 length = os.fstat(handle.fileno()).st_size
-                if length > MAX_BLOB_BYTES + 1:
+                if length > blobcodec.MAX_BLOB_BYTES + 1:
                     raise BlobCorrupt(digest, f"file holds {length} bytes, more than any blob")
                 return handle.read()
         except FileNotFoundError:
@@ -419,11 +330,7 @@ class BlobStore:
 
     def get(self, digest: str) -> bytes:
         """The blob's bytes, checked against its digest."""
-        data = _decode(digest, self._read(digest))
-        actual = _sha256(data)
-        if actual != digest:
-            raise BlobCorrupt(digest, f"content hashes to {actual}")
-        return data
+        return decode(digest, self._read(digest))
 
     def verify(self, digest: str) -> None:
         """Raise ``BlobMissing`` or ``BlobCorrupt`` unless the blob reads back intact."""
@@ -440,21 +347,14 @@ class BlobStore:
         final = self.path(digest)
         try:
             with open(final, "rb") as handle:
-                head = handle.read(1 + _ZSTD_MAX_HEADER)
+                head = handle.read(HEAD_BYTES)
                 length = os.fstat(handle.fileno()).st_size
         except FileNotFoundError:
             stored = self._pack_get("blobs", "data", digest)
             if stored is None:
                 raise BlobMissing(digest) from None
-            head, length = bytes(stored[: 1 + _ZSTD_MAX_HEADER]), len(stored)
-        marker = head[:1]
-        if marker == _RAW:
-            return length - 1
-        if marker == _ZSTD:
-            return _declared_size(digest, head[1:])
-        if not marker:
-            raise BlobCorrupt(digest, "file is empty")
-        raise BlobCorrupt(digest, f"unknown marker byte {marker!r}")
+            head, length = bytes(stored[:HEAD_BYTES]), len(stored)
+        return decoded_size(digest, head, length)
 
     def digests(self) -> Iterator[str]:
         """Digests of all stored blobs, in sorted order."""
@@ -474,28 +374,22 @@ class BlobStore:
     # -- programs --------------------------------------------------------------------------
 
     def _program_path(self, digest: str) -> Path:
-        hexdigest = _check_digest(digest)[len("sha256:") :]
+        hexdigest = check_digest(digest)[len("sha256:") :]
         return self._programs / hexdigest[:2] / hexdigest[2:]
 
     def put_program(self, program: Program) -> str:
         """Store each file and the program's tree as blobs; return ``program.digest``."""
-        if program_digest(program.files) != program.digest:
-            raise ValueError(f"program {program.digest} does not match its files")
+        check_program(program)
         if self.has_program(program.digest):
             return program.digest
-        files = sorted(program.files, key=lambda e: e[0].encode("utf-8"))
-        entries = [
-            _TreeEntry(path=path, blob=_sha256(data), size=len(data)) for path, data in files
-        ]
-        tree = msgspec.json.encode(_Tree(format=_TREE_FORMAT, entries=entries), order="sorted")
         # The files and the tree in one put (one commit where they are packed).
-        tree_digest = self.put_many([data for _path, data in files] + [tree])[-1]
+        tree_digest = self.put_many(program_blobs(program))[-1]
         # Recorded last: a program's mapping implies its tree and every file blob are durable.
         self._record_program(program.digest, tree_digest)
         return program.digest
 
     def _record_program(self, digest: str, tree_digest: str) -> None:
-        """Map program ``digest`` to its tree blob (a backend's own write; once per program)."""
+        """Map program ``digest`` to its tree blob (once per program)."""
         if self._packing:
             self._pack_write(
                 "INSERT OR IGNORE INTO programs (digest, tree) VALUES (?, ?)",
@@ -546,51 +440,23 @@ class BlobStore:
                 raise BlobMissing(digest, "program") from None
             raw = tree.encode("ascii", "replace") + b"\n" if isinstance(tree, str) else b""
         text = raw[:-1].decode("ascii", "replace") if raw.endswith(b"\n") else ""
-        if _DIGEST_RE.fullmatch(text) is None:
+        if not is_digest(text):
             raise BlobCorrupt(digest, f"tree reference {raw[:80]!r} is not a digest", "program")
         return text
 
     def get_program(self, digest: str) -> Program:
         """Rebuild the program from its tree; ``BlobCorrupt`` unless it has digest ``digest``."""
-        tree_digest = self.program_tree(digest)
-        try:
-            tree = msgspec.json.decode(self.get(tree_digest), type=_Tree)
-        except BlobError as exc:
-            raise BlobCorrupt(digest, f"tree {tree_digest}: {exc}", "program") from exc
-        except msgspec.DecodeError as exc:
-            raise BlobCorrupt(digest, f"tree {tree_digest} is malformed: {exc}", "program") from exc
-        if tree.format != _TREE_FORMAT:
-            raise BlobCorrupt(digest, f"tree has unknown format {tree.format!r}", "program")
-        if len(tree.entries) > MAX_FILES or sum(e.size for e in tree.entries) > MAX_TOTAL_BYTES:
-            raise BlobCorrupt(digest, "tree describes more than a program may hold", "program")
-        names = [entry.path.encode("utf-8", "surrogatepass") for entry in tree.entries]
-        if any(a >= b for a, b in itertools.pairwise(names)):
-            raise BlobCorrupt(digest, "tree entries are not strictly sorted by path", "program")
-        files: dict[str, bytes] = {}
-        for entry in tree.entries:
-            try:
-                data = self.get(entry.blob)
-            except BlobError as exc:
-                raise BlobCorrupt(digest, f"file {entry.path!r}: {exc}", "program") from exc
-            if len(data) != entry.size:
-                raise BlobCorrupt(
-                    digest,
-                    f"file {entry.path!r} has {len(data)} bytes, tree says {entry.size}",
-                    "program",
-                )
-            files[entry.path] = data
-        try:
-            program = Program.from_files(files)
-        except ProgramError as exc:
-            raise BlobCorrupt(digest, f"tree is not a valid program: {exc}", "program") from exc
-        if program.digest != digest:
-            raise BlobCorrupt(digest, f"files rebuild program {program.digest}", "program")
-        return program
+        return rebuild_program(digest, self.program_tree(digest), self.get)
 
     def program_digests(self) -> Iterator[str]:
         """Digests of all stored programs, in sorted order."""
         files = (f"sha256:{prefix}{rest}" for prefix, rest in _walk_fanout(self._programs))
         yield from _merged(files, self._pack_keys("programs"))
+
+
+# The name this store had before ``store.BlobStore`` (the contract) was written: callers that
+# construct a directory's store by it keep working. New code names ``FileBlobStore``.
+BlobStore = FileBlobStore
 
 
 def _merged(files: Iterator[str], packed: list[str]) -> Iterator[str]:

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from evopolicygym.records.blobs import BlobStore
-from evopolicygym.records.store import EventStore, StoreError
+from evopolicygym.records.blobs import FileBlobStore
+from evopolicygym.records.store import BlobStore, EventStore, StoreError
 
 __all__ = [
     "DEFAULT_STORE",
@@ -244,7 +244,7 @@ def open_store(
     if read_only and create:
         raise StoreError(f"the store at {root} is read-only: nothing can be recorded in it")
     events = SQLiteEventStore(database, create=create, read_only=read_only)
-    return Store(root, events, BlobStore(root / "blobs", pack=True, read_only=read_only))
+    return Store(root, events, FileBlobStore(root / "blobs", pack=True, read_only=read_only))
 
 
 def _open_url(location: StoreUrl, *, create: bool) -> Store:

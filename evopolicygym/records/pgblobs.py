@@ -1,8 +1,8 @@
 """Blobs and Programs in PostgreSQL: the blob store every machine of a shared store reaches.
 
-The same content-addressed store as ``blobs.BlobStore`` (same digests, same
-``_encode`` framing, same checks on every read), kept in three tables of the
-store's database, beside the event log::
+A ``store.BlobStore``, sibling of the directory's ``blobs.FileBlobStore``: the same digests,
+stored encoding, program trees and checks on every read (``blobcodec``), kept in three
+tables of the store's database, beside the event log::
 
     blobs(digest, size, stored_size, chunks)   one row per blob, written with its chunks
     blob_chunks(digest, seq, data)             the encoded blob in slices of CHUNK_BYTES
@@ -25,20 +25,24 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
 
-from evopolicygym.records import blobs as _files
-from evopolicygym.records.blobs import (
-    _DIGEST_RE,
+from evopolicygym.program import Program
+from evopolicygym.records import blobcodec
+from evopolicygym.records.blobcodec import (
     BlobCorrupt,
     BlobMissing,
-    BlobStore,
-    _check_digest,
-    _encode,
-    _sha256,
+    blob_digest,
+    check_blob_size,
+    check_digest,
+    check_program,
+    decode,
+    encode,
+    is_digest,
+    program_blobs,
+    rebuild_program,
 )
 from evopolicygym.records.store import StoreError
 
@@ -89,15 +93,14 @@ CREATE OR REPLACE TRIGGER program_trees_no_truncate BEFORE TRUNCATE ON program_t
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('evopolicygym.blobs.schema'))"
 
 
-class PgBlobStore(BlobStore):
-    """Content-addressed, immutable blobs in the PostgreSQL database at ``url``.
-
-    A ``BlobStore`` (every reader of ``Store.blobs`` takes it as one) with no files: ``path``
-    has no meaning here. Safe for threads (one connection, used under a lock) and for
+class PgBlobStore:
+    """Content-addressed, immutable blobs in the PostgreSQL database at ``url`` (a
+    ``store.BlobStore``). Safe for threads (one connection, used under a lock) and for
     processes forked with it open (a child opens its own connection)."""
 
     def __init__(self, url: str, *, create: bool = False, display: str | None = None) -> None:
-        # No super().__init__: there is no root directory.
+        """``create``: make the tables if missing (else StoreError when they are);
+        ``display``: how messages name the store (never with its password)."""
         self._url = url
         self._display = display if display is not None else "a PostgreSQL store"
         self._lock = threading.Lock()
@@ -213,23 +216,18 @@ class PgBlobStore(BlobStore):
             self._stored.clear()
         self._stored.add(digest)
 
-    def path(self, digest: str) -> Path:
-        raise TypeError(f"blobs in {self._display} have no path (read them with get)")
-
     def put(self, data: bytes) -> str:
         """Store ``data`` (if not already stored) and return its ``sha256:<hex>`` digest."""
         data = bytes(data)
-        limit = _files.MAX_BLOB_BYTES  # read at the call: one limit for both backends
-        if len(data) > limit:
-            raise ValueError(f"{len(data)} bytes exceeds the {limit}-byte blob limit")
-        digest = _sha256(data)
+        check_blob_size(len(data))
+        digest = blob_digest(data)
         if digest in self._stored:
             return digest
         # A large blob already stored is not compressed again; a small one's check is its insert.
         if len(data) > CHUNK_BYTES and self.has(digest):
             self._remember(digest)
             return digest
-        stored = _encode(data)
+        stored = encode(data)
         chunks = [stored[i : i + CHUNK_BYTES] for i in range(0, len(stored), CHUNK_BYTES)]
 
         def write_one(conn: psycopg.Connection[Any]) -> None:
@@ -262,9 +260,21 @@ class PgBlobStore(BlobStore):
         return digest
 
     def put_many(self, items: list[bytes]) -> list[str]:
+        """Store each of ``items`` (as ``put``) and return their digests, in order."""
         return [self.put(item) for item in items]
 
+    def get(self, digest: str) -> bytes:
+        """The blob's bytes, checked against its digest."""
+        return decode(digest, self._read(digest))
+
+    def verify(self, digest: str) -> None:
+        """Raise ``BlobMissing`` or ``BlobCorrupt`` unless the blob reads back intact."""
+        self.get(digest)
+
     def stored_size(self, digest: str) -> int:
+        """Bytes the blob takes as stored (its encoded form, all chunks)."""
+        check_digest(digest)
+
         def read(conn: psycopg.Connection[Any]) -> int | None:
             row = conn.execute(
                 "SELECT stored_size FROM blobs WHERE digest = %s", (digest,)
@@ -277,7 +287,7 @@ class PgBlobStore(BlobStore):
         return size
 
     def _read(self, digest: str) -> bytes:
-        _check_digest(digest)
+        check_digest(digest)
 
         def read(conn: psycopg.Connection[Any]) -> bytes:
             # One statement (one snapshot, one round trip); binary: bytea as it is, not hex.
@@ -290,7 +300,7 @@ class PgBlobStore(BlobStore):
             if not rows:
                 raise BlobMissing(digest)
             stored_size, count = int(rows[0][0]), int(rows[0][1])
-            if stored_size > _files.MAX_BLOB_BYTES + 1:
+            if stored_size > blobcodec.MAX_BLOB_BYTES + 1:
                 raise BlobCorrupt(digest, f"row holds {stored_size} bytes, more than any blob")
             seqs = [row[2] for row in rows if row[2] is not None]
             if seqs != list(range(count)):
@@ -305,7 +315,7 @@ class PgBlobStore(BlobStore):
         return self._call(read)
 
     def has(self, digest: str) -> bool:
-        _check_digest(digest)
+        check_digest(digest)
         if digest in self._stored:
             return True
         row = self._call(
@@ -315,7 +325,7 @@ class PgBlobStore(BlobStore):
 
     def size(self, digest: str) -> int:
         """Uncompressed size, from the blob's header row (content unchecked)."""
-        _check_digest(digest)
+        check_digest(digest)
         row = self._call(
             lambda conn: conn.execute(
                 "SELECT size FROM blobs WHERE digest = %s", (digest,)
@@ -341,8 +351,22 @@ class PgBlobStore(BlobStore):
 
     # -- programs ----------------------------------------------------------------------
 
+    def put_program(self, program: Program) -> str:
+        """Store each file and the program's tree as blobs; return ``program.digest``."""
+        check_program(program)
+        if self.has_program(program.digest):
+            return program.digest
+        tree_digest = self.put_many(program_blobs(program))[-1]
+        # Recorded last: a program's mapping implies its tree and every file blob are stored.
+        self._record_program(program.digest, tree_digest)
+        return program.digest
+
+    def get_program(self, digest: str) -> Program:
+        """Rebuild the program from its tree; ``BlobCorrupt`` unless it has digest ``digest``."""
+        return rebuild_program(digest, self.program_tree(digest), self.get)
+
     def has_program(self, digest: str) -> bool:
-        _check_digest(digest)
+        check_digest(digest)
         row = self._call(
             lambda conn: conn.execute(
                 "SELECT 1 FROM program_trees WHERE digest = %s", (digest,)
@@ -353,14 +377,15 @@ class PgBlobStore(BlobStore):
     def _record_program(self, digest: str, tree_digest: str) -> None:
         self._call(
             lambda conn: conn.execute(
-                "INSERT INTO program_trees (digest, tree) VALUES (%s, %s) ON CONFLICT (digest) DO NOTHING",
+                "INSERT INTO program_trees (digest, tree) VALUES (%s, %s) "
+                "ON CONFLICT (digest) DO NOTHING",
                 (digest, tree_digest),
             )
         )
 
     def program_tree(self, digest: str) -> str:
         """Digest of the tree blob recorded for program ``digest``."""
-        _check_digest(digest)
+        check_digest(digest)
         row = self._call(
             lambda conn: conn.execute(
                 "SELECT tree FROM program_trees WHERE digest = %s", (digest,)
@@ -369,7 +394,7 @@ class PgBlobStore(BlobStore):
         if row is None:
             raise BlobMissing(digest, "program")
         text = str(row[0])
-        if _DIGEST_RE.fullmatch(text) is None:
+        if not is_digest(text):
             raise BlobCorrupt(digest, f"tree reference {text[:80]!r} is not a digest", "program")
         return text
 

@@ -26,8 +26,9 @@ from typing import Annotated
 
 import msgspec
 
-from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
+from evopolicygym.records.blobcodec import BlobError, BlobMissing
 from evopolicygym.records.events import PoolEntry, RunCreated
+from evopolicygym.records.store import BlobStore
 
 __all__ = [
     "CHUNK_BYTES",

@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import PoolEntry, RunCreated
 from evopolicygym.records.pools import PoolError, RecordedPool
+from evopolicygym.records.store import BlobStore
 
 __all__ = ["REDACTED", "PrivateValues"]
 

@@ -1,4 +1,6 @@
-"""The event store contract, written once and implemented per backend (SQLite now).
+"""The store contracts, written once and implemented per backend: the event log
+(``EventStore``: ``sqlite.SQLiteEventStore``, ``postgres.PostgresEventStore``) and the blobs
+(``BlobStore``: ``blobs.FileBlobStore``, ``pgblobs.PgBlobStore``).
 
 ``append`` (with an expected stream version), ``read_stream``, ``read_all``
 (from a global position, in pages), ``head`` and ``streams``; for the folds
@@ -11,7 +13,9 @@ same event ids is a no-op that returns the original positions. No event's payloa
 may exceed ``MAX_EVENT_BYTES``: an append holding one is refused whole, before
 anything is written (``EventTooLarge``); large data lives in blobs that events name.
 
-Callers type against ``EventStore``; ``location.open_store`` is the one place
+Blobs are immutable and content-addressed: a blob's name is the digest of its bytes
+(``blobcodec``), every read is checked against it, and a Program is stored as blobs. Callers
+type against ``EventStore`` and ``BlobStore``; ``location.open_store`` is the one place
 that picks a backend. Every backend keeps its tables as ``records.tables``
 declares them, in log format ``FORMAT_VERSION``.
 """
@@ -19,17 +23,21 @@ declares them, in log format ``FORMAT_VERSION``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from evopolicygym.records.chain import chain_hash
 from evopolicygym.records.events import Envelope, NewEvent
 
+if TYPE_CHECKING:
+    from evopolicygym.program import Program
+
 __all__ = [
     "ANY_VERSION",
     "FORMAT_VERSION",
     "MAX_EVENT_BYTES",
+    "BlobStore",
     "DuplicateEventError",
     "EventStore",
     "EventTooLarge",
@@ -159,7 +167,8 @@ def retried_positions(
     found = {row[0]: row for row in existing}
     if len(found) != len(events):
         raise DuplicateEventError(
-            f"{len(found)} of {len(events)} event ids are already in the log: a batch is all new or all retried"
+            f"{len(found)} of {len(events)} event ids are already in the log: "
+            "a batch is all new or all retried"
         )
     positions = []
     for new, digest in zip(events, hashes, strict=True):
@@ -232,6 +241,71 @@ class EventStore(Protocol):
         """The backend's own structural check of its storage (pages, indexes): one message
         per problem, [] when sound. ``verify.verify_store`` runs it before walking the log,
         because a damaged index can leave every row readable."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BlobStore(Protocol):
+    """Content-addressed, immutable blobs, and Programs stored as blobs. Digests are
+    ``sha256:<64 lowercase hex>`` (``blobcodec``): a method given anything else raises
+    ValueError. Reads raise ``blobcodec.BlobMissing`` for what is not stored and
+    ``blobcodec.BlobCorrupt`` for what does not decode to its digest. Safe for threads and
+    for processes (a store pickles, and a forked or unpickled copy opens its own handles)."""
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` (if not already stored) and return its digest; ValueError if it is
+        over ``blobcodec.MAX_BLOB_BYTES``."""
+        ...
+
+    def put_many(self, items: list[bytes]) -> list[str]:
+        """Store each of ``items`` (as ``put``) and return their digests, in order."""
+        ...
+
+    def get(self, digest: str) -> bytes:
+        """The blob's bytes, checked against its digest."""
+        ...
+
+    def verify(self, digest: str) -> None:
+        """Raise ``BlobMissing`` or ``BlobCorrupt`` unless the blob reads back intact."""
+        ...
+
+    def has(self, digest: str) -> bool: ...
+
+    def size(self, digest: str) -> int:
+        """The blob's uncompressed size, without reading its content (content unchecked)."""
+        ...
+
+    def stored_size(self, digest: str) -> int:
+        """Bytes the blob takes as stored (its encoded form)."""
+        ...
+
+    def digests(self) -> Iterator[str]:
+        """Digests of all stored blobs, in sorted order."""
+        ...
+
+    def put_program(self, program: Program) -> str:
+        """Store each file and the program's tree as blobs, then map the program's digest to
+        the tree; return ``program.digest``. ValueError if the digest is not its files'."""
+        ...
+
+    def get_program(self, digest: str) -> Program:
+        """Rebuild the program from its tree; ``BlobCorrupt`` unless it has digest ``digest``."""
+        ...
+
+    def has_program(self, digest: str) -> bool: ...
+
+    def program_tree(self, digest: str) -> str:
+        """Digest of the tree blob recorded for program ``digest``."""
+        ...
+
+    def program_digests(self) -> Iterator[str]:
+        """Digests of all stored programs, in sorted order."""
+        ...
+
+    def integrity_problems(self) -> list[str]:
+        """The backend's own check of its storage, beyond each blob's digest (a database's
+        append-only triggers, say): one message per problem, [] when sound."""
         ...
 
     def close(self) -> None: ...

@@ -24,7 +24,7 @@ the number of events), never stops early, and checks for every event:
   manifest, every chunk it names, and as many entries as the Run's pool size
   (``pools.pool_problems``).
 
-Blobs are checked through the ``BlobStore`` interface, so the same walk verifies a
+Blobs are checked through the ``store.BlobStore`` contract, so the same walk verifies a
 directory of blob files and PostgreSQL's blob tables (``pgblobs``): each blob read back
 whole and hashed. Before the walk, the blob backend reports its own storage problems
 beside the log's (``integrity_problems``: PostgreSQL's append-only triggers and indexes).
@@ -47,13 +47,13 @@ from typing import Any, Literal
 
 import msgspec
 
-from evopolicygym.records.blobs import BlobError, BlobMissing, BlobStore
+from evopolicygym.records.blobcodec import BlobError, BlobMissing
 from evopolicygym.records.chain import GENESIS, chain_hash
 from evopolicygym.records.events import EventCodecError, RunCreated, decode_event, payload_hash
 from evopolicygym.records.fold import iter_rows
 from evopolicygym.records.location import Store, event_log
 from evopolicygym.records.pools import pool_problems
-from evopolicygym.records.store import EventStore, Row, StoreError
+from evopolicygym.records.store import BlobStore, EventStore, Row, StoreError
 
 __all__ = [
     "PAGE",
