@@ -56,7 +56,10 @@ class AgentAttempt:
         if exited.reason.startswith("start_failed"):
             return f"the Agent did not start ({exited.reason})"
         if exited.reason == "host_interrupted":
-            return "the Host was interrupted under this attempt, so only the stdout it streamed was kept"
+            return (
+                "the Host was interrupted under this attempt, "
+                "so only the stdout it streamed was kept"
+            )
         return f"no {stream} blob in its exit record ({exited.reason or 'no reason'})"
 
 

@@ -185,7 +185,8 @@ class RecordedPool:
             )
         if size is not None and manifest.size != size:
             raise PoolError(
-                f"the Episode pool {digest} holds {manifest.size} entries; the Run's pool size is {size}"
+                f"the Episode pool {digest} holds {manifest.size} entries; the Run's pool size is "
+                f"{size}"
             )
         return cls(manifest.size, blobs=blobs, manifest=manifest, digest=digest)
 
@@ -233,7 +234,10 @@ class RecordedPool:
     def _read(self, at: int) -> list[PoolEntry]:
         chunk = self._chunks[at]
         assert self._blobs is not None
-        where = f"chunk {at} (indices {chunk.start}..{chunk.start + chunk.count - 1}) of the Episode pool {self.digest}"
+        where = (
+            f"chunk {at} (indices {chunk.start}..{chunk.start + chunk.count - 1}) "
+            f"of the Episode pool {self.digest}"
+        )
         try:
             entries = _ENTRIES.decode(self._blobs.get(chunk.blob))
         except BlobError as exc:

@@ -257,10 +257,12 @@ class PostgresEventStore:
                     raw.execute(_TRIGGER_FUNCTION)
                     for name, when in _TRIGGERS.items():
                         raw.execute(
-                            f"CREATE TRIGGER {name} {when} EXECUTE FUNCTION evopolicy_events_append_only()"
+                            f"CREATE TRIGGER {name} {when} EXECUTE FUNCTION "
+                            "evopolicy_events_append_only()"
                         )
                     raw.execute(
-                        "INSERT INTO store_meta (key, value) VALUES ('format_version', %s) ON CONFLICT DO NOTHING",
+                        "INSERT INTO store_meta (key, value) VALUES ('format_version', %s) ON "
+                        "CONFLICT DO NOTHING",
                         (str(FORMAT_VERSION),),
                     )
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
@@ -359,13 +361,16 @@ class PostgresEventStore:
         with connection.pipeline():
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self._append_lock,))
             found = connection.execute(
-                "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id = ANY(%s)",
+                "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM "
+                "events WHERE event_id = ANY(%s)",
                 ([e.event_id for e in events],),
             )
             state = connection.execute(
-                "SELECT (SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = %s), "
+                "SELECT (SELECT COALESCE(MAX(stream_version), 0) FROM events WHERE stream_id = "
+                "%s), "
                 "last.position, last.hash FROM (SELECT 1) one "
-                "LEFT JOIN (SELECT position, hash FROM events ORDER BY position DESC LIMIT 1) last ON true",
+                "LEFT JOIN (SELECT position, hash FROM events ORDER BY position DESC LIMIT 1) last "
+                "ON true",
                 (stream_id,),
             )
         existing = found.fetchall()
@@ -398,7 +403,8 @@ class PostgresEventStore:
         version = from_version
         while True:
             rows = self._select(
-                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND stream_version > %s ORDER BY stream_version LIMIT 1000",
+                f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND stream_version > %s ORDER "
+                "BY stream_version LIMIT 1000",
                 (stream_id, version),
             )
             if not rows:
@@ -443,19 +449,22 @@ class PostgresEventStore:
             upper = prefix_upper_bound(prefix)
             if upper is not None:
                 rows = self._select(
-                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= %s AND stream_id < %s "
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= %s AND "
+                    "stream_id < %s "
                     "GROUP BY stream_id ORDER BY stream_id",
                     (prefix, upper),
                 )
             else:
                 rows = self._select(
-                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= %s AND starts_with(stream_id, %s) "
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= %s AND "
+                    "starts_with(stream_id, %s) "
                     "GROUP BY stream_id ORDER BY stream_id",
                     (prefix, prefix),
                 )
         else:
             rows = self._select(
-                "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY stream_id"
+                "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY "
+                "stream_id"
             )
         return [StreamInfo(stream_id, version) for stream_id, version in rows]
 
@@ -464,12 +473,14 @@ class PostgresEventStore:
         place and enabled, and (where the amcheck extension is installed) its B-tree indexes."""
         try:
             indexes = self._select(
-                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = "
+                "i.indexrelid "
                 "WHERE i.indrelid = 'events'::regclass ORDER BY c.relname"
             )
             triggers: dict[str, str] = dict(
                 self._select(
-                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'events'::regclass AND NOT tgisinternal"
+                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'events'::regclass "
+                    "AND NOT tgisinternal"
                 )
             )
             amcheck = self._select("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'")

@@ -516,7 +516,8 @@ def catch_up(
             connection.execute(
                 f"UPDATE {CHECKPOINTS} SET position = ?, last_hash = ?, "
                 f"skipped = {CHECKPOINTS}.skipped + done.skipped, updated_at = ? "
-                f"FROM (VALUES {marks}) AS done(name, skipped) WHERE {CHECKPOINTS}.name = done.name",
+                f"FROM (VALUES {marks}) AS done(name, skipped) WHERE {CHECKPOINTS}.name = "
+                "done.name",
                 [last, page.last_hash, _utc_now(), *itertools.chain(*done)],
             )
 

@@ -47,13 +47,19 @@ _APPEND_ONLY = (
 )
 # records.tables' models compiled for SQLite (CreateTable/CreateIndex, if_not_exists).
 _SCHEMA = (
-    "\nCREATE TABLE IF NOT EXISTS events (\n\tposition INTEGER NOT NULL, \n\tstream_id VARCHAR NOT NULL, "
-    "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, \n\ttype VARCHAR NOT NULL, "
-    "\n\tschema_version INTEGER NOT NULL, \n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT NULL, "
-    "\n\tpayload_hash VARCHAR(64) NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, \n\thash VARCHAR(64) NOT NULL, "
-    "\n\tPRIMARY KEY (position), \n\tCONSTRAINT stream_version_unique UNIQUE (stream_id, stream_version), "
+    "\nCREATE TABLE IF NOT EXISTS events (\n\tposition INTEGER NOT NULL, \n\tstream_id VARCHAR NOT "
+    "NULL, "
+    "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, \n\ttype VARCHAR NOT "
+    "NULL, "
+    "\n\tschema_version INTEGER NOT NULL, \n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT "
+    "NULL, "
+    "\n\tpayload_hash VARCHAR(64) NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, \n\thash "
+    "VARCHAR(64) NOT NULL, "
+    "\n\tPRIMARY KEY (position), \n\tCONSTRAINT stream_version_unique UNIQUE (stream_id, "
+    "stream_version), "
     "\n\tUNIQUE (event_id)\n)\n\n",
-    '\nCREATE TABLE IF NOT EXISTS store_meta (\n\t"key" VARCHAR NOT NULL, \n\tvalue VARCHAR NOT NULL, '
+    '\nCREATE TABLE IF NOT EXISTS store_meta (\n\t"key" VARCHAR NOT NULL, \n\tvalue VARCHAR NOT '
+    "NULL, "
     '\n\tPRIMARY KEY ("key")\n)\n\n',
 )
 # The events table's columns are the envelope's fields, in order (tables.EventRecord).
@@ -204,7 +210,8 @@ class SQLiteEventStore:
                 yield
             except sqlite3.DatabaseError as exc:
                 raise StoreError(
-                    f"{self.path}: the event log cannot be read ({exc}); run 'evopolicy record verify'"
+                    f"{self.path}: the event log cannot be read ({exc}); run 'evopolicy record "
+                    "verify'"
                 ) from exc
 
     @contextlib.contextmanager
@@ -261,7 +268,8 @@ class SQLiteEventStore:
         with self._write() as cursor:
             marks = ",".join("?" * len(ids))
             existing = cursor.execute(
-                f"SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM events WHERE event_id IN ({marks})",
+                "SELECT event_id, position, stream_id, type, schema_version, payload_hash FROM "
+                f"events WHERE event_id IN ({marks})",
                 ids,
             ).fetchall()
             if existing:
@@ -288,7 +296,8 @@ class SQLiteEventStore:
         while True:
             with self._reading():
                 rows = self._raw.execute(
-                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND stream_version > ? ORDER BY stream_version LIMIT 1000",
+                    f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND stream_version > ? "
+                    "ORDER BY stream_version LIMIT 1000",
                     (stream_id, version),
                 ).fetchall()
             if not rows:
@@ -310,7 +319,8 @@ class SQLiteEventStore:
     def read_event_rows(self, from_position: int = 0, limit: int = 10_000) -> list[Row]:
         with self._reading():
             return self._raw.execute(
-                "SELECT position, stream_id, stream_version, type, schema_version, payload FROM events "
+                "SELECT position, stream_id, stream_version, type, schema_version, payload FROM "
+                "events "
                 "WHERE position > ? ORDER BY position LIMIT ?",
                 (from_position, limit),
             ).fetchall()
@@ -338,17 +348,20 @@ class SQLiteEventStore:
             if upper is not None:
                 # A range on the unique (stream_id, stream_version) index, not a LIKE scan.
                 rows = self._raw.execute(
-                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND stream_id < ? GROUP BY stream_id ORDER BY stream_id",
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND "
+                    "stream_id < ? GROUP BY stream_id ORDER BY stream_id",
                     (prefix, upper),
                 ).fetchall()
             elif prefix:
                 rows = self._raw.execute(
-                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND substr(stream_id, 1, ?) = ? GROUP BY stream_id ORDER BY stream_id",
+                    "SELECT stream_id, MAX(stream_version) FROM events WHERE stream_id >= ? AND "
+                    "substr(stream_id, 1, ?) = ? GROUP BY stream_id ORDER BY stream_id",
                     (prefix, len(prefix), prefix),
                 ).fetchall()
             else:
                 rows = self._raw.execute(
-                    "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY stream_id"
+                    "SELECT stream_id, MAX(stream_version) FROM events GROUP BY stream_id ORDER BY "
+                    "stream_id"
                 ).fetchall()
         return [StreamInfo(stream_id, version) for stream_id, version in rows]
 

@@ -344,7 +344,8 @@ class _Walker:
             found.append(
                 (
                     "payload_hash",
-                    f"payload hash mismatch: payload hashes to {actual}, stored {stored_payload_hash}",
+                    f"payload hash mismatch: payload hashes to {actual}, stored "
+                    f"{stored_payload_hash}",
                     None,
                 )
             )
@@ -416,7 +417,8 @@ def verify_store(
                         stream_id=row[1],
                         stream_version=row[2],
                         kind="anchor",
-                        message=f"the event here has hash {row[10]}, not the anchor's {anchor.hash}: "
+                        message=f"the event here has hash {row[10]}, not the anchor's "
+                        f"{anchor.hash}: "
                         "the log was rewritten since the anchor was taken",
                     )
                 )
@@ -427,7 +429,8 @@ def verify_store(
                     stream_id="",
                     stream_version=0,
                     kind="anchor",
-                    message=f"the log ends at position {head}, before the anchor's {anchor.position}: "
+                    message=f"the log ends at position {head}, before the anchor's "
+                    f"{anchor.position}: "
                     "events were removed since the anchor was taken",
                 )
             )
