@@ -28,12 +28,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import msgspec
 
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 from evopolicygym.hostdirs import host_base
+
+if TYPE_CHECKING:
+    from evopolicygym.evaluation.cgroups import CgroupPool
 
 __all__ = ["ForkServer", "ForkServerClient", "ForkServerError"]
 
@@ -97,32 +100,13 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     from evopolicygym.evaluation import cgroups, sandbox, seccomp, worker
 
     namespaces.die_with_parent(host_pid)
-    if (
-        os.geteuid() != 0
-        and not namespaces.containment_disabled()
-        and namespaces.enter_user_namespace()
-    ):
-        # Our PID namespace belongs to the initial user namespace, where we hold no
-        # capability, so we could never setns() back into it after making a policy's.
-        # Serve from a PID namespace of our own instead; this process only waits.
-        try:
-            sandbox.enter_pid_namespace()
-            pid = os.fork()
-        except OSError:
-            pid = 0  # carry on here; the probe will settle for process groups
-        if pid > 0:
-            listener.close()
-            os.close(ready_fd)
-            _, status = os.waitpid(pid, 0)
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-        namespaces.die_with_parent(None)
+    _serve_from_own_pid_namespace(listener, ready_fd)
     # As our children see us (for their die-with-parent check), and as the Host sees us:
     # /proc belongs to the Host's PID namespace, so /proc/self names our pid there.
     server_pid = os.getpid()
     host_visible_pid = int(os.readlink("/proc/self"))
-    host_visible_parent = (
-        host_pid if server_pid == host_visible_pid else 0
-    )  # 0: outside our PID namespace
+    # The Host's pid as we see it; 0: outside our PID namespace.
+    host_visible_parent = host_pid if server_pid == host_visible_pid else 0
     # To tell the Host's runners by their parent once /proc is sealed away. Policies never
     # inherit it: the worker closes every descriptor above the Episode's before the jail.
     proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -146,20 +130,17 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     if containment == "namespaces":
         sandbox.seal_fork_server(root, work_dir, sandbox.runtime_paths())
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the Host decides when we stop
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "accept")
-    selector.register(wake_r, selectors.EVENT_READ, "wake")
-    owners: dict[int, socket.socket] = {}
-    stopped: dict[int, int] = {}  # traced children stopped by a signal: their stop status
-    serial = 0
-    children: dict[socket.socket, set[int]] = {}
-    leaves: dict[int, str] = {}  # policy pid -> its cgroup leaf
+    server = _Server(
+        listener,
+        work_dir,
+        server_pid=server_pid,
+        host_visible_parent=host_visible_parent,
+        proc_fd=proc_fd,
+        own_pidns=own_pidns,
+        containment=containment,
+        filtered=filtered,
+        pool=pool,
+    )
     ready = {
         "containment": containment,
         "pid": host_visible_pid,
@@ -169,20 +150,152 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
     os.write(ready_fd, msgspec.msgpack.encode(ready))
     os.close(ready_fd)
     _starting_fd = None
+    server.serve()
 
-    def reply(conn: socket.socket, message: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):
-            conn.send(msgspec.msgpack.encode(message))
 
-    def kill(pid: int) -> None:
+def _serve_from_own_pid_namespace(listener: socket.socket, ready_fd: int) -> None:
+    """Without root, in a user namespace of our own: carry on in a child that leads a PID
+    namespace of its own, this process only waiting for it and exiting as it does."""
+    from evopolicygym import namespaces
+    from evopolicygym.evaluation import sandbox
+
+    if (
+        os.geteuid() == 0
+        or namespaces.containment_disabled()
+        or not namespaces.enter_user_namespace()
+    ):
+        return
+    # Our PID namespace belongs to the initial user namespace, where we hold no
+    # capability, so we could never setns() back into it after making a policy's.
+    # Serve from a PID namespace of our own instead; this process only waits.
+    try:
+        sandbox.enter_pid_namespace()
+        pid = os.fork()
+    except OSError:
+        pid = 0  # carry on here; the probe will settle for process groups
+    if pid > 0:
+        listener.close()
+        os.close(ready_fd)
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    namespaces.die_with_parent(None)
+
+
+def _reply(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.send(msgspec.msgpack.encode(message))
+
+
+class _Server:
+    """The serving loop: accepts the Host's connections, forks a policy for each ``spawn``,
+    reaps them and reports their exits to the connection that spawned them."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        work_dir: str,
+        *,
+        server_pid: int,
+        host_visible_parent: int,
+        proc_fd: int,
+        own_pidns: int,
+        containment: str,
+        filtered: bool,
+        pool: CgroupPool | None,
+    ) -> None:
+        self.listener = listener
+        self.work_dir = work_dir
+        self.server_pid = server_pid
+        self.host_visible_parent = host_visible_parent
+        self.proc_fd = proc_fd
+        self.own_pidns = own_pidns
+        self.containment = containment
+        self.filtered = filtered
+        self.pool = pool
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the Host decides when we stop
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        self.selector.register(self.wake_r, selectors.EVENT_READ, "wake")
+        self.owners: dict[int, socket.socket] = {}
+        self.stopped: dict[int, int] = {}  # traced children stopped by a signal: their status
+        self.serial = 0
+        self.children: dict[socket.socket, set[int]] = {}
+        self.leaves: dict[int, str] = {}  # policy pid -> its cgroup leaf
+
+    def serve(self) -> None:
+        """Until a ``shutdown`` request; every policy left is killed on the way out."""
+        try:
+            while True:
+                for key, _ in self.selector.select():
+                    if key.data == "accept":
+                        self.accept()
+                    elif key.data == "wake":
+                        with contextlib.suppress(BlockingIOError):
+                            while os.read(self.wake_r, 4096):
+                                pass
+                        self.reap()
+                    else:
+                        conn = key.fileobj
+                        assert isinstance(conn, socket.socket)
+                        if not self.receive(conn):
+                            return
+        finally:
+            if self.pool:
+                self.reap()
+                self.pool.close()  # every leaf killed and removed, then the group
+
+    def accept(self) -> None:
+        conn, _ = self.listener.accept()
+        if not _from_host(conn, self.host_visible_parent, self.proc_fd):
+            conn.close()  # a policy (or anyone else) that found the socket
+            return
+        self.children[conn] = set()
+        self.selector.register(conn, selectors.EVENT_READ, "conn")
+
+    def receive(self, conn: socket.socket) -> bool:
+        """Handle one request from ``conn``; False when it is ``shutdown``."""
+        try:
+            data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            self.selector.unregister(conn)
+            for pid in self.children.pop(conn, set()):
+                self.kill(pid)
+            conn.close()
+            return True
+        message = msgspec.msgpack.decode(data)
+        op = message.get("op")
+        if op == "spawn":
+            self.spawn(conn, message, fds)
+        elif op == "kill":
+            for fd in fds:
+                os.close(fd)
+            pid = message.get("pid")
+            if pid in self.owners and self.owners[pid] is conn:
+                self.kill(pid)
+        elif op == "shutdown":
+            for pids in self.children.values():
+                for pid in pids:
+                    self.kill(pid)
+            return False
+        return True
+
+    def kill(self, pid: int) -> None:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
-        if pool and pid in leaves:
-            pool.kill(leaves[pid])  # children that left the process group too
+        if self.pool and pid in self.leaves:
+            self.pool.kill(self.leaves[pid])  # children that left the process group too
 
-    def reap() -> None:
+    def reap(self) -> None:
+        pool = self.pool
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -193,26 +306,28 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             if os.WIFSTOPPED(status):
                 # A policy that made us its tracer (PTRACE_TRACEME) is stopped, not ended, by
                 # a signal: end it, and report that stop (the policy's doing) once it is gone.
-                stopped[pid] = status
-                kill(pid)
+                self.stopped[pid] = status
+                self.kill(pid)
                 continue
             # Whatever the leader left in its group goes too (the process-group level).
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             if pool:
-                if pid in leaves:
-                    pool.release(leaves.pop(pid))
+                if pid in self.leaves:
+                    pool.release(self.leaves.pop(pid))
                 pool.retry()
-            status = stopped.pop(pid, status)
-            conn = owners.pop(pid, None)
+            status = self.stopped.pop(pid, status)
+            conn = self.owners.pop(pid, None)
             if conn is not None:
-                children.get(conn, set()).discard(pid)
-                reply(conn, {"op": "exited", "pid": pid, "status": status})
+                self.children.get(conn, set()).discard(pid)
+                _reply(conn, {"op": "exited", "pid": pid, "status": status})
 
-    def spawn(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
-        nonlocal serial
-        serial += 1
-        leaf = f"e{serial}"
+    def spawn(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        from evopolicygym.evaluation import cgroups, sandbox
+
+        pool = self.pool
+        self.serial += 1
+        leaf = f"e{self.serial}"
         cgroup_fd: int | None = None
         try:
             if len(fds) != 2:
@@ -221,36 +336,22 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
                 limits = msgspec.convert(request["limits"], sandbox.ResourceLimits)
                 memory = cgroups.memory_bytes(limits.memory_mb, limits.scratch_mb)
                 cgroup_fd = pool.prepare(leaf, memory, limits.max_processes)
-            if containment == "namespaces":
+            if self.containment == "namespaces":
                 sandbox.enter_pid_namespace()
             pid = os.fork()
             if pid == 0:
-                try:
-                    listener.close()
-                    for other in children:
-                        other.close()
-                    os.close(wake_r)
-                    os.close(wake_w)
-                    request["containment"] = containment
-                    request["work_dir"] = work_dir
-                    request["server_pid"] = server_pid
-                    request["uid"] = sandbox.jail_uid(server_pid, serial)
-                    request["cgroup_fd"] = cgroup_fd
-                    request["seccomp"] = filtered
-                    worker.child_main(request, fds[0], fds[1])
-                finally:
-                    os._exit(71)
-            if containment == "namespaces":
-                sandbox.leave_pid_namespace(own_pidns)
-            owners[pid] = conn
-            children[conn].add(pid)
+                self._child(request, fds, cgroup_fd)
+            if self.containment == "namespaces":
+                sandbox.leave_pid_namespace(self.own_pidns)
+            self.owners[pid] = conn
+            self.children[conn].add(pid)
             if pool:
-                leaves[pid] = leaf
-            reply(conn, {"op": "spawned", "id": request.get("id"), "pid": pid})
+                self.leaves[pid] = leaf
+            _reply(conn, {"op": "spawned", "id": request.get("id"), "pid": pid})
         except Exception as exc:
             if pool:
                 pool.release(leaf)
-            reply(
+            _reply(
                 conn,
                 {"op": "error", "id": request.get("id"), "message": f"{type(exc).__name__}: {exc}"},
             )
@@ -260,55 +361,25 @@ def _serve(listener: socket.socket, ready_fd: int, root: str, work_dir: str, hos
             if cgroup_fd is not None:
                 os.close(cgroup_fd)
 
-    try:
-        while True:
-            for key, _ in selector.select():
-                if key.data == "accept":
-                    conn, _ = listener.accept()
-                    if not _from_host(conn, host_visible_parent, proc_fd):
-                        conn.close()  # a policy (or anyone else) that found the socket
-                        continue
-                    children[conn] = set()
-                    selector.register(conn, selectors.EVENT_READ, "conn")
-                elif key.data == "wake":
-                    with contextlib.suppress(BlockingIOError):
-                        while os.read(wake_r, 4096):
-                            pass
-                    reap()
-                else:
-                    conn = key.fileobj  # type: ignore[assignment]
-                    assert isinstance(conn, socket.socket)
-                    try:
-                        data, fds, _, _ = socket.recv_fds(conn, _MAX_MESSAGE, 4)
-                    except OSError:
-                        data, fds = b"", []
-                    if not data:
-                        selector.unregister(conn)
-                        for pid in children.pop(conn, set()):
-                            kill(pid)
-                        conn.close()
-                        if not children:
-                            pass
-                        continue
-                    message = msgspec.msgpack.decode(data)
-                    op = message.get("op")
-                    if op == "spawn":
-                        spawn(conn, message, fds)
-                    elif op == "kill":
-                        for fd in fds:
-                            os.close(fd)
-                        pid = message.get("pid")
-                        if pid in owners and owners[pid] is conn:
-                            kill(pid)
-                    elif op == "shutdown":
-                        for pids in children.values():
-                            for pid in pids:
-                                kill(pid)
-                        return
-    finally:
-        if pool:
-            reap()
-            pool.close()  # every leaf killed and removed, then the group
+    def _child(self, request: dict[str, Any], fds: list[int], cgroup_fd: int | None) -> NoReturn:
+        """In the forked policy process: shed the server's descriptors and become the policy."""
+        from evopolicygym.evaluation import sandbox, worker
+
+        try:
+            self.listener.close()
+            for other in self.children:
+                other.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            request["containment"] = self.containment
+            request["work_dir"] = self.work_dir
+            request["server_pid"] = self.server_pid
+            request["uid"] = sandbox.jail_uid(self.server_pid, self.serial)
+            request["cgroup_fd"] = cgroup_fd
+            request["seccomp"] = self.filtered
+            worker.child_main(request, fds[0], fds[1])
+        finally:
+            os._exit(71)
 
 
 # The ready pipe while the server starts: the Host reads it until it has heard from us.
