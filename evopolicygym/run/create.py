@@ -37,25 +37,46 @@ def _public_spec(benchmark: Benchmark) -> dict[str, Any]:
     return spec
 
 
+def _is_resolved(config: RunConfig) -> bool:
+    """Whether ``RunConfig.resolved`` made ``config`` (it fills in every default)."""
+    return None not in (
+        config.rules,
+        config.episode_pool_size,
+        config.max_submissions,
+        config.max_episodes_per_submission,
+    )
+
+
 def create_run(
     store: Store,
-    benchmark_ref: str,
+    benchmark: Benchmark | str,
     config: RunConfig,
     agent: AgentIdentity,
     *,
+    benchmark_id: str | None = None,
     program: Program | None = None,
     run_id: str | None = None,
     skills: Sequence[Skill] = (),
     agent_containment: str | None = None,
 ) -> str:
-    """Plan and record a new Run; return its id. Nothing is recorded if anything is wrong."""
+    """Plan and record a new Run; return its id. Nothing is recorded if anything is wrong.
+
+    ``benchmark`` is the Benchmark a command has already loaded from the registry ref
+    ``benchmark_id`` (recorded, so the Run can load it again) with ``config.benchmark_params``,
+    and ``config`` is already resolved (``RunConfig.resolved``). Given a registry ref instead,
+    the Benchmark is loaded and the config resolved here."""
     names = [skill.name for skill in skills]
     if len(set(names)) != len(names):
         raise RunError(
             f"two skills share a name: {', '.join(sorted(n for n in names if names.count(n) > 1))}"
         )
-    config = config.resolved()
-    benchmark = load_benchmark(benchmark_ref, config.benchmark_params or None)
+    if isinstance(benchmark, str):
+        benchmark_id, config = benchmark, config.resolved()
+        benchmark = load_benchmark(benchmark_id, config.benchmark_params or None)
+    elif benchmark_id is None:
+        raise TypeError("create_run: a loaded Benchmark needs the ref it was loaded by")
+    elif not _is_resolved(config):
+        raise TypeError("create_run: resolve the config first (RunConfig.resolved)")
     try:
         require_failure_score(benchmark)
     except BenchmarkError as exc:
@@ -87,7 +108,7 @@ def create_run(
         Create(
             run_id=run_id,
             config=config,
-            benchmark_id=benchmark_ref,
+            benchmark_id=benchmark_id,
             benchmark_spec=_public_spec(benchmark),
             environment_digest=benchmark.spec.environment_digest,
             initial_program_digest=program.digest,
