@@ -18,7 +18,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -34,6 +34,9 @@ from evopolicygym.cli.stores import check_store_dir, open_existing, run_status, 
 from evopolicygym.records.events import ExperimentCell, ExperimentCreated
 from evopolicygym.records.location import STORE_ENV, Store, StoreUrl, resolve_store
 from evopolicygym.records.store import StoreError
+
+if TYPE_CHECKING:  # the Benchmarks load lazily: `experiment --help` imports none
+    from evopolicygym.benchmark import Benchmark
 
 __all__ = ["CliCellLauncher", "experiment"]
 
@@ -108,6 +111,9 @@ class CliCellLauncher:
         self.allow_uncontained = allow_uncontained
         self.launcher = ProviderLauncher(allow_uncontained=allow_uncontained)
         self._containment: str | None = None
+        # The matrix's Benchmarks as ``check`` loaded them, by name: each cell's Run is
+        # created with its own, not one loaded again.
+        self._benchmarks: dict[str, Benchmark] = {}
 
     def _identity(self, created: ExperimentCreated, agent_name: str, agent_seed: int) -> Any:
         from evopolicygym.agents.providers import agent_identity
@@ -133,7 +139,7 @@ class CliCellLauncher:
         anything is recorded; ``CliError`` naming the first problem."""
         from evopolicygym.agents.providers import AgentError
         from evopolicygym.cli.loading import load
-        from evopolicygym.cli.run import _check_chat
+        from evopolicygym.cli.run_checks import check_chat
         from evopolicygym.run.skills import SkillError, load_skill
 
         for agent in created.agents:
@@ -144,10 +150,10 @@ class CliCellLauncher:
             except (AgentError, SkillError) as exc:
                 raise CliError(f"agents {agent.name}: {one_line(str(exc))}") from exc
             if agent.provider == "chat":
-                _check_chat(agent.options.get("base_url"), agent.options.get("api_key_env"))
+                check_chat(agent.options.get("base_url"), agent.options.get("api_key_env"))
         for benchmark in created.benchmarks:
             try:
-                load(benchmark.id, benchmark.params)
+                self._benchmarks[benchmark.name] = load(benchmark.id, benchmark.params)
             except CliError as exc:
                 raise CliError(f"benchmarks {benchmark.name}: {exc.format_message()}") from exc
             except (
@@ -174,13 +180,15 @@ class CliCellLauncher:
         try:
             agent = next(a for a in experiment.agents if a.name == cell.agent)
             benchmark = next(b for b in experiment.benchmarks if b.name == cell.benchmark)
-            config = RunConfig.from_dict(cell_config(experiment, cell))
+            config = RunConfig.from_dict(cell_config(experiment, cell)).resolved()
             skills = [load_skill(directory) for directory in agent.options.get("skills", ())]
+            loaded = self._benchmarks.get(benchmark.name)
             create_run(
                 store,
-                benchmark.id,
+                benchmark.id if loaded is None else loaded,
                 config,
                 self._identity(experiment, cell.agent, cell.agent_seed),
+                benchmark_id=benchmark.id,
                 run_id=run_id,
                 skills=skills,
                 agent_containment=self._containment or self.launcher.containment(),
@@ -343,13 +351,15 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
     type=click.IntRange(min=0, max=100),
     default=1,
     show_default=True,
-    help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, validation_failed, assessment_failed), counted over every invocation.",
+    help="New Runs a cell gets after a fault ended its Run (agent_failed, evaluation_failed, "
+    "validation_failed, assessment_failed), counted over every invocation.",
 )
 @click.option(
     "--max-runs",
     type=click.IntRange(min=1),
     default=None,
-    help="Runs carried at once [default: this machine's CPUs (with --executor ray, the cluster's) // each Run's jobs (1 unless [run] says otherwise), at least 1].",
+    help="Runs carried at once [default: this machine's CPUs (with --executor ray, the "
+    "cluster's) // each Run's jobs (1 unless [run] says otherwise), at least 1].",
 )
 @click.option(
     "--executor",
@@ -357,19 +367,24 @@ def _cell_rows(outcome: Any) -> list[dict[str, Any]]:
     type=click.Choice(["local", "ray"]),
     default="local",
     show_default=True,
-    help="Where the Runs are carried: local (processes on this machine) or ray (each Run's Host on a node of a Ray cluster, which Ray picks; needs a store every node reaches: a postgresql:// URL, or a directory every node mounts at the same path).",
+    help="Where the Runs are carried: local (processes on this machine) or ray (each Run's "
+    "Host on a node of a Ray cluster, which Ray picks; needs a store every node reaches: "
+    "a postgresql:// URL, or a directory every node mounts at the same path).",
 )
 @click.option(
     "--ray-address",
     metavar="ADDR",
     default=None,
-    help="With --executor ray: the cluster to join, as HOST:PORT of its head (`ray start --head` prints it) [default: RAY_ADDRESS, else the cluster started on this machine, else a new one here].",
+    help="With --executor ray: the cluster to join, as HOST:PORT of its head (`ray start "
+    "--head` prints it) [default: RAY_ADDRESS, else the cluster started on this machine, "
+    "else a new one here].",
 )
 @click.option(
     "--allow-uncontained-agent",
     "allow_uncontained",
     is_flag=True,
-    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agents as the Host's user anyway; recorded in each Run.",
+    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agents as the "
+    "Host's user anyway; recorded in each Run.",
 )
 @store_option("; created if missing")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as one JSON object.")
@@ -505,8 +520,10 @@ def _print_result(outcome: Any, *, as_json: bool, told: set[tuple[str, str | Non
             detail = f": {row['detail']}" if row["detail"] else ""
             click.echo(f"{row['cell_id']}: run {row['run_id']} {reason}{detail}")
     click.echo(
-        f"experiment {outcome.experiment_id}: {result['done']} of {len(cells)} cells ended with an outcome, "
-        f"{result['failed']} failed, {result['stopped']} not ended; {outcome.runs_started} Runs carried "
+        f"experiment {outcome.experiment_id}: {result['done']} of {len(cells)} cells "
+        "ended with an outcome, "
+        f"{result['failed']} failed, {result['stopped']} not ended; "
+        f"{outcome.runs_started} Runs carried "
         f"in {outcome.wall_s:.1f} s"
     )
 
@@ -680,7 +697,8 @@ def list_experiments(ctx: click.Context, store_dir: str | None, as_json: bool) -
         return
     if not rows:
         click.echo(
-            f"no experiments in this store (start one with `{cli_command('experiment', 'run', 'SPEC')}`)"
+            "no experiments in this store "
+            f"(start one with `{cli_command('experiment', 'run', 'SPEC')}`)"
         )
         return
     print_table(

@@ -10,6 +10,7 @@ import click
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
+from evopolicygym.benchmark import Benchmark
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.options import store_option
@@ -34,10 +35,11 @@ from evopolicygym.run.pool import planned_split
 
 __all__ = ["quickstart"]
 
+BENCHMARK = "cartpole"
 
-def _baseline_on_validation(state: RunState) -> float | None:
+
+def _baseline_on_validation(benchmark: Benchmark, state: RunState) -> float | None:
     """The packaged baseline's score on the Run's validation Episodes, for comparison."""
-    benchmark = load_benchmark("cartpole")
     directory = baseline_dir(benchmark)
     if directory is None or not state.created:
         return None
@@ -63,6 +65,7 @@ def quickstart(store_dir: str | None, budget: int) -> None:
     """Run the built-in reference Agent (no network, no LLM) on `cartpole` with a small
     budget, replay the recorded Run from the log, and print what to try next."""
     check_store_dir(store_dir)
+    benchmark = load_benchmark(BENCHMARK)  # once: for the Run and for the baseline's score
     config = RunConfig(
         episode_budget=budget,
         validation=ValidationConfig(episodes_per_candidate=8, max_candidates=3),
@@ -75,9 +78,10 @@ def quickstart(store_dir: str | None, budget: int) -> None:
             launcher = ProviderLauncher(allow_uncontained=True)
             run_id = create_run(
                 store,
-                "cartpole",
+                benchmark,
                 config,
                 agent_identity("reference"),
+                benchmark_id=BENCHMARK,
                 agent_containment=launcher.containment(),
             )
     except (StoreError, RunError) as exc:
@@ -89,7 +93,7 @@ def quickstart(store_dir: str | None, budget: int) -> None:
     state = carry(store_dir, run_id, None, as_json=False, launcher=launcher)
     with open_store(store_dir) as store:
         replay = replay_run(store, run_id)
-        baseline = _baseline_on_validation(state)
+        baseline = _baseline_on_validation(benchmark, state)
     verdict = "verifies" if not replay.problems else f"has {len(replay.problems)} problem(s)"
     click.echo(
         f"\nreplayed from the log: the Run {verdict} ({len(replay.timeline)} timeline entries)."

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
+from rich.console import Console
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import PROVIDERS, AgentError, agent_identity
@@ -22,35 +18,24 @@ from evopolicygym.cli.executors import check_executor, executor_options, open_ev
 from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.loading import load
 from evopolicygym.cli.options import finite, not_empty, param_option, store_option
-from evopolicygym.cli.output import clip, emit_json, human, one_line, printable
+from evopolicygym.cli.output import emit_json, one_line
+from evopolicygym.cli.run_checks import OPTION_NAMES, check_chat, check_new_workspace
+from evopolicygym.cli.run_exits import (
+    EXIT_AGENT,
+    EXIT_HELP,
+    EXIT_HOST_FAULT,
+    exit_status,
+    outcome_of,
+    print_agent_failure,
+    print_outcome,
+    resume_command,
+)
+from evopolicygym.cli.run_view import RunView
 from evopolicygym.cli.signals import EXIT_INTERRUPTED, interruptible
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve
 from evopolicygym.program import Program, ProgramError
-from evopolicygym.protocol import CLI_SHIM
-from evopolicygym.records.events import (
-    AgentExited,
-    AgentMessages,
-    AgentStarted,
-    AssessmentCompleted,
-    AssessmentFailed,
-    AssessmentStarted,
-    CandidateAssessed,
-    CandidateValidated,
-    EvaluationFailed,
-    Event,
-    FinalSubmissionSelected,
-    FinishAccepted,
-    FinishRejected,
-    ReferenceValidated,
-    RunFinished,
-    RunInterrupted,
-    SubmissionPublished,
-    SubmissionRejected,
-    ValidationFailed,
-    ValidationStarted,
-)
-from evopolicygym.records.location import Store, open_store, resolve_store
-from evopolicygym.records.runs import RunSummary, run_id_of, run_stream_id, summarize
+from evopolicygym.records.location import open_store, resolve_store
+from evopolicygym.records.runs import run_id_of, run_stream_id, summarize
 from evopolicygym.records.store import StoreError
 from evopolicygym.run import (
     AssessmentConfig,
@@ -65,67 +50,28 @@ from evopolicygym.run import (
 )
 from evopolicygym.run.config import MAX_EPISODES, MAX_TRACE_STEPS, FeedbackConfig
 from evopolicygym.run.gateway import program_problem
-from evopolicygym.run.skills import SKILLS_DIR, SkillError, load_skill
-from evopolicygym.run.workspace import ANALYSIS_DIR, FEEDBACK_DIR, PROGRAM_DIR, TASK_JSON, TASK_MD
-from evopolicygym.transcript import fault_line
+from evopolicygym.run.skills import Skill, SkillError, load_skill
 
 if TYPE_CHECKING:
+    from evopolicygym.benchmark import Benchmark
     from evopolicygym.evaluation import Evaluator
+    from evopolicygym.transcript import AgentIdentity
 
-__all__ = ["carry", "resume", "run"]
-
-# Exit statuses of `run`, `resume` and `quickstart` by how the Run ended (README, `run --help`):
-# 0 only for a Run that finished; 1 an error before or around the Run; 2 a usage error.
-EXIT_AGENT = 3  # agent_failed, agent_exited, budget_exhausted: the Agent handed nothing off
-EXIT_HOST_FAULT = 4  # evaluation_failed, validation_failed, assessment_failed
-_EXIT_STATUS = {
-    "finished": 0,
-    "agent_failed": EXIT_AGENT,
-    "agent_exited": EXIT_AGENT,
-    "budget_exhausted": EXIT_AGENT,
-    "evaluation_failed": EXIT_HOST_FAULT,
-    "validation_failed": EXIT_HOST_FAULT,
-    "assessment_failed": EXIT_HOST_FAULT,
-    "interrupted": EXIT_INTERRUPTED,
-}
-_EXIT_HELP = """\b
-Exit status:
-  0    the Run finished (the Agent handed off candidates)
-  1    an error before or around the Run (one line on stderr)
-  2    a usage error
-  3    the Agent handed nothing off (agent_failed, agent_exited, budget_exhausted)
-  4    a Host evaluation failed (evaluation_failed, validation_failed, assessment_failed)
-  130  interrupted by Ctrl-C or SIGTERM; `evopolicy resume RUN` carries it on
-The same with --json."""
+# The exit policy (run_exits) is also reached from here, where `run` documents it.
+__all__ = [
+    "EXIT_AGENT",
+    "EXIT_HOST_FAULT",
+    "carry",
+    "exit_status",
+    "resume",
+    "resume_command",
+    "run",
+]
 
 
-def exit_status(reason: str | None) -> int:
-    """The documented exit status of a Run that ended for ``reason``."""
-    return 0 if reason is None else _EXIT_STATUS.get(reason, 1)
-
-
-# RunConfig's field names as `run` spells them, for its errors (longest first).
-_OPTION_NAMES = (
-    (
-        "train, validation and assessment splits",
-        "--train-split, --validation-split and --assessment-split",
-    ),
-    ("max_episodes_per_submission", "--max-episodes-per-submission"),
-    ("validation episodes_per_candidate", "--validation-episodes"),
-    ("validation max_candidates", "--max-candidates"),
-    ("bulk_feedback_retention_bytes", "--retention-bytes"),
-    ("feedback trace_steps", "--feedback-trace-steps"),
-    ("feedback traces", "--feedback-traces"),
-    ("record_trajectories", "--record-trajectories"),
-    ("require_budget_exhaustion", "--finish-policy require_budget_exhaustion"),
-    ("assessment episodes", "--assessment-episodes"),
-    ("max_agent_attempts", "--max-agent-attempts"),
-    ("episode_pool_size", "--pool-size"),
-    ("max_submissions", "--max-submissions"),
-    ("episode_timeout", "--episode-timeout"),
-    ("agent_timeout", "--agent-timeout"),
-    ("episode_budget", "--budget"),
-    ("the pool size", "--pool-size"),
+ALLOW_UNCONTAINED_HELP = (
+    "Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the "
+    "Host's user anyway; recorded in the Run."
 )
 
 
@@ -166,7 +112,8 @@ def _variable_names(
     for name in values:
         if not name.isidentifier() or not name.isascii():
             raise click.BadParameter(
-                f"{name!r} is not an environment variable name (give NAME: the Agent inherits its value)",
+                f"{name!r} is not an environment variable name "
+                "(give NAME: the Agent inherits its value)",
                 ctx,
                 param,
             )
@@ -282,7 +229,8 @@ def _variable_names(
     default="allow_early",
     show_default=True,
     help="allow_early: the Agent may finish with budget left; require_budget_exhaustion: "
-    "only once the budget is spent (--max-submissions x --max-episodes-per-submission must reach it).",
+    "only once the budget is spent "
+    "(--max-submissions x --max-episodes-per-submission must reach it).",
 )
 @click.option(
     "--validation-episodes",
@@ -318,7 +266,8 @@ def _variable_names(
 @click.option(
     "--assess-candidates",
     is_flag=True,
-    help="Also assess every other validated candidate on the same held-out Episodes (a study of selection validity; the selection is unchanged).",
+    help="Also assess every other validated candidate on the same held-out Episodes "
+    "(a study of selection validity; the selection is unchanged).",
 )
 @click.option(
     "--seed",
@@ -333,7 +282,8 @@ def _variable_names(
     callback=finite,
     default=30.0,
     show_default=True,
-    help="Seconds of policy time per Episode, start-up plus every act(); past it the Episode fails as a timeout.",
+    help="Seconds of policy time per Episode, start-up plus every act(); "
+    "past it the Episode fails as a timeout.",
 )
 @click.option(
     "--agent-timeout",
@@ -361,7 +311,8 @@ def _variable_names(
     type=click.IntRange(min=0),
     default=64 * 1024 * 1024,
     show_default=True,
-    help="Bytes of bulk feedback artifacts (traces) kept in the workspace; the newest is always kept.",
+    help="Bytes of bulk feedback artifacts (traces) kept in the workspace; "
+    "the newest is always kept.",
 )
 @click.option(
     "--train-split",
@@ -394,10 +345,12 @@ def _variable_names(
     default="benchmark",
     show_default=True,
     callback=_feedback_traces,
-    help="Episode traces each Submission's Feedback shows the Agent. benchmark: the Benchmark's own "
+    help="Episode traces each Submission's Feedback shows the Agent. "
+    "benchmark: the Benchmark's own "
     "trace artifact (a Gymnasium task's: its first 3 Episodes, 200 steps each); N (0 to "
     f"{MAX_EPISODES:,}): the Host's recorded trace of the Submission's first N Episodes instead, "
-    "one file each (0: no trace); all: of every Episode. N and all need --record-trajectories train or all.",
+    "one file each (0: no trace); all: of every Episode. "
+    "N and all need --record-trajectories train or all.",
 )
 @click.option(
     "--feedback-trace-steps",
@@ -430,7 +383,7 @@ def _variable_names(
     "--allow-uncontained-agent",
     "allow_uncontained",
     is_flag=True,
-    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
+    help=ALLOW_UNCONTAINED_HELP,
 )
 @executor_options
 @store_option("; created if missing")
@@ -487,15 +440,6 @@ def run(
     a Run-local pool through `evopolicy session`, reads the feedback and finishes with
     candidates; the Host validates them on hidden Episodes and assesses the winner on
     held-out ones. Everything is recorded in the store.
-
-    \b
-    Example:
-      evopolicy run --benchmark cartpole --agent reference --budget 64
-      evopolicy run --benchmark cartpole --agent command --agent-command 'my-agent --fast'
-      evopolicy run --benchmark cartpole --agent codex --model gpt-5-codex --effort high
-      evopolicy run --benchmark cartpole --agent chat --base-url http://127.0.0.1:8000/v1 --model my-model
-      evopolicy run --benchmark cartpole --agent claude-code --skill ./skills/control
-      evopolicy run --benchmark cartpole --agent reference --executor ray --ray-address head:6379
     """
     check_executor(executor, ray_address)
     try:
@@ -555,18 +499,52 @@ def run(
         containment = launcher.containment()  # before anything is recorded: fail closed
         check_store_dir(store_dir)
         if agent == "chat":
-            _check_chat(base_url, api_key_env)
-        load(
-            benchmark_ref, params
-        )  # an unknown Benchmark, or parameters it refuses, before anything is recorded
+            check_chat(base_url, api_key_env)
+        # An unknown Benchmark, or parameters it refuses, before anything is recorded; the
+        # Run is created with this Benchmark, not one loaded again.
+        benchmark = load(benchmark_ref, params)
         if workspace_dir is not None:
-            _check_new_workspace(workspace_dir)
+            check_new_workspace(workspace_dir)
     except (RunConfigError, AgentError, ProgramError, SkillError) as exc:
         raise CliError(
-            name_options(one_line(str(exc)), _OPTION_NAMES)
+            name_options(one_line(str(exc)), OPTION_NAMES)
             if isinstance(exc, RunConfigError)
             else one_line(str(exc))
         ) from exc
+    _create_and_carry(
+        store_dir,
+        benchmark_ref,
+        benchmark,
+        config,
+        identity,
+        program=program,
+        skills=skills,
+        containment=containment,
+        launcher=launcher,
+        workspace_dir=workspace_dir,
+        as_json=as_json,
+        executor=executor,
+        ray_address=ray_address,
+    )
+
+
+def _create_and_carry(
+    store_dir: str | None,
+    benchmark_ref: str,
+    benchmark: Benchmark,
+    config: RunConfig,
+    identity: AgentIdentity,
+    *,
+    program: Program | None,
+    skills: list[Skill],
+    containment: str,
+    launcher: ProviderLauncher,
+    workspace_dir: str | None,
+    as_json: bool,
+    executor: str,
+    ray_address: str | None,
+) -> None:
+    """Record the new Run with what `run` checked and loaded, then carry it."""
     # Before the Run is recorded: a Ray that is missing or out of reach is refused first.
     with open_evaluator(executor, ray_address) as evaluator:
         try:
@@ -574,9 +552,10 @@ def run(
                 try:
                     run_id = create_run(
                         store,
-                        benchmark_ref,
+                        benchmark,
                         config,
                         identity,
+                        benchmark_id=benchmark_ref,
                         program=program,
                         skills=skills,
                         agent_containment=containment,
@@ -595,7 +574,18 @@ def run(
         )
 
 
-run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
+# Its examples are kept apart from the docstring: a command line is wider than the code.
+_EXAMPLES = (
+    "\b\nExample:\n"
+    "  evopolicy run --benchmark cartpole --agent reference --budget 64\n"
+    "  evopolicy run --benchmark cartpole --agent command --agent-command 'my-agent --fast'\n"
+    "  evopolicy run --benchmark cartpole --agent codex --model gpt-5-codex --effort high\n"
+    "  evopolicy run --benchmark cartpole --agent chat --base-url http://127.0.0.1:8000/v1"
+    " --model my-model\n"
+    "  evopolicy run --benchmark cartpole --agent claude-code --skill ./skills/control\n"
+    "  evopolicy run --benchmark cartpole --agent reference --executor ray --ray-address head:6379"
+)
+run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXAMPLES}\n\n{EXIT_HELP}"
 
 
 @click.command(short_help="Carry on a Run whose Host stopped.")
@@ -611,7 +601,7 @@ run.help = f"{inspect.cleandoc(run.help or '')}\n\n{_EXIT_HELP}"
     "--allow-uncontained-agent",
     "allow_uncontained",
     is_flag=True,
-    help="Where the Agent's jail cannot be set up (no user namespaces), run the Agent as the Host's user anyway; recorded in the Run.",
+    help=ALLOW_UNCONTAINED_HELP,
 )
 @executor_options
 @store_option("; created if missing")
@@ -642,7 +632,7 @@ def resume(
         )
 
 
-resume.help = f"{inspect.cleandoc(resume.help or '')}\n\n{_EXIT_HELP}"
+resume.help = f"{inspect.cleandoc(resume.help or '')}\n\n{EXIT_HELP}"
 
 
 def carry(
@@ -666,9 +656,11 @@ def carry(
             summary = summarize(store.events, run_stream_id(run_id))
             if store.read_only:
                 raise CliError(
-                    f"the store at {store.location} is read-only: the Run cannot be carried on there"
+                    f"the store at {store.location} is read-only: "
+                    "the Run cannot be carried on there"
                     + (
-                        f" (it has finished: `{cli_command('record', 'show', run_id)}` tells its outcome)"
+                        f" (it has finished: `{cli_command('record', 'show', run_id)}` "
+                        "tells its outcome)"
                         if summary.finished
                         else ""
                     )
@@ -697,13 +689,13 @@ def carry(
                 with interruptible(host.stop):
                     with view:
                         state = host.drive()
-                    outcome = _outcome(summarize(store.events, run_stream_id(run_id)))
+                    outcome = outcome_of(summarize(store.events, run_stream_id(run_id)))
                 if state.finished == "agent_failed" and not already_ended:
-                    _print_agent_failure(store, host.events)
+                    print_agent_failure(store, host.events)
             except KeyboardInterrupt:
                 interrupted = {"run_id": run_id, "status": "interrupted", "terminal_reason": None}
                 with contextlib.suppress(Exception):
-                    interrupted = _outcome(summarize(store.events, run_stream_id(run_id)))
+                    interrupted = outcome_of(summarize(store.events, run_stream_id(run_id)))
             except (
                 RunError,
                 RunBusy,
@@ -724,314 +716,8 @@ def carry(
     if as_json:
         emit_json(outcome)
     else:
-        _print_summary(Console(), outcome)  # the result on stdout; the live view was on stderr
+        print_outcome(Console(), outcome)  # the result on stdout; the live view was on stderr
     status = exit_status(state.finished)
     if status:
         sys.exit(status)
     return state
-
-
-def _check_chat(base_url: str | None, api_key_env: str | None) -> None:
-    """The chat Agent's key variable (when named) is set and its endpoint answers, before
-    anything is recorded: otherwise the Run would only end agent_failed."""
-    if api_key_env and not os.environ.get(api_key_env):
-        raise CliError(f"--api-key-env {api_key_env}: that environment variable is not set")
-    if not base_url:
-        return
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=10):
-            pass
-    except urllib.error.HTTPError:
-        pass  # it answered (401 without a key, 404 where it lists no models): it is there
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise CliError(
-            f"--base-url {base_url}: the chat endpoint does not answer ({one_line(str(reason))})"
-        ) from exc
-
-
-# What the Host writes in an Agent's workspace; a directory holding anything else is the user's.
-_HOST_ENTRIES = frozenset(
-    {
-        PROGRAM_DIR,
-        FEEDBACK_DIR,
-        ANALYSIS_DIR,
-        TASK_MD,
-        TASK_JSON,
-        SKILLS_DIR,
-        CLI_SHIM,
-        f".{CLI_SHIM}.new",
-    }
-)
-
-
-def _check_new_workspace(workspace_dir: str) -> None:
-    """``--workspace DIR`` of a new Run: missing, empty, or an earlier Run's workspace; never a
-    file, nor a directory of the user's own files, which the Host would write among."""
-    path = Path(workspace_dir)
-    if path.exists() and not path.is_dir():
-        raise CliError(f"--workspace {workspace_dir}: not a directory")
-    if path.is_dir():
-        foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in _HOST_ENTRIES)
-        if foreign:
-            shown = ", ".join(foreign[:3]) + (
-                f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-            )
-            raise CliError(
-                f"--workspace {workspace_dir}: holds files of its own ({shown}); "
-                "give a new or empty directory (or an earlier Run's workspace)"
-            )
-
-
-AGENT_STDERR_LINES = 10  # of a failed Agent's stderr, printed when its Run ends
-
-
-def _print_agent_failure(store: Store, events: list[Event]) -> None:
-    """Why the Agent failed, from the record: its last error and the end of its stderr
-    (read as ``record logs`` reads it, which prints all of it)."""
-    from evopolicygym.cli.agent_logs import terminal_text
-    from evopolicygym.cli.hints import cli_command
-    from evopolicygym.records.agent_output import agent_attempts
-    from evopolicygym.records.events import RunCreated
-
-    attempts = agent_attempts(events)
-    last = attempts[-1] if attempts else None
-    if last is None or last.exited is None:
-        return
-    if last.exited.last_error:
-        click.echo(f"agent error: {one_line(last.exited.last_error)}", err=True)
-    try:
-        stderr = last.output(store.blobs, "stderr")
-    except Exception:  # a blob gone: the outcome stands without it
-        return
-    text = terminal_text(stderr or b"")
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()][-AGENT_STDERR_LINES:]
-    if lines:
-        click.echo(f"the Agent's last stderr lines (attempt {last.attempt}):", err=True)
-        for line in lines:
-            click.echo(f"  {line}", err=True)
-        run_id = next((event.run_id for event in events if isinstance(event, RunCreated)), None)
-        if run_id is not None:
-            click.echo(f"all of its output: {cli_command('record', 'logs', run_id)}", err=True)
-
-
-def resume_command(store_dir: str | None, run_id: str) -> str:
-    """The command that carries ``run_id`` on, with the store it was given."""
-    return cli_command("resume", run_id, store=store_dir)
-
-
-def _outcome(summary: RunSummary) -> dict[str, Any]:
-    """The public outcome of a Run (no Host-private seeds)."""
-    first = summary.first_published
-    return {
-        "run_id": summary.run_id,
-        "benchmark_id": summary.benchmark_id,
-        "status": summary.status,
-        "terminal_reason": summary.terminal_reason,
-        "budget_used": summary.budget_used,
-        "episode_budget": summary.episode_budget,
-        "submissions": summary.started,
-        "rejections": summary.rejections,
-        "first_score": first.score if first is not None else None,
-        "best_train_score": summary.best_score,
-        "best_submission_id": summary.best_submission_id,
-        "final_submission_id": summary.final_submission_id,
-        "validation_score": summary.final_score if summary.validation_enabled else None,
-        "assessment_score": summary.assessment_score,
-        "handoff": summary.handoff,
-        "reference_score": summary.reference_score,
-        "improved": summary.improved,
-        "success": summary.success,
-    }
-
-
-def _print_summary(console: Console, outcome: dict[str, Any]) -> None:
-    table = Table(show_header=False, box=None, pad_edge=False)
-    for key, value in outcome.items():
-        if key == "terminal_reason" and value == outcome["status"]:
-            continue  # said once: the status of an ended Run is its terminal reason
-        shown = "not measured" if key == "improved" and value is None else human(value)
-        table.add_row(key.replace("_", " "), shown)
-    console.print(table)
-    console.print(
-        f"replay it: {cli_command('record', 'replay', outcome['run_id'])}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
-class RunView:
-    """What a Run does, as it does it: one line per Submission, Validation and Assessment
-    step (and the Agent's starts, exits and errors), printed as a log; on a terminal, a
-    status panel below it (phase, budget bar, best so far) that stays put while the log
-    scrolls above it (rich's Live: what the console prints goes above the panel)."""
-
-    def __init__(self, console: Console, summary: RunSummary) -> None:
-        self.console = console
-        self.run_id = summary.run_id
-        self._summary = summary  # what happened so far, as the Run read API folds it
-        self._live: Live | None = None
-        self._state: RunState | None = None
-        self._phase = "interrupted" if summary.status == "interrupted" else "starting"
-
-    def __enter__(self) -> RunView:
-        if (
-            self.console.is_terminal and not self._summary.finished
-        ):  # an ended Run has nothing to show live
-            self._live = Live(
-                _Panel(self),
-                console=self.console,
-                refresh_per_second=4,
-                transient=False,
-                redirect_stdout=False,
-            )
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        if self._live is not None:
-            if kind is not None and not issubclass(kind, KeyboardInterrupt):
-                self._live.transient = True  # an error follows in one line: no panel left above it
-            self._live.__exit__(None, None, None)
-
-    def update(self, state: RunState, events: list[Event]) -> None:
-        self._state = state
-        for event in events:
-            self._summary.apply(event)
-            self._phase = self._next_phase(event)
-            line = self._describe(event)
-            if line:
-                self.console.print(Text(printable(line)), overflow="fold", highlight=False)
-        if self._live is not None:
-            self._live.refresh()
-
-    def _next_phase(self, event: Event) -> str:
-        match event:
-            case AgentStarted():
-                return "agent"
-            case ValidationStarted() | CandidateValidated():
-                return "validation"
-            case AssessmentStarted() | FinalSubmissionSelected():
-                return "assessment"
-            case RunFinished():
-                return "finished" if event.reason == "finished" else f"ended: {event.reason}"
-            case RunInterrupted():
-                return "interrupted"
-        return self._phase
-
-    def _describe(self, event: Event) -> str | None:
-        match event:
-            case AgentStarted():
-                return f"agent started (attempt {event.attempt})"
-            case SubmissionPublished():
-                return self._submission_line(
-                    event.submission_id, "published", event.score, event.failures
-                )
-            case EvaluationFailed():
-                line = self._submission_line(event.submission_id, "evaluation failed", None, None)
-                return f"{line}: {one_line(event.error)}"
-            case SubmissionRejected():
-                return f"submit rejected: {event.code}: {one_line(event.message)}"
-            case FinishRejected():
-                return f"finish rejected: {event.code}: {one_line(event.message)}"
-            case FinishAccepted():
-                return f"finish accepted: candidates {', '.join(map(str, event.candidates))}"
-            case AgentMessages():
-                faults = [fault_line(m) for m in event.messages if m.role == "error"]
-                return "\n".join(f"agent error: {fault}" for fault in faults) or None
-            case AgentExited():
-                how = [event.reason or "exited"]
-                if event.exit_code is not None:
-                    how.append(f"code {event.exit_code}")
-                if event.signal is not None:
-                    how.append(f"signal {event.signal}")
-                return f"agent exited ({', '.join(how)})"
-            case ValidationStarted():
-                candidates = ", ".join(map(str, event.candidates))
-                return f"validation: submissions {candidates} on {_episodes(event.episodes)} each"
-            case ReferenceValidated():
-                return f"validation: initial program scores {event.score:g}{_failed(event.failures)} (the reference)"
-            case CandidateValidated():
-                return f"validation: submission {event.submission_id} scores {event.score:g}{_failed(event.failures)}"
-            case ValidationFailed():
-                return f"validation failed: {one_line(event.error)}"
-            case FinalSubmissionSelected():
-                return f"selected submission {event.submission_id} (validation {event.score:g})"
-            case AssessmentStarted():
-                return (
-                    f"assessment: submission {event.submission_id} on {_episodes(event.episodes)}"
-                )
-            case AssessmentCompleted():
-                return (
-                    f"assessment: submission {event.submission_id} scores {event.score:g} "
-                    f"on {_episodes(len(event.episodes))}{_failed(event.failures)}"
-                )
-            case AssessmentFailed():
-                return f"assessment failed: {one_line(event.error)}"
-            case CandidateAssessed() if event.score is None:
-                return f"assessment: candidate {event.submission_id} failed: {one_line(event.error or '')}"
-            case CandidateAssessed():
-                return (
-                    f"assessment: candidate {event.submission_id} scores {event.score:g} "
-                    f"on {_episodes(len(event.episodes))}{_failed(event.failures)}"
-                )
-            case RunFinished():
-                return f"run finished: {event.reason}"
-        return None
-
-    def _submission_line(
-        self, submission_id: int, status: str, score: float | None, failures: int | None
-    ) -> str:
-        """``submission 3  score 73  1 Episode  published`` (and failures, when any)."""
-        episodes = self._summary.submission(submission_id).episodes
-        parts = [f"submission {submission_id}"]
-        if score is not None:
-            parts.append(f"score {score:g}")
-        parts.append(_episodes(episodes))
-        parts.append(status + (_failed(failures) if failures else ""))
-        return "  ".join(parts)
-
-    def panel_lines(self, width: int) -> list[str]:
-        """The status panel at ``width`` columns: phase; budget bar; best so far."""
-        state = self._state
-        head = f"run {self.run_id}  {self._phase}"
-        if state is None or not state.created:
-            return [head]
-        budget = state.cfg.episode_budget
-        used = state.budget_used
-        count = f" {used}/{budget} Episodes"
-        bar_width = max(min(width - len("budget ") - len(count) - 2, 40), 5)
-        filled = min(bar_width, bar_width * used // budget) if budget else bar_width
-        bar = f"budget [{'#' * filled}{'.' * (bar_width - filled)}]{count}"
-        summary = self._summary
-        best = summary.best_score
-        best_line = (
-            "best so far: -"
-            if best is None
-            else f"best so far: {best:g} (submission {summary.best_submission_id})"
-        )
-        best_line += f"  submissions {len(state.submissions)}"
-        return [clip(line, width) for line in (head, bar, best_line)]
-
-
-class _Panel:
-    """The live status panel, laid out at the console's width when it is drawn."""
-
-    def __init__(self, view: RunView) -> None:
-        self.view = view
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for line in self.view.panel_lines(options.max_width):
-            yield Text(line, no_wrap=True, overflow="ellipsis")
-
-
-def _episodes(count: int) -> str:
-    return f"{count} Episode{'' if count == 1 else 's'}"
-
-
-def _failed(failures: int | None) -> str:
-    return f", {failures} failed" if failures else ""
