@@ -36,9 +36,10 @@ from evopolicygym.cli.replay import replay
 from evopolicygym.cli.stores import check_store_dir, open_existing, resolve, run_status, store_root
 from evopolicygym.records.events import Envelope, EventCodecError, RunCreated
 from evopolicygym.records.location import Store, open_store, store_exists
-from evopolicygym.records.runs import PRIVATE_KEYS, RUN_PREFIX, overview, summarize
+from evopolicygym.records.runs import RUN_PREFIX, overview, summarize
 from evopolicygym.records.schemas import SCHEMA_DIR, check_schemas, render_schemas, write_schemas
 from evopolicygym.records.store import StoreError, StreamInfo
+from evopolicygym.records.timeline import public_fields
 from evopolicygym.records.verify import Anchor, log_head, verify_store
 
 __all__ = ["record", "run_summary"]
@@ -418,20 +419,10 @@ def payload_summary(envelope: Envelope, failure_score: float | None = None) -> s
     ):
         # First, so a clipped line keeps it: what it played, then what it counted at.
         parts.append(
-            f"total_reward={_short(data.pop('total_reward', None))} (failed: scored at the failure score {human(failure_score)})"
+            f"total_reward={_short(data.pop('total_reward', None))} "
+            f"(failed: scored at the failure score {human(failure_score)})"
         )
-    config = data.get("config")
-    if isinstance(data.get("pool_blob"), str) and isinstance(config, dict):  # the pool is a blob
-        parts.append(f"pool={config.get('episode_pool_size')}")
-    elif isinstance(data.get("pool"), list):  # inline, as Runs recorded before hold it
-        parts.append(f"pool={len(data['pool'])}")
-    for key in sorted(data):
-        if key in PRIVATE_KEYS or data[key] is None:
-            continue
-        if envelope.type == "AgentMessages" and key == "messages":
-            parts.append(f"messages={len(data[key])}")
-            continue
-        parts.append(f"{key}={_short(data[key])}")
+    parts += [f"{key}={_short(value)}" for key, value in public_fields(envelope.type, data)]
     return clip(" ".join(parts), SUMMARY_CHARS)
 
 
@@ -579,7 +570,8 @@ def verify(ctx: click.Context, run: str | None, as_json: bool, anchor: str | Non
     that the log still holds that head (not truncated, not rechained since).
 
     With RUN (its id, run-<id>, `latest` or a unique prefix of an id), only that Run's
-    problems are reported (and any break of the global chain, which is walked in full). Exit status 1 when anything is wrong.
+    problems are reported (and any break of the global chain, which is walked in full).
+    Exit status 1 when anything is wrong.
     """
     try:
         kept = Anchor.parse(anchor) if anchor is not None else None
@@ -626,7 +618,8 @@ def schema(check: bool, output: Path | None) -> None:
         if problems:
             raise CliError(
                 f"{len(problems)} schema file(s) differ from the code: {'; '.join(problems)} "
-                f"(regenerate with `{cli_command('record', 'schema', '--output', directory, takes_store=False)}`)"
+                "(regenerate with "
+                f"`{cli_command('record', 'schema', '--output', directory, takes_store=False)}`)"
             )
         click.echo(f"ok: {len(render_schemas())} schemas in {directory} match the code")
         return

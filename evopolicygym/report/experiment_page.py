@@ -195,6 +195,15 @@ def _mean_curve(steps: list[list[tuple[float, float]]], grid: list[float]) -> li
     return means
 
 
+_MATCHED_NOTE = (
+    '<p class="note">A step is matched when every Submission so far ran on the same pool '
+    "indices; "
+    "an unmatched one compares scores taken on different Episodes (a reference point, not a "
+    "comparison). Area: the mean of the best so far, normalized per Benchmark to [0, 1], over "
+    "the budget.</p>"
+)
+
+
 def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str, str]) -> str:
     current = diagnostics.current_runs(runs)
     curves = diagnostics.efficiency_curves(current, submissions)
@@ -284,19 +293,12 @@ def _best_so_far(runs: pd.DataFrame, submissions: pd.DataFrame, colors: dict[str
                 },
             )
         )
-    note = (
-        '<p class="note">A step is matched when every Submission so far ran on the same pool '
-        "indices; "
-        "an unmatched one compares scores taken on different Episodes (a reference point, not a "
-        "comparison). Area: the mean of the best so far, normalized per Benchmark to [0, 1], over "
-        "the budget.</p>"
-    )
     area = _frame_table(
         efficiency,
         ["agent", "benchmark", "runs", "area", "steps", "unmatched_steps"],
         ["agent", "Benchmark", "Runs", "area", "steps", "unmatched steps"],
     )
-    return "".join(parts) + note + area
+    return "".join(parts) + _MATCHED_NOTE + area
 
 
 # --------------------------------------------------------------------------- selection validity
