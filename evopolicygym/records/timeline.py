@@ -333,9 +333,8 @@ def _run_text(event: Event, summary: RunSummary | None) -> str:
     """The Run's and the Agent's own events."""
     match event:
         case RunCreated():
-            agent = f"{event.agent.name} ({event.agent.provider})"
             budget = event.config.get("episode_budget")
-            return _created(event.benchmark_id, agent, budget, recorded_pool_size(event))
+            return _created(event.benchmark_id, event.agent.name, budget, recorded_pool_size(event))
         case AgentStarted():
             return _started(event.attempt)
         case AgentExited():
