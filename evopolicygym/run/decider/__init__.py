@@ -11,7 +11,10 @@ No I/O here: programs, evaluations and clocks live in the Host. The parts:
 ``state`` (RunState, Submission), ``commands`` (the Command structs, Rejection,
 REJECTION_CODES, InvalidTransition), ``decide``, ``evolve`` (and ``fold``),
 ``selection`` (ranking and nomination of candidates) and ``steps`` (``next_step``,
-``terminal_reason``).
+``terminal_reason``). Each command and each event has one small function for its rule
+of the Run (DESIGN §4.2), found through a table by type (``dispatch``): the Agent's
+requests in ``agent_requests``, the Host's commands in ``host_commands``, the events'
+folds in ``evolve``.
 """
 
 from __future__ import annotations

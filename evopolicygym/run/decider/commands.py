@@ -18,6 +18,7 @@ from evopolicygym.records.events import (
     EpisodeOutcome,
     Event,
     PoolEntry,
+    RunCreated,
 )
 from evopolicygym.run.config import RunConfig
 from evopolicygym.transcript import AgentIdentity, Message
@@ -49,6 +50,7 @@ __all__ = [
     "StartAssessment",
     "StartValidation",
     "Submit",
+    "run_created",
 ]
 
 HOST_INTERRUPTED = "host_interrupted"  # AgentExited.reason when the Host died under the Agent
@@ -58,10 +60,12 @@ REJECTION_CODES: dict[str, str] = {
     "episode_limit": "more Episodes than max_episodes_per_submission",
     "submission_limit": "max_submissions reached",
     "budget_exhausted": "no Episode budget left",
-    "budget_allocation": "more Episodes than the budget left, or a split that leaves the budget unspendable",
+    "budget_allocation": "more Episodes than the budget left, "
+    "or a split that leaves the budget unspendable",
     "program_invalid": "the program cannot be captured or has no policy.py",
     "candidate_limit": "more candidates than max_candidates",
-    "duplicate_submission": "a Submission id named twice in finish (rules 1: also this program already evaluated on these Episodes)",
+    "duplicate_submission": "a Submission id named twice in finish "
+    "(rules 1: also this program already evaluated on these Episodes)",
     "unknown_submission": "no published Submission with that id",
     "budget_remaining": "the Run requires the whole budget to be spent before finishing",
     "session_closed": "the Agent's authority over the Run has ended",
@@ -77,6 +81,9 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Create(Command, frozen=True, kw_only=True):
+    """Create the Run. ``RunCreated`` records these same fields by name (``run_created``):
+    a field added here is added there too (tests/test_decider_create.py checks)."""
+
     run_id: str
     config: RunConfig  # resolved
     benchmark_id: str
@@ -93,6 +100,14 @@ class Create(Command, frozen=True, kw_only=True):
     agent_containment: str | None = None  # as the launcher found it: "namespaces" or "none"
 
 
+def run_created(command: Create) -> RunCreated:
+    """The ``RunCreated`` that records ``command``: every field as given, the config as
+    the plain dict the log keeps."""
+    fields = msgspec.structs.asdict(command)
+    fields["config"] = command.config.to_dict()
+    return RunCreated(**fields)
+
+
 class Submit(Command, frozen=True, kw_only=True):
     """The Agent's submit request; ``problem`` says why the program could not be captured."""
 
@@ -100,9 +115,8 @@ class Submit(Command, frozen=True, kw_only=True):
     selector: str
     program_digest: str | None = None
     problem: str | None = None
-    parent: int | None = (
-        None  # the Submission edited from, as the Agent says (0: the initial program)
-    )
+    # The Submission edited from, as the Agent says (0: the initial program).
+    parent: int | None = None
 
 
 class Malformed(Command, frozen=True, kw_only=True):
