@@ -3,13 +3,14 @@ Submission; candidates come only from the Agent's accepted finish unless the Run
 the Host to nominate; Validation runs the initial Program first as the reference; the
 Run records who handed off and whether the final Program improved on the initial one.
 
-tests/test_decider.py pins rules 1 (every Run recorded before rules 2) and runs the
-state machine over both."""
+The other tests/test_decider_*.py pin rules 1 (every Run recorded before rules 2:
+decider_support.make_config), and tests/test_decider_machine.py runs the state machine over
+both."""
 
 from __future__ import annotations
 
 import pytest
-from test_decider import DA, DB, P0, Run, make_config
+from decider_support import DA, DB, P0, Run, make_config
 
 from evopolicygym.records.events import (
     EvaluationStarted,
