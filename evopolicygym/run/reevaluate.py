@@ -1,9 +1,10 @@
 """Re-run every recorded score of a Run and compare: ``evopolicy record replay --reevaluate``.
 
 ``reevaluate`` re-runs every published Submission on its recorded pool Episodes and
-the recorded Validation and Assessment Episodes (every assessed candidate's too), and compares scores (exact float
-equality), failure counts and each Episode's status and total reward. Mismatches carry
-no Host-private value: recorded free text is scrubbed of the Run's seeds.
+the recorded Validation and Assessment Episodes (every assessed candidate's too), and
+compares scores (exact float equality), failure counts and each Episode's status and
+total reward. Mismatches carry no Host-private value: recorded free text is scrubbed of
+the Run's seeds.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ class Mismatch(msgspec.Struct, frozen=True, kw_only=True):
             where += f" Episode {self.episode}"
         if self.field == "error":
             return f"{where}: cannot re-evaluate: {self.replayed}"
-        return f"{where}: {self.field} recorded {_exact(self.recorded)}, replayed {_exact(self.replayed)}"
+        return (
+            f"{where}: {self.field} recorded {_exact(self.recorded)}, "
+            f"replayed {_exact(self.replayed)}"
+        )
 
 
 def _exact(value: Any) -> str:
@@ -95,115 +99,133 @@ def _events(store: Store, stream_id: str) -> Iterator[Event]:
             yield event
 
 
-def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
-    created: RunCreated | None = None
-    started: dict[int, EvaluationStarted] = {}
-    episodes: dict[int, list[EpisodeOutcome]] = {}
-    validation: ValidationStarted | None = None
-    assessment: AssessmentStarted | None = None
-    jobs: list[_Job] = []
-    for event in _events(store, stream_id):
+def _outcome(event: EpisodeCompleted) -> EpisodeOutcome:
+    return EpisodeOutcome(
+        index=event.index,
+        status=event.status,
+        total_reward=event.total_reward,
+        steps=event.steps,
+        failure=event.failure,
+    )
+
+
+def _submission_job(
+    started: EvaluationStarted, published: SubmissionPublished, outcomes: list[EpisodeOutcome]
+) -> _Job:
+    """A Submission, re-run on its recorded pool indices."""
+    return _Job(
+        phase="submission",
+        submission_id=published.submission_id,
+        program_digest=started.program_digest,
+        split="",
+        score=published.score,
+        failures=published.failures,
+        outcomes=outcomes,
+        indices=list(started.indices),
+        count=len(started.indices),
+    )
+
+
+def _held_out_job(
+    phase: Literal["validation", "reference", "assessment", "candidate_assessment"],
+    submission_id: int,
+    program_digest: str,
+    started: ValidationStarted | AssessmentStarted,
+    score: float,
+    result: ReferenceValidated | CandidateValidated | AssessmentCompleted | CandidateAssessed,
+) -> _Job:
+    """A Validation or Assessment result, re-run on the Episodes its start planned."""
+    return _Job(
+        phase=phase,
+        submission_id=submission_id,
+        program_digest=program_digest,
+        split=started.split,
+        score=score,
+        failures=result.failures,
+        outcomes=list(result.episodes),
+        seed=started.seed,
+        count=started.episodes,
+    )
+
+
+class _Recorded:
+    """What the Run's events recorded so far, gathered into the jobs to re-run."""
+
+    def __init__(self) -> None:
+        self.created: RunCreated | None = None
+        self.started: dict[int, EvaluationStarted] = {}
+        self.episodes: dict[int, list[EpisodeOutcome]] = {}
+        self.validation: ValidationStarted | None = None
+        self.assessment: AssessmentStarted | None = None
+        self.jobs: list[_Job] = []
+
+    def digest_of(self, submission_id: int) -> str:
+        return self.started[submission_id].program_digest
+
+    def add(self, event: Event) -> None:
         match event:
-            case RunCreated() if created is None:
-                created = event
+            case RunCreated() if self.created is None:
+                self.created = event
             case EvaluationStarted():
-                started[event.submission_id] = event
+                self.started[event.submission_id] = event
             case EpisodeCompleted():
-                episodes.setdefault(event.submission_id, []).append(
-                    EpisodeOutcome(
-                        index=event.index,
-                        status=event.status,
-                        total_reward=event.total_reward,
-                        steps=event.steps,
-                        failure=event.failure,
-                    )
-                )
-            case SubmissionPublished() if event.submission_id in started:
-                begun = started[event.submission_id]
-                jobs.append(
-                    _Job(
-                        phase="submission",
-                        submission_id=event.submission_id,
-                        program_digest=begun.program_digest,
-                        split="",
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=episodes.get(event.submission_id, []),
-                        indices=list(begun.indices),
-                        count=len(begun.indices),
-                    )
+                self.episodes.setdefault(event.submission_id, []).append(_outcome(event))
+            case SubmissionPublished() if event.submission_id in self.started:
+                outcomes = self.episodes.get(event.submission_id, [])
+                self.jobs.append(
+                    _submission_job(self.started[event.submission_id], event, outcomes)
                 )
             case ValidationStarted():
-                validation = event
-            case ReferenceValidated() if validation is not None and created is not None:
-                jobs.append(
-                    _Job(
-                        phase="reference",
-                        submission_id=0,  # the initial Program
-                        program_digest=created.initial_program_digest,
-                        split=validation.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=validation.seed,
-                        count=validation.episodes,
-                    )
-                )
-            case CandidateValidated() if validation is not None and event.submission_id in started:
-                jobs.append(
-                    _Job(
-                        phase="validation",
-                        submission_id=event.submission_id,
-                        program_digest=started[event.submission_id].program_digest,
-                        split=validation.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=validation.seed,
-                        count=validation.episodes,
-                    )
-                )
+                self.validation = event
             case AssessmentStarted():
-                assessment = event
+                self.assessment = event
+            case _:
+                self.add_held_out(event)
+
+    def add_held_out(self, event: Event) -> None:
+        validation, assessment, started = self.validation, self.assessment, self.started
+        job: _Job | None = None
+        match event:
+            case ReferenceValidated() if validation is not None and self.created is not None:
+                digest = self.created.initial_program_digest  # the initial Program: id 0
+                job = _held_out_job("reference", 0, digest, validation, event.score, event)
+            case CandidateValidated() if validation is not None and event.submission_id in started:
+                digest = self.digest_of(event.submission_id)
+                job = _held_out_job(
+                    "validation", event.submission_id, digest, validation, event.score, event
+                )
             case AssessmentCompleted() if assessment is not None and (
                 assessment.submission_id in started
             ):
-                jobs.append(
-                    _Job(
-                        phase="assessment",
-                        submission_id=assessment.submission_id,
-                        program_digest=started[assessment.submission_id].program_digest,
-                        split=assessment.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=assessment.seed,
-                        count=assessment.episodes,
-                    )
+                digest = self.digest_of(assessment.submission_id)
+                job = _held_out_job(
+                    "assessment", assessment.submission_id, digest, assessment, event.score, event
                 )
             case CandidateAssessed() if (
                 assessment is not None
                 and event.score is not None
                 and event.submission_id in started
             ):  # a failed one (no score) recorded a fault of that evaluation, nothing to compare
-                jobs.append(
-                    _Job(
-                        phase="candidate_assessment",
-                        submission_id=event.submission_id,
-                        program_digest=started[event.submission_id].program_digest,
-                        split=assessment.split,
-                        score=event.score,
-                        failures=event.failures,
-                        outcomes=list(event.episodes),
-                        seed=assessment.seed,
-                        count=assessment.episodes,
-                    )
+                digest = self.digest_of(event.submission_id)
+                job = _held_out_job(
+                    "candidate_assessment",
+                    event.submission_id,
+                    digest,
+                    assessment,
+                    event.score,
+                    event,
                 )
-            case _:
-                pass
-    if created is None:
+        if job is not None:
+            self.jobs.append(job)
+
+
+def _jobs(store: Store, stream_id: str) -> tuple[RunCreated, list[_Job]]:
+    recorded = _Recorded()
+    for event in _events(store, stream_id):
+        recorded.add(event)
+    if recorded.created is None:
         raise ReplayError(f"run {run_id_of(stream_id)!r} has no readable RunCreated")
-    return created, jobs
+    return recorded.created, recorded.jobs
 
 
 def _same(a: float, b: float) -> bool:
