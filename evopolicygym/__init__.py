@@ -2,24 +2,20 @@
 
 The public API is re-exported here lazily: a submitted policy that imports
 ``evopolicygym.policy`` must not pay for (or see) NumPy, msgspec or the engine.
+
+Every package's ``__init__.py`` is a face of this one shape: ``_EXPORTS`` maps each public
+name to the module that defines it, and ``__getattr__`` imports that module on the name's
+first use. Beside it, ``__init__.pyi`` imports the same names, so type checkers see their
+real types; tests/test_package_faces.py writes it from the table and checks the two agree.
 """
 
 from __future__ import annotations
 
 import importlib
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Agent's CLI pays it)
-if TYPE_CHECKING:
-    from typing import Any
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "PolicyContext": "evopolicygym.policy",
-    "TensorValue": "evopolicygym.policy",
-    "Program": "evopolicygym.program",
-    "ProgramError": "evopolicygym.program",
-    "PolicyValueError": "evopolicygym.values",
     "Benchmark": "evopolicygym.benchmark",
     "BenchmarkSpec": "evopolicygym.benchmark",
     "EpisodeSpec": "evopolicygym.benchmark",
@@ -32,15 +28,29 @@ _EXPORTS = {
     "Evaluator": "evopolicygym.evaluation",
     "ResourceLimits": "evopolicygym.evaluation",
     "evaluate": "evopolicygym.evaluation",
+    "PolicyContext": "evopolicygym.policy",
+    "TensorValue": "evopolicygym.policy",
+    "Program": "evopolicygym.program",
+    "ProgramError": "evopolicygym.program",
     "load_benchmark": "evopolicygym.registry",
     "derive_seed": "evopolicygym.seeds",
+    "PolicyValueError": "evopolicygym.values",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'evopolicygym' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

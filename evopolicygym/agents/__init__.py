@@ -14,40 +14,38 @@ transcript). ``chat`` keeps its model API in ``chat_client`` and its tools in
 plan in ``reference_budget`` and its program edits in ``edits``.
 
 ``launcher.ProviderLauncher`` is what a ``RunHost`` is given to start these Agents
-(``run`` defines the interface and never imports this package); it is loaded on
-first use, so a built-in agent's own start-up does not pay for the Host's side.
+(``run`` defines the interface and never imports this package). Names load on first
+use, so a built-in agent's own start-up does not pay for the Host's side.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
 
-from evopolicygym.agents.providers import (
-    PROVIDERS,
-    AgentError,
-    AgentLaunch,
-    Provider,
-    agent_identity,
-    launch_for,
-)
+_EXPORTS = {
+    "ProviderLauncher": "evopolicygym.agents.launcher",
+    "PROVIDERS": "evopolicygym.agents.providers",
+    "AgentError": "evopolicygym.agents.providers",
+    "AgentLaunch": "evopolicygym.agents.providers",
+    "Provider": "evopolicygym.agents.providers",
+    "agent_identity": "evopolicygym.agents.providers",
+    "launch_for": "evopolicygym.agents.providers",
+}
 
-if TYPE_CHECKING:
-    from evopolicygym.agents.launcher import ProviderLauncher
-
-__all__ = [
-    "PROVIDERS",
-    "AgentError",
-    "AgentLaunch",
-    "Provider",
-    "ProviderLauncher",
-    "agent_identity",
-    "launch_for",
-]
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ProviderLauncher":
-        from evopolicygym.agents.launcher import ProviderLauncher
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
 
-        return ProviderLauncher
-    raise AttributeError(f"module 'evopolicygym.agents' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

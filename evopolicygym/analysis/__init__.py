@@ -5,11 +5,13 @@
 the Run read API, with the same Host-private exclusions as the exports.
 ``analysis.diagnostics`` computes the study's figures from them: per agent x Benchmark
 scores with intervals, the rank score, selection validity, improvement efficiency,
-edit dynamics, budget use and failure shares.
+edit dynamics, budget use and failure shares. Names load on first use: importing the
+package alone does not import pandas.
 
     from evopolicygym.analysis import runs_df
     runs = runs_df("evopolicy-store", experiment="quick")
-    runs[runs.current].groupby(["agent", "benchmark"]).assessment_score.agg(["mean", "std", "count"])
+    current = runs[runs.current]
+    current.groupby(["agent", "benchmark"]).assessment_score.agg(["mean", "std", "count"])
 
     from evopolicygym.analysis import diagnostics, submissions_df
     diagnostics.rank_scores(diagnostics.score_table(runs))
@@ -17,30 +19,36 @@ edit dynamics, budget use and failure shares.
 
 from __future__ import annotations
 
-from evopolicygym.analysis import diagnostics
-from evopolicygym.analysis.frames import (
-    EPISODES_COLUMNS,
-    EVENTS_COLUMNS,
-    MESSAGES_COLUMNS,
-    RUNS_COLUMNS,
-    SUBMISSIONS_COLUMNS,
-    episodes_df,
-    events_df,
-    messages_df,
-    runs_df,
-    submissions_df,
-)
+import importlib
 
-__all__ = [
-    "EPISODES_COLUMNS",
-    "EVENTS_COLUMNS",
-    "MESSAGES_COLUMNS",
-    "RUNS_COLUMNS",
-    "SUBMISSIONS_COLUMNS",
-    "diagnostics",
-    "episodes_df",
-    "events_df",
-    "messages_df",
-    "runs_df",
-    "submissions_df",
-]
+_EXPORTS = {
+    "diagnostics": "evopolicygym.analysis",
+    "EPISODES_COLUMNS": "evopolicygym.analysis.frames",
+    "EVENTS_COLUMNS": "evopolicygym.analysis.frames",
+    "MESSAGES_COLUMNS": "evopolicygym.analysis.frames",
+    "RUNS_COLUMNS": "evopolicygym.analysis.frames",
+    "SUBMISSIONS_COLUMNS": "evopolicygym.analysis.frames",
+    "episodes_df": "evopolicygym.analysis.frames",
+    "events_df": "evopolicygym.analysis.frames",
+    "messages_df": "evopolicygym.analysis.frames",
+    "runs_df": "evopolicygym.analysis.frames",
+    "submissions_df": "evopolicygym.analysis.frames",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

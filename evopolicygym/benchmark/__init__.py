@@ -14,9 +14,10 @@
 - The Gymnasium adapter (``gymnasium_adapter``): ``GymnasiumBenchmark`` turns any
   Gymnasium environment into a Benchmark; families build their tasks on it, adding domain
   Feedback with an ``EpisodeTracker`` (why an Episode ended, family fields) or just a
-  termination classifier over its ``EpisodeEnd``. Loaded on
-  first use, so the evaluation engine (which imports this package for the contract)
-  never imports Gymnasium.
+  termination classifier over its ``EpisodeEnd``.
+
+Each name loads its own module on first use, so the evaluation engine (which imports
+this package for the contract) never imports Gymnasium.
 
 A family distribution (``evopolicygym_<family>``) imports this package and nothing
 else of the project; it registers its factories under the ``evopolicygym.benchmarks``
@@ -26,130 +27,73 @@ entry-point group.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-from evopolicygym.benchmark.catalog import (
-    CORE16,
-    FAMILIES,
-    RANDOM_POLICY_DIR,
-    SUITES,
-    TASKS,
-    CatalogEntry,
-    CatalogTask,
-    Family,
-    FirstStepOnly,
-    Profile,
-    ReferenceScores,
-    SuiteMember,
-    catalog_entry,
-    family_installed,
-    family_of_distribution,
-    install_command,
-    install_hint,
-    pick_profile,
-)
-from evopolicygym.benchmark.conformance import CheckResult, ConformanceReport, check_benchmark
-from evopolicygym.benchmark.contract import (
-    FAILURE_STATUSES,
-    SUMMARY_TERMINATION,
-    Artifact,
-    Benchmark,
-    BenchmarkError,
-    BenchmarkSpec,
-    Environment,
-    EpisodeRecord,
-    EpisodeSpec,
-    Feedback,
-    InvalidAction,
-    Step,
-    StepResult,
-    canonical_digest,
-)
-from evopolicygym.policy import TensorValue
-from evopolicygym.seeds import derive_seed
-from evopolicygym.values import PolicyValueError, encode_value, tensor_to_array
-
-if TYPE_CHECKING:
-    from evopolicygym.benchmark.gymnasium_adapter import (
-        EpisodeEnd,
-        EpisodeTracker,
-        GymnasiumBenchmark,
-        GymnasiumEnvironment,
-        default_termination,
-        describe_space,
-        domain_summary,
-        make_gymnasium_benchmark,
-        termination_of,
-    )
-
-_ADAPTER = "evopolicygym.benchmark.gymnasium_adapter"
-_LAZY = {
-    "EpisodeEnd": _ADAPTER,
-    "EpisodeTracker": _ADAPTER,
-    "GymnasiumBenchmark": _ADAPTER,
-    "GymnasiumEnvironment": _ADAPTER,
-    "default_termination": _ADAPTER,
-    "describe_space": _ADAPTER,
-    "domain_summary": _ADAPTER,
-    "make_gymnasium_benchmark": _ADAPTER,
-    "termination_of": _ADAPTER,
+_EXPORTS = {
+    "CORE16": "evopolicygym.benchmark.catalog",
+    "FAMILIES": "evopolicygym.benchmark.catalog",
+    "RANDOM_POLICY_DIR": "evopolicygym.benchmark.catalog",
+    "SUITES": "evopolicygym.benchmark.catalog",
+    "TASKS": "evopolicygym.benchmark.catalog",
+    "CatalogEntry": "evopolicygym.benchmark.catalog",
+    "CatalogTask": "evopolicygym.benchmark.catalog",
+    "Family": "evopolicygym.benchmark.catalog",
+    "FirstStepOnly": "evopolicygym.benchmark.catalog",
+    "Profile": "evopolicygym.benchmark.catalog",
+    "ReferenceScores": "evopolicygym.benchmark.catalog",
+    "SuiteMember": "evopolicygym.benchmark.catalog",
+    "catalog_entry": "evopolicygym.benchmark.catalog",
+    "family_installed": "evopolicygym.benchmark.catalog",
+    "family_of_distribution": "evopolicygym.benchmark.catalog",
+    "install_command": "evopolicygym.benchmark.catalog",
+    "install_hint": "evopolicygym.benchmark.catalog",
+    "pick_profile": "evopolicygym.benchmark.catalog",
+    "CheckResult": "evopolicygym.benchmark.conformance",
+    "ConformanceReport": "evopolicygym.benchmark.conformance",
+    "check_benchmark": "evopolicygym.benchmark.conformance",
+    "FAILURE_STATUSES": "evopolicygym.benchmark.contract",
+    "SUMMARY_TERMINATION": "evopolicygym.benchmark.contract",
+    "Artifact": "evopolicygym.benchmark.contract",
+    "Benchmark": "evopolicygym.benchmark.contract",
+    "BenchmarkError": "evopolicygym.benchmark.contract",
+    "BenchmarkSpec": "evopolicygym.benchmark.contract",
+    "Environment": "evopolicygym.benchmark.contract",
+    "EpisodeRecord": "evopolicygym.benchmark.contract",
+    "EpisodeSpec": "evopolicygym.benchmark.contract",
+    "Feedback": "evopolicygym.benchmark.contract",
+    "InvalidAction": "evopolicygym.benchmark.contract",
+    "Step": "evopolicygym.benchmark.contract",
+    "StepResult": "evopolicygym.benchmark.contract",
+    "canonical_digest": "evopolicygym.benchmark.contract",
+    "EpisodeEnd": "evopolicygym.benchmark.gymnasium_adapter",
+    "EpisodeTracker": "evopolicygym.benchmark.gymnasium_adapter",
+    "GymnasiumBenchmark": "evopolicygym.benchmark.gymnasium_adapter",
+    "GymnasiumEnvironment": "evopolicygym.benchmark.gymnasium_adapter",
+    "default_termination": "evopolicygym.benchmark.gymnasium_adapter",
+    "describe_space": "evopolicygym.benchmark.gymnasium_adapter",
+    "domain_summary": "evopolicygym.benchmark.gymnasium_adapter",
+    "make_gymnasium_benchmark": "evopolicygym.benchmark.gymnasium_adapter",
+    "termination_of": "evopolicygym.benchmark.gymnasium_adapter",
+    "TensorValue": "evopolicygym.policy",
+    "derive_seed": "evopolicygym.seeds",
+    "PolicyValueError": "evopolicygym.values",
+    "encode_value": "evopolicygym.values",
+    "tensor_to_array": "evopolicygym.values",
 }
 
-__all__ = [
-    "CORE16",
-    "FAILURE_STATUSES",
-    "FAMILIES",
-    "RANDOM_POLICY_DIR",
-    "SUITES",
-    "SUMMARY_TERMINATION",
-    "TASKS",
-    "Artifact",
-    "Benchmark",
-    "BenchmarkError",
-    "BenchmarkSpec",
-    "CatalogEntry",
-    "CatalogTask",
-    "CheckResult",
-    "ConformanceReport",
-    "Environment",
-    "EpisodeEnd",
-    "EpisodeRecord",
-    "EpisodeSpec",
-    "EpisodeTracker",
-    "Family",
-    "Feedback",
-    "FirstStepOnly",
-    "GymnasiumBenchmark",
-    "GymnasiumEnvironment",
-    "InvalidAction",
-    "PolicyValueError",
-    "Profile",
-    "ReferenceScores",
-    "Step",
-    "StepResult",
-    "SuiteMember",
-    "TensorValue",
-    "canonical_digest",
-    "catalog_entry",
-    "check_benchmark",
-    "default_termination",
-    "derive_seed",
-    "describe_space",
-    "domain_summary",
-    "encode_value",
-    "family_installed",
-    "family_of_distribution",
-    "install_command",
-    "install_hint",
-    "make_gymnasium_benchmark",
-    "pick_profile",
-    "tensor_to_array",
-    "termination_of",
-]
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'evopolicygym.benchmark' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

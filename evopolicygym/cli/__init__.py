@@ -5,16 +5,28 @@ console script start in ``entry``, which serves the Agent's plain session comman
 without loading click at all.
 """
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
-if TYPE_CHECKING:
-    from evopolicygym.cli.group import main
+from __future__ import annotations
 
-__all__ = ["main"]
+import importlib
+
+_EXPORTS = {
+    "main": "evopolicygym.cli.group",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> object:
-    if name == "main":
-        from evopolicygym.cli.group import main
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
 
-        return main
-    raise AttributeError(f"module 'evopolicygym.cli' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

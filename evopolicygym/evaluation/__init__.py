@@ -1,4 +1,5 @@
-"""Evaluation: one Program over a bounded list of Episodes, each in a fresh contained policy process.
+"""Evaluation: one Program over a bounded list of Episodes, each Episode in a fresh
+contained policy process.
 
 The public names load lazily: the policy fork server and the runner processes start
 from modules of this package (``forkserver``, ``runner``), and an eager import here
@@ -10,62 +11,38 @@ every policy process inherits).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from evopolicygym.evaluation.config import (
-        EpisodeSummary,
-        EvaluationConfig,
-        EvaluationError,
-        EvaluationResult,
-        PlannedEpisode,
-        plan_episodes,
-        require_failure_score,
-    )
-    from evopolicygym.evaluation.engine import Evaluator, evaluate
-    from evopolicygym.evaluation.executors import EXECUTORS, make_evaluator
-    from evopolicygym.evaluation.ray_executor import RAY_MISSING, RayEvaluator
-    from evopolicygym.evaluation.sandbox import ResourceLimits
 
 _EXPORTS = {
-    "EpisodeSummary": "config",
-    "EvaluationConfig": "config",
-    "EvaluationError": "config",
-    "EvaluationResult": "config",
-    "PlannedEpisode": "config",
-    "plan_episodes": "config",
-    "require_failure_score": "config",
-    "Evaluator": "engine",
-    "evaluate": "engine",
-    "EXECUTORS": "executors",
-    "make_evaluator": "executors",
-    "RAY_MISSING": "ray_executor",
-    "RayEvaluator": "ray_executor",
-    "ResourceLimits": "sandbox",
+    "EpisodeSummary": "evopolicygym.evaluation.config",
+    "EvaluationConfig": "evopolicygym.evaluation.config",
+    "EvaluationError": "evopolicygym.evaluation.config",
+    "EvaluationResult": "evopolicygym.evaluation.config",
+    "PlannedEpisode": "evopolicygym.evaluation.config",
+    "plan_episodes": "evopolicygym.evaluation.config",
+    "require_failure_score": "evopolicygym.evaluation.config",
+    "Evaluator": "evopolicygym.evaluation.engine",
+    "evaluate": "evopolicygym.evaluation.engine",
+    "EXECUTORS": "evopolicygym.evaluation.executors",
+    "make_evaluator": "evopolicygym.evaluation.executors",
+    "RAY_MISSING": "evopolicygym.evaluation.ray_executor",
+    "RayEvaluator": "evopolicygym.evaluation.ray_executor",
+    "ResourceLimits": "evopolicygym.evaluation.sandbox",
 }
 
-__all__ = [
-    "EXECUTORS",
-    "RAY_MISSING",
-    "EpisodeSummary",
-    "EvaluationConfig",
-    "EvaluationError",
-    "EvaluationResult",
-    "Evaluator",
-    "PlannedEpisode",
-    "RayEvaluator",
-    "ResourceLimits",
-    "evaluate",
-    "make_evaluator",
-    "plan_episodes",
-    "require_failure_score",
-]
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'evopolicygym.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"evopolicygym.evaluation.{module}"), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # once: later lookups are plain attribute reads
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -12,19 +12,13 @@ Re-exported lazily, so reading a spec does not import the runner, nor anything R
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
-    "MAX_CELLS": "evopolicygym.experiments.spec",
-    "PROFILES": "evopolicygym.experiments.spec",
-    "ExperimentSpec": "evopolicygym.experiments.spec",
-    "SpecError": "evopolicygym.experiments.spec",
-    "load_spec": "evopolicygym.experiments.spec",
-    "resolve": "evopolicygym.experiments.spec",
-    "spec_schema": "evopolicygym.experiments.spec",
     "OUTCOMES": "evopolicygym.experiments.decider",
     "RETRYABLE": "evopolicygym.experiments.decider",
     "next_step": "evopolicygym.experiments.decider",
+    "RayExecutor": "evopolicygym.experiments.ray_executor",
+    "RayUnavailable": "evopolicygym.experiments.ray_executor",
     "CellLauncher": "evopolicygym.experiments.runner",
     "Executor": "evopolicygym.experiments.runner",
     "ExperimentBusy": "evopolicygym.experiments.runner",
@@ -33,15 +27,29 @@ _EXPORTS = {
     "ExperimentRunner": "evopolicygym.experiments.runner",
     "LocalExecutor": "evopolicygym.experiments.runner",
     "default_carry_argv": "evopolicygym.experiments.runner",
-    "RayExecutor": "evopolicygym.experiments.ray_executor",
-    "RayUnavailable": "evopolicygym.experiments.ray_executor",
+    "MAX_CELLS": "evopolicygym.experiments.spec",
+    "PROFILES": "evopolicygym.experiments.spec",
+    "ExperimentSpec": "evopolicygym.experiments.spec",
+    "SpecError": "evopolicygym.experiments.spec",
+    "load_spec": "evopolicygym.experiments.spec",
+    "resolve": "evopolicygym.experiments.spec",
+    "spec_schema": "evopolicygym.experiments.spec",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'evopolicygym.experiments' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -13,7 +13,6 @@ Names are re-exported lazily, so importing one small module of the package
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
     "EVENT_TYPES": "evopolicygym.records.events",
@@ -22,24 +21,17 @@ _EXPORTS = {
     "NewEvent": "evopolicygym.records.events",
     "decode_event": "evopolicygym.records.events",
     "new_event": "evopolicygym.records.events",
-    "Store": "evopolicygym.records.location",
-    "open_store": "evopolicygym.records.location",
-    "resolve_store_path": "evopolicygym.records.location",
-    "resolve_store": "evopolicygym.records.location",
-    "store_exists": "evopolicygym.records.location",
-    "StoreUrl": "evopolicygym.records.location",
-    "ANY_VERSION": "evopolicygym.records.store",
-    "DuplicateEventError": "evopolicygym.records.store",
-    "EventStore": "evopolicygym.records.store",
-    "ExpectedVersionError": "evopolicygym.records.store",
-    "StoreError": "evopolicygym.records.store",
-    "StreamInfo": "evopolicygym.records.store",
-    "verify_store": "evopolicygym.records.verify",
     "CellRun": "evopolicygym.records.experiments",
     "UnknownExperiment": "evopolicygym.records.experiments",
     "experiment_ids": "evopolicygym.records.experiments",
     "experiment_runs": "evopolicygym.records.experiments",
     "experiment_stream_id": "evopolicygym.records.experiments",
+    "Store": "evopolicygym.records.location",
+    "StoreUrl": "evopolicygym.records.location",
+    "open_store": "evopolicygym.records.location",
+    "resolve_store": "evopolicygym.records.location",
+    "resolve_store_path": "evopolicygym.records.location",
+    "store_exists": "evopolicygym.records.location",
     "RunSummary": "evopolicygym.records.runs",
     "SubmissionSummary": "evopolicygym.records.runs",
     "UnknownRun": "evopolicygym.records.runs",
@@ -49,13 +41,29 @@ _EXPORTS = {
     "run_id_of": "evopolicygym.records.runs",
     "run_stream_id": "evopolicygym.records.runs",
     "summarize": "evopolicygym.records.runs",
+    "ANY_VERSION": "evopolicygym.records.store",
+    "DuplicateEventError": "evopolicygym.records.store",
+    "EventStore": "evopolicygym.records.store",
+    "ExpectedVersionError": "evopolicygym.records.store",
+    "StoreError": "evopolicygym.records.store",
+    "StreamInfo": "evopolicygym.records.store",
+    "verify_store": "evopolicygym.records.verify",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'evopolicygym.records' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -4,10 +4,34 @@
 tells of); the page inlines its styles, its script and plotly.js (once), so it opens
 offline with nothing beside it. Every recorded text (transcripts, programs, errors) passes
 ``redact`` (the exports' redactor, given by the caller) before it is escaped into the page.
+Names load on first use: importing the package alone does not import pandas.
 """
 
 from __future__ import annotations
 
-from evopolicygym.report.build import Report, experiment_report, run_report, runs_report
+import importlib
 
-__all__ = ["Report", "experiment_report", "run_report", "runs_report"]
+_EXPORTS = {
+    "Report": "evopolicygym.report.build",
+    "experiment_report": "evopolicygym.report.build",
+    "run_report": "evopolicygym.report.build",
+    "runs_report": "evopolicygym.report.build",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,28 @@
+# The types of __init__.py's lazy exports, for type checkers: an import per _EXPORTS entry.
+# Written by `uv run python tests/test_package_faces.py`, which checks it too.
+
+from evopolicygym.analysis import diagnostics as diagnostics
+from evopolicygym.analysis.frames import EPISODES_COLUMNS as EPISODES_COLUMNS
+from evopolicygym.analysis.frames import EVENTS_COLUMNS as EVENTS_COLUMNS
+from evopolicygym.analysis.frames import MESSAGES_COLUMNS as MESSAGES_COLUMNS
+from evopolicygym.analysis.frames import RUNS_COLUMNS as RUNS_COLUMNS
+from evopolicygym.analysis.frames import SUBMISSIONS_COLUMNS as SUBMISSIONS_COLUMNS
+from evopolicygym.analysis.frames import episodes_df as episodes_df
+from evopolicygym.analysis.frames import events_df as events_df
+from evopolicygym.analysis.frames import messages_df as messages_df
+from evopolicygym.analysis.frames import runs_df as runs_df
+from evopolicygym.analysis.frames import submissions_df as submissions_df
+
+__all__ = [
+    "EPISODES_COLUMNS",
+    "EVENTS_COLUMNS",
+    "MESSAGES_COLUMNS",
+    "RUNS_COLUMNS",
+    "SUBMISSIONS_COLUMNS",
+    "diagnostics",
+    "episodes_df",
+    "events_df",
+    "messages_df",
+    "runs_df",
+    "submissions_df",
+]

@@ -1,0 +1,8 @@
+# The types of __init__.py's lazy exports, for type checkers: an import per _EXPORTS entry.
+# Written by `uv run python tests/test_package_faces.py`, which checks it too.
+
+from evopolicygym.cli.group import main as main
+
+__all__ = [
+    "main",
+]

@@ -1,0 +1,425 @@
+"""The package faces: every package ``__init__.py`` re-exports lazily, in one typed shape.
+
+A face (``evopolicygym``, each ``evopolicygym.<package>``, the exporters, and any family
+distribution that exports lazily) is an ``__init__.py`` of this shape after its docstring::
+
+    from __future__ import annotations
+
+    import importlib
+
+    _EXPORTS = {"Name": "package.module", ...}  # a submodule: {"sub": "package"}
+
+    __all__ = sorted(_EXPORTS)
+
+    <FUNCTIONS below>
+
+and an ``__init__.pyi`` beside it, written from the table by ``uv run python
+tests/test_package_faces.py``: one ``from module import Name as Name`` per entry, and
+``__all__``. Importing a face imports nothing of the project (the root's promise to a
+submitted policy, tests/test_policy_abi.py); an export loads its module on first use; type
+checkers read the stub, so they see each export's real type, and a name the face lacks is
+an error there, not ``Any``. A dunder constant (the root's ``__version__``) may stand before
+the table, listed first in ``__all__`` (and declared ``__version__: str`` in the stub).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from requires import require_group
+from test_architecture import unit_of, violations
+
+ROOT = Path(__file__).resolve().parent.parent
+WRITE = "uv run python tests/test_package_faces.py"
+
+# What follows the table in every face, exactly (compared as syntax trees).
+FUNCTIONS = """
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+"""
+
+HEADER = ["from __future__ import annotations", "import importlib"]
+
+STUB_HEADER = """\
+# The types of __init__.py's lazy exports, for type checkers: an import per _EXPORTS entry.
+# Written by `{write}`, which checks it too.
+"""
+
+
+def faces() -> dict[str, Path]:
+    """Package -> its ``__init__.py``: the kernel's root and packages, and the exporters."""
+    found = {"evopolicygym": ROOT / "evopolicygym" / "__init__.py"}
+    for init in sorted((ROOT / "evopolicygym").glob("*/__init__.py")):
+        found[f"evopolicygym.{init.parent.name}"] = init
+    found["evopolicygym_exporters"] = ROOT / "exporters" / "evopolicygym_exporters" / "__init__.py"
+    return found
+
+
+def family_inits() -> dict[str, Path]:
+    inits = sorted((ROOT / "benchmarks").glob("*/evopolicygym_*/__init__.py"))
+    return {init.parent.name: init for init in inits}
+
+
+def is_lazy(source: str) -> bool:
+    return bool(re.search(r"^(def __getattr__|_EXPORTS\b)", source, re.MULTILINE))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Face:
+    """What a face's ``__init__.py`` declares, and how it departs from the shape."""
+
+    table: dict[str, str] = field(default_factory=dict)
+    constants: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[str]:
+        return [*self.constants, *sorted(self.table)]
+
+
+def _table(node: ast.stmt, face: Face) -> None:
+    if not (
+        isinstance(node, ast.Assign)
+        and ast.unparse(node.targets) == "_EXPORTS"
+        and isinstance(node.value, ast.Dict)
+    ):
+        face.problems.append(f"line {node.lineno}: expected `_EXPORTS = {{name: module}}`")
+        return
+    for key, value in zip(node.value.keys, node.value.values, strict=True):
+        if not (
+            isinstance(key, ast.Constant)
+            and isinstance(key.value, str)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+        ):
+            face.problems.append(f"line {node.lineno}: _EXPORTS maps str names to str modules")
+            continue
+        if key.value in face.table:
+            face.problems.append(f"line {key.lineno}: {key.value!r} is in _EXPORTS twice")
+        face.table[key.value] = value.value
+
+
+def read_face(source: str) -> Face:
+    """The face ``source`` declares; its ``problems`` name each departure from the shape."""
+    face = Face()
+    body = ast.parse(source).body
+    if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)):
+        face.problems.append("no docstring")
+    else:
+        body = body[1:]
+    head = [ast.unparse(stmt) for stmt in body[: len(HEADER)]]
+    if head != HEADER:
+        face.problems.append(f"expected {HEADER} first, found {head}")
+    rest = list(body[len(HEADER) :])
+    while rest and re.fullmatch(r"__\w+__ = '[^']*'", ast.unparse(rest[0])):
+        face.constants.append(ast.unparse(rest.pop(0)).split(" ")[0])
+    if not rest:
+        face.problems.append("no _EXPORTS")
+        return face
+    _table(rest.pop(0), face)
+    listed = ", ".join(f"{c!r}" for c in face.constants)
+    expected = (
+        f"__all__ = [{listed}, *sorted(_EXPORTS)]" if listed else "__all__ = sorted(_EXPORTS)"
+    )
+    if not rest or ast.unparse(rest.pop(0)) != expected:
+        face.problems.append(f"expected `{expected}` after the table")
+    if ast.dump(ast.Module(body=rest, type_ignores=[])) != ast.dump(ast.parse(FUNCTIONS)):
+        face.problems.append("what follows __all__ is not FUNCTIONS exactly")
+    return face
+
+
+@dataclass
+class Stub:
+    """What a face's ``__init__.pyi`` declares."""
+
+    imports: dict[str, str] = field(default_factory=dict)
+    all: list[str] | None = None
+    constants: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_stub(source: str) -> Stub:
+    stub = Stub()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                if alias.asname != alias.name:
+                    stub.problems.append(f"line {node.lineno}: {alias.name} as {alias.name}")
+                stub.imports[alias.name] = node.module
+        elif isinstance(node, ast.Assign) and ast.unparse(node.targets) == "__all__":
+            stub.all = ast.literal_eval(node.value)
+        elif isinstance(node, ast.AnnAssign) and re.fullmatch(r"__\w+__", ast.unparse(node.target)):
+            stub.constants.append(ast.unparse(node.target))
+        else:
+            stub.problems.append(f"line {node.lineno}: not an import, __all__ or a dunder")
+    return stub
+
+
+def render_stub(face: Face) -> str:
+    """The ``__init__.pyi`` of ``face`` (``write_stubs`` has ruff order and wrap it)."""
+    pairs = sorted((module, name) for name, module in face.table.items())
+    lines = [STUB_HEADER.format(write=WRITE)]
+    lines += [f"from {m} import {n} as {n}" for m, n in pairs]
+    lines += ["", *(f"{constant}: str" for constant in face.constants)]
+    lines.append("__all__ = [" + "".join(f'\n    "{name}",' for name in face.all) + "\n]")
+    return "\n".join(lines) + "\n"
+
+
+def _meaning(stub_source: str) -> tuple[object, ...]:
+    """What a stub says, whatever order ruff gives ``__all__``."""
+    stub = read_stub(stub_source)
+    return stub.imports, sorted(stub.all or []), stub.constants, stub.problems
+
+
+def _faces() -> dict[str, Face]:
+    return {p: read_face(path.read_text(encoding="utf-8")) for p, path in faces().items()}
+
+
+# --------------------------------------------------------------------------- the shape
+
+
+@pytest.mark.parametrize("package", sorted(faces()))
+def test_the_face_has_the_shape(package: str) -> None:
+    face = read_face(faces()[package].read_text(encoding="utf-8"))
+    assert not face.problems, "\n".join(face.problems)
+    assert face.table, "a face exports something"
+
+
+@pytest.mark.parametrize("package", sorted(faces()))
+def test_the_stub_is_the_table(package: str) -> None:
+    init = faces()[package]
+    face = read_face(init.read_text(encoding="utf-8"))
+    path = init.with_suffix(".pyi")
+    written = _meaning(path.read_text(encoding="utf-8")) if path.exists() else None
+    assert written == (face.table, sorted(face.all), face.constants, []), (
+        f"{path.relative_to(ROOT)} is not what _EXPORTS says: `{WRITE}` rewrites it"
+    )
+
+
+@pytest.mark.parametrize("package", sorted(faces()))
+def test_no_export_shares_its_name_with_another_submodule(package: str) -> None:
+    """Once ``package.name`` is imported as a module, the import system binds it on the
+    package over the lazy export: an export ``name`` must be that submodule or none."""
+    face = read_face(faces()[package].read_text(encoding="utf-8"))
+    directory = faces()[package].parent
+    clashes = [
+        name
+        for name, module in face.table.items()
+        if module != package
+        and ((directory / f"{name}.py").exists() or (directory / name / "__init__.py").exists())
+    ]
+    assert not clashes, f"exports named like a submodule of {package}: {clashes}"
+
+
+@pytest.mark.parametrize("package", sorted(faces()))
+def test_the_table_keeps_the_layering(package: str) -> None:
+    """The table's imports are dynamic: tests/test_architecture.py's rules hold them as
+    if they were import statements of the package."""
+    face = read_face(faces()[package].read_text(encoding="utf-8"))
+    source = "".join(f"from {m} import {n}\n" for n, m in face.table.items())
+    unit = unit_of(package)
+    assert unit is not None
+    assert violations(source, package, unit, is_package=True) == []
+
+
+def test_every_package_init_is_a_face() -> None:
+    """The one style: a new package of the kernel joins ``faces()`` through its glob, and a
+    family that re-exports lazily takes the shape too (the families export eagerly today)."""
+    assert len(faces()) == 11, sorted(faces())
+    assert family_inits(), "no benchmark family found"
+    for init in family_inits().values():
+        if is_lazy(init.read_text(encoding="utf-8")):
+            face = read_face(init.read_text(encoding="utf-8"))
+            stub = init.with_suffix(".pyi")
+            stub_table = (
+                read_stub(stub.read_text(encoding="utf-8")).imports if stub.exists() else {}
+            )
+            assert face.problems == [], f"{init.relative_to(ROOT)}: {face.problems}"
+            assert stub_table == face.table, f"{stub.relative_to(ROOT)}: `{WRITE}` rewrites it"
+
+
+_FACE = '"""d"""\n' + "\n".join(HEADER) + "\n_EXPORTS = {'a': 'm'}\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("", "no docstring"),
+        ('"""d"""\nfrom typing import Any\n', "expected"),
+        ('"""d"""\n' + "\n".join(HEADER) + "\nfrom x import y\n", "expected `_EXPORTS"),
+        ('"""d"""\n' + "\n".join(HEADER) + "\n_EXPORTS = {'a': 'm', 'a': 'm'}\n", "twice"),
+        (_FACE + "__all__ = ['a']\n" + FUNCTIONS, "expected `__all__ = sorted(_EXPORTS)`"),
+        (_FACE + "__all__ = sorted(_EXPORTS)\ndef __getattr__(name): pass\n", "FUNCTIONS"),
+        (_FACE + "__all__ = sorted(_EXPORTS)\n" + FUNCTIONS + "x = 1\n", "FUNCTIONS"),
+    ],
+)
+def test_the_shape_check_can_fail(source: str, problem: str) -> None:
+    problems = read_face(source).problems
+    assert any(problem in p for p in problems), problems
+
+
+def test_a_stub_is_read_as_written() -> None:
+    face = read_face(_FACE.replace("{", "{'b': 'm', ") + "__all__ = sorted(_EXPORTS)\n" + FUNCTIONS)
+    assert face.problems == []
+    stub = read_stub(render_stub(face))
+    assert (stub.imports, stub.all, stub.problems) == ({"a": "m", "b": "m"}, ["a", "b"], [])
+    stub = read_stub("from m import a\nfrom n import b as b\nx = 1\n")
+    assert stub.imports == {"a": "m", "b": "n"}
+    assert len(stub.problems) == 2
+
+
+# --------------------------------------------------------------------------- at run time
+
+# Imports each face in turn, noting what it loads beside itself, then resolves every export
+# (first through __getattr__, then as a bound attribute) against its module's own object.
+_PROBE = """
+import importlib, json, sys
+faces = json.loads(sys.argv[1])
+problems = []
+for package in faces:
+    before = set(sys.modules)
+    face = importlib.import_module(package)
+    parents = {package.rsplit(".", i)[0] for i in range(package.count(".") + 1)}
+    added = {m for m in set(sys.modules) - before - parents
+             if m.partition(".")[0] not in sys.stdlib_module_names}
+    if added:
+        problems.append(f"importing {package} imports {sorted(added)}")
+for package, (table, expected_all) in faces.items():
+    face = sys.modules[package]
+    if face.__all__ != expected_all:
+        problems.append(f"{package}.__all__ is not {expected_all}")
+    for name, module in table.items():
+        try:
+            if module == package:
+                want = importlib.import_module(f"{package}.{name}")
+            else:
+                want = getattr(importlib.import_module(module), name)
+            first, again = getattr(face, name), getattr(face, name)
+        except Exception as exc:
+            problems.append(f"{package}.{name} ({module}): {type(exc).__name__}: {exc}")
+            continue
+        if not (first is want and again is want):
+            problems.append(f"{package}.{name} is not {module}.{name}")
+        if name not in dir(face):
+            problems.append(f"dir({package}) lacks {name}")
+    try:
+        face.no_such_name
+    except AttributeError as exc:
+        if str(exc) != f"module {package!r} has no attribute 'no_such_name'":
+            problems.append(f"{package}: {exc}")
+    else:
+        problems.append(f"{package}.no_such_name resolved")
+print(json.dumps(problems))
+"""
+
+
+def test_every_export_resolves_lazily_to_its_modules_object() -> None:
+    tables = {p: (face.table, face.all) for p, face in _faces().items()}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(tables)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    problems = json.loads(done.stdout)
+    assert problems == [], "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- for mypy
+
+
+def test_mypy_sees_the_real_type_of_every_export(tmp_path: Path) -> None:
+    """``reveal_type`` of each export through its face is never ``Any``, and a name a face
+    lacks is an error. Run from the root, so mypy reads the project's configuration (and
+    shares ``uv run mypy``'s cache)."""
+    require_group("lint", "mypy")
+    lines = [
+        "import evopolicygym",
+        "from evopolicygym import Program",
+        "from evopolicygym.records import open_store",
+        "reveal_type(Program)",
+        "reveal_type(open_store)",
+    ]
+    for i, (package, face) in enumerate(sorted(_faces().items())):
+        lines.append(f"import {package} as face{i}")
+        lines += [f"reveal_type(face{i}.{name})  # {package}.{name}" for name in face.table]
+    missing = len(lines) + 1
+    lines += ["evopolicygym.no_such_name", "from evopolicygym.records import no_such_name"]
+    snippet = tmp_path / "faces_snippet.py"
+    snippet.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", str(snippet)],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+        cwd=ROOT,
+    )
+    found: dict[int, list[str]] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(rf"{re.escape(str(snippet))}:(\d+): (.*)", line)
+        if match:
+            found.setdefault(int(match[1]), []).append(match[2])
+    assert found, done.stdout[-3000:] + done.stderr[-3000:]
+    vague = []
+    for number, text in enumerate(lines, 1):
+        if text.startswith("reveal_type("):
+            notes = [n for n in found.get(number, []) if n.startswith("note: Revealed type is")]
+            if not notes or 'note: Revealed type is "Any"' in notes:
+                vague.append(f"{text}: {found.get(number)}")
+    assert not vague, "\n".join(vague)
+    errors = {n: t for n, t in found.items() if any(m.startswith("error:") for m in t)}
+    assert sorted(errors) == [missing, missing + 1], errors
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+def write_stubs() -> list[Path]:
+    """Writes each face's ``__init__.pyi`` that differs from its ``_EXPORTS``, then lets
+    ruff order and format them (the lint group); the paths it wrote."""
+    inits = list(faces().values())
+    inits += [p for p in family_inits().values() if is_lazy(p.read_text(encoding="utf-8"))]
+    written = []
+    for init in inits:
+        face, stub = read_face(init.read_text(encoding="utf-8")), init.with_suffix(".pyi")
+        text = render_stub(face)
+        if not stub.exists() or _meaning(stub.read_text(encoding="utf-8")) != _meaning(text):
+            stub.write_text(text, encoding="utf-8")
+            written.append(stub)
+    if written:
+        ruff = [sys.executable, "-m", "ruff"]
+        subprocess.run(
+            [*ruff, "check", "-q", "--fix", "--select", "I,RUF022", *written], check=True
+        )
+        subprocess.run([*ruff, "format", "-q", *written], check=True)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_stubs():
+        print(f"wrote {path.relative_to(ROOT)}")
