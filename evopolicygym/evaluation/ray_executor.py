@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from evopolicygym.benchmark import Benchmark, EpisodeRecord
 from evopolicygym.evaluation.config import (
@@ -433,8 +433,6 @@ class RayEvaluator(Evaluator):
         progress: Progress | None,
     ) -> tuple[list[EpisodeRecord], str, tuple[str, ...], int]:
         ray = self._ray
-        from ray.exceptions import GetTimeoutError, RayTaskError
-
         try:
             blob = pickle.dumps(benchmark)
         except Exception as exc:
@@ -443,165 +441,222 @@ class RayEvaluator(Evaluator):
             ) from exc
         benchmark_key = hashlib.sha256(blob).hexdigest()
         if benchmark_key not in self._benchmark_refs:
-            self._benchmark_refs = {
-                benchmark_key: ray.put(blob)
-            }  # the last one: a Run has one Benchmark
-        benchmark_ref = [
-            self._benchmark_refs[benchmark_key]
-        ]  # nested: fetched only where not cached
-        files_ref = ray.put(program.files)
+            # The last one only: a Run has one Benchmark.
+            self._benchmark_refs = {benchmark_key: ray.put(blob)}
+        setup = _Setup(
+            benchmark_key=benchmark_key,
+            # Nested, so an actor fetches it only where it has not cached it.
+            benchmark_ref=[self._benchmark_refs[benchmark_key]],
+            files_ref=ray.put(program.files),
+            digest=program.digest,
+            config=config,
+            path=list(sys.path),
+            required=required,
+        )
         jobs = max(1, min(config.jobs or self._cluster_cpus(), len(episodes)))
         self._grow(jobs)
-        slots = self._slots[:jobs]
-        path = list(sys.path)
+        return _Dealing(self, self._slots[:jobs], episodes, setup, progress).play()
 
-        total = len(episodes)
-        queue: collections.deque[int] = collections.deque(range(total))
-        results: list[EpisodeRecord | None] = [None] * total
-        lost: set[int] = set()  # Episodes whose worker died under them once
-        done = 0
+
+class _Setup(NamedTuple):
+    """What every actor is set up with for one evaluation (see ``EpisodeWorker.setup``)."""
+
+    benchmark_key: str
+    benchmark_ref: list[Any]
+    files_ref: Any
+    digest: str
+    config: EvaluationConfig
+    path: list[str]
+    required: tuple[str, tuple[str, ...]]
+
+
+class _Dealing:
+    """One evaluation's Episodes dealt out to the pool's actors: what is queued, in flight,
+    played and lost, and what each actor's setup reported. An actor lost mid-Episode is
+    replaced and its Episodes dealt again, once."""
+
+    def __init__(
+        self,
+        pool: RayEvaluator,
+        slots: list[_Slot],
+        episodes: list[PlannedEpisode],
+        setup: _Setup,
+        progress: Progress | None,
+    ) -> None:
+        self.pool = pool
+        self.slots = slots
+        self.episodes = episodes
+        self.setup_with = setup
+        self.progress = progress
+        self.total = len(episodes)
+        self.queue: collections.deque[int] = collections.deque(range(self.total))
+        self.results: list[EpisodeRecord | None] = [None] * self.total
+        self.lost: set[int] = set()  # Episodes whose worker died under them once
+        self.done = 0
         # In flight: ObjectRef -> (kind, slot, Episode indices)
-        pending: dict[Any, tuple[str, _Slot, list[int]]] = {}
-        setups: dict[int, Any] = {}  # id(slot) -> its setup's ObjectRef, for this evaluation
-        reports: list[tuple[str, tuple[str, ...]]] = []
-        idle: list[_Slot] = []
-        waiting_since = time.monotonic()
+        self.pending: dict[Any, tuple[str, _Slot, list[int]]] = {}
+        self.setups: dict[int, Any] = {}  # id(slot) -> its setup's ObjectRef
+        self.reports: list[tuple[str, tuple[str, ...]]] = []
+        self.idle: list[_Slot] = []
+        self.waiting_since = time.monotonic()
 
-        def setup(slot: _Slot) -> None:
-            ref = slot.actor.setup.remote(
-                benchmark_key,
-                benchmark_ref,
-                files_ref,
-                program.digest,
-                config,
-                slot.cpu,
-                path,
-                required,
-            )
-            setups[id(slot)] = ref
-            pending[ref] = ("setup", slot, [])
-
-        def deal(slot: _Slot) -> None:
-            """Hand ``slot`` the next chunk: a share of what is left that shrinks as it runs
-            out (guided scheduling), so calls are few and the last ones short."""
-            if not queue:
-                idle.append(slot)
-                return
-            size = max(1, math.ceil(len(queue) / (2 * max(1, len(active())))))
-            chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
-            ref = slot.actor.run.remote([episodes[i] for i in chunk], bool(queue))
-            pending[ref] = ("run", slot, chunk)
-
-        def active() -> list[_Slot]:
-            return [s for s in slots if id(s) in setups]
-
-        def begin(slot: _Slot) -> None:
-            setup(slot)
-            deal(slot)
-
-        def replace(dead: _Slot) -> None:
-            """A lost actor: out of the pool, and a new one asked for in its place."""
-            nonlocal waiting_since
-            self._drop(dead)
-            if dead in slots:
-                slots.remove(dead)
-            setups.pop(id(dead), None)
-            for ref, (_, owner, _) in list(pending.items()):
-                if owner is dead:
-                    del pending[ref]
-            self._grow(len(self._slots) + 1)
-            fresh = self._slots[-1]
-            slots.append(fresh)
-            pending[fresh.hello] = ("hello", fresh, [])
-            waiting_since = time.monotonic()
-
-        def lose(chunk: list[int], why: BaseException) -> None:
-            for i in chunk:
-                if i in lost:
-                    raise EvaluationError(
-                        f"Episode {episodes[i].spec.index} was lost twice with the Ray workers playing it "
-                        f"({' '.join(str(why).split())[:300]})"
-                    ) from why
-                lost.add(i)
-            queue.extendleft(reversed(chunk))
-
-        for slot in slots:
+    def play(self) -> tuple[list[EpisodeRecord], str, tuple[str, ...], int]:
+        """Every Episode's record, the weakest containment and the limits all actors
+        enforced, and how many actors played."""
+        for slot in self.slots:
             if slot.started:
-                begin(slot)
+                self.begin(slot)
             else:
-                pending[slot.hello] = ("hello", slot, [])
+                self.pending[slot.hello] = ("hello", slot, [])
         try:
-            while done < total:
-                if self._stopped:
-                    raise EvaluationError("the evaluation was stopped: the Host is stopping")
-                if not pending:
-                    raise EvaluationError("internal: no Ray worker has Episodes to play")
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_S)
-                if not ready:
-                    if not any(kind != "hello" for kind, _, _ in pending.values()) and (
-                        time.monotonic() - waiting_since > _START_TIMEOUT_S
-                    ):
-                        raise EvaluationError(
-                            f"no Ray worker could be placed within {_START_TIMEOUT_S:g}s (the cluster has "
-                            f"{self._cluster_cpus()} CPUs): is every node busy or gone?"
-                        )
-                    continue
-                ref = ready[0]
-                kind, slot, chunk = pending.pop(ref)
-                try:
-                    value = ray.get(ref)
-                except RayTaskError as exc:
-                    cause = exc.cause if isinstance(exc.cause, BaseException) else exc
-                    if isinstance(cause, EvaluationError):
-                        raise EvaluationError(str(cause)) from None
-                    raise EvaluationError(f"a Ray worker failed: {cause!r}") from None
-                except GetTimeoutError:  # not ready after all: wait again
-                    pending[ref] = (kind, slot, chunk)
-                    continue
-                except Exception as exc:
-                    if not _lost(exc):
-                        raise EvaluationError(
-                            f"Ray failed: {' '.join(str(exc).split())[:500]}"
-                        ) from exc
-                    if kind == "hello":  # never started, so it played nothing: no retry
-                        raise EvaluationError(
-                            f"a Ray worker could not start: {' '.join(str(exc).split())[:500]}"
-                        ) from exc
-                    # The actor, its process or its node is gone mid-evaluation: the Host's
-                    # fault, so its Episodes go to another actor (once).
-                    replace(slot)
-                    lose(chunk, exc)
-                    while idle and queue:
-                        deal(idle.pop())
-                    continue
-                if kind == "hello":
-                    self._place(slot, value, config.pin_cpus)
-                    begin(slot)
-                elif kind == "setup":
-                    reports.append(value)
-                else:
-                    for i, record in zip(chunk, value, strict=True):
-                        results[i] = record
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total)
-                    deal(slot)
+            while self.done < self.total:
+                self.next_answer()
         except BaseException:
             # Whatever is still playing is abandoned: those actors go, the next evaluation
             # starts new ones.
-            for _, slot, _ in list(pending.values()):
-                self._drop(slot)
+            for _, slot, _ in list(self.pending.values()):
+                self.pool._drop(slot)
             raise
+        return self.finish()
+
+    def setup(self, slot: _Slot) -> None:
+        s = self.setup_with
+        ref = slot.actor.setup.remote(
+            s.benchmark_key,
+            s.benchmark_ref,
+            s.files_ref,
+            s.digest,
+            s.config,
+            slot.cpu,
+            s.path,
+            s.required,
+        )
+        self.setups[id(slot)] = ref
+        self.pending[ref] = ("setup", slot, [])
+
+    def deal(self, slot: _Slot) -> None:
+        """Hand ``slot`` the next chunk: a share of what is left that shrinks as it runs
+        out (guided scheduling), so calls are few and the last ones short."""
+        queue = self.queue
+        if not queue:
+            self.idle.append(slot)
+            return
+        size = max(1, math.ceil(len(queue) / (2 * max(1, len(self.active())))))
+        chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
+        ref = slot.actor.run.remote([self.episodes[i] for i in chunk], bool(queue))
+        self.pending[ref] = ("run", slot, chunk)
+
+    def active(self) -> list[_Slot]:
+        return [s for s in self.slots if id(s) in self.setups]
+
+    def begin(self, slot: _Slot) -> None:
+        self.setup(slot)
+        self.deal(slot)
+
+    def replace(self, dead: _Slot) -> None:
+        """A lost actor: out of the pool, and a new one asked for in its place."""
+        pool = self.pool
+        pool._drop(dead)
+        if dead in self.slots:
+            self.slots.remove(dead)
+        self.setups.pop(id(dead), None)
+        for ref, (_, owner, _) in list(self.pending.items()):
+            if owner is dead:
+                del self.pending[ref]
+        pool._grow(len(pool._slots) + 1)
+        fresh = pool._slots[-1]
+        self.slots.append(fresh)
+        self.pending[fresh.hello] = ("hello", fresh, [])
+        self.waiting_since = time.monotonic()
+
+    def lose(self, chunk: list[int], why: BaseException) -> None:
+        for i in chunk:
+            if i in self.lost:
+                raise EvaluationError(
+                    f"Episode {self.episodes[i].spec.index} was lost twice with the Ray workers "
+                    f"playing it ({' '.join(str(why).split())[:300]})"
+                ) from why
+            self.lost.add(i)
+        self.queue.extendleft(reversed(chunk))
+
+    def next_answer(self) -> None:
+        """Wait a while for one answer from an actor, and act on it."""
+        from ray.exceptions import GetTimeoutError, RayTaskError
+
+        ray = self.pool._ray
+        if self.pool._stopped:
+            raise EvaluationError("the evaluation was stopped: the Host is stopping")
+        if not self.pending:
+            raise EvaluationError("internal: no Ray worker has Episodes to play")
+        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=_POLL_S)
+        if not ready:
+            if not any(kind != "hello" for kind, _, _ in self.pending.values()) and (
+                time.monotonic() - self.waiting_since > _START_TIMEOUT_S
+            ):
+                raise EvaluationError(
+                    f"no Ray worker could be placed within {_START_TIMEOUT_S:g}s (the cluster "
+                    f"has {self.pool._cluster_cpus()} CPUs): is every node busy or gone?"
+                )
+            return
+        ref = ready[0]
+        kind, slot, chunk = self.pending.pop(ref)
+        try:
+            value = ray.get(ref)
+        except RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            if isinstance(cause, EvaluationError):
+                raise EvaluationError(str(cause)) from None
+            raise EvaluationError(f"a Ray worker failed: {cause!r}") from None
+        except GetTimeoutError:  # not ready after all: wait again
+            self.pending[ref] = (kind, slot, chunk)
+            return
+        except Exception as exc:
+            self.failed(kind, slot, chunk, exc)
+            return
+        self.answered(kind, slot, chunk, value)
+
+    def failed(self, kind: str, slot: _Slot, chunk: list[int], exc: Exception) -> None:
+        """A call that raised: an actor lost mid-evaluation has its Episodes dealt again."""
+        if not _lost(exc):
+            raise EvaluationError(f"Ray failed: {' '.join(str(exc).split())[:500]}") from exc
+        if kind == "hello":  # never started, so it played nothing: no retry
+            raise EvaluationError(
+                f"a Ray worker could not start: {' '.join(str(exc).split())[:500]}"
+            ) from exc
+        # The actor, its process or its node is gone mid-evaluation: the Host's
+        # fault, so its Episodes go to another actor (once).
+        self.replace(slot)
+        self.lose(chunk, exc)
+        while self.idle and self.queue:
+            self.deal(self.idle.pop())
+
+    def answered(self, kind: str, slot: _Slot, chunk: list[int], value: Any) -> None:
+        if kind == "hello":
+            self.pool._place(slot, value, self.setup_with.config.pin_cpus)
+            self.begin(slot)
+        elif kind == "setup":
+            self.reports.append(value)
+        else:
+            for i, record in zip(chunk, value, strict=True):
+                self.results[i] = record
+            self.done += len(chunk)
+            if self.progress is not None:
+                self.progress(self.done, self.total)
+            self.deal(slot)
+
+    def finish(self) -> tuple[list[EpisodeRecord], str, tuple[str, ...], int]:
+        reports = self.reports
         # Setups whose answer came after their Episodes' (all are in by now).
-        for kind, slot, _ in list(pending.values()):
+        for kind, slot, _ in list(self.pending.values()):
             if kind == "setup":
-                reports.append(ray.get(setups[id(slot)]))
-        for slot in active():
+                reports.append(self.pool._ray.get(self.setups[id(slot)]))
+        for slot in self.active():
             slot.actor.release.remote()  # ordered before its next setup; nobody waits
-        self._check_stopped()
+        self.pool._check_stopped()
         containment = min((c for c, _ in reports), key=lambda c: _CONTAINMENT_RANK.get(c, -1))
         common = [limit for limit in reports[0][1] if all(limit in e for _, e in reports)]
-        return [r for r in results if r is not None], containment, tuple(common), len(active())
+        records = [r for r in self.results if r is not None]
+        return records, containment, tuple(common), len(self.active())
 
 
 def _check_reachable(address: str | None, where: str) -> None:
@@ -624,8 +679,8 @@ def _check_reachable(address: str | None, where: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_S).close()
     except OSError as exc:
         raise EvaluationError(
-            f"cannot reach {where if address else f'the Ray cluster at {resolved}'} ({exc.strerror or exc}): "
-            "is `ray start` running there?"
+            f"cannot reach {where if address else f'the Ray cluster at {resolved}'} "
+            f"({exc.strerror or exc}): is `ray start` running there?"
         ) from exc
 
 
