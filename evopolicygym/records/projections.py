@@ -453,113 +453,138 @@ def catch_up(
     at = {p.name: _start(connection, p, stored.get(p.name), read) for p in projections}
     if not projections:
         return 0
-    # Every type any projection decodes is decoded once per page, while the page before
-    # it is being written: reading and decoding overlap DuckDB's inserts and commits.
-    wanted = sorted(set().union(*(p.types or () for p in projections)))
+    return _CatchUp(read, connection, projections, at, batch, max_bytes).run()
 
-    def fetch(position: int, limit: int) -> tuple[list[_Page], int, int]:
+
+class _CatchUp:
+    """One ``catch_up`` from the projections' starting positions ``at`` (updated as pages
+    commit): reading and decoding the next pages in a thread while this one is written."""
+
+    def __init__(
+        self,
+        read: Callable[[int, int], list[Row]],
+        connection: Connection,
+        projections: Sequence[Projection],
+        at: dict[str, int],
+        batch: int,
+        max_bytes: int,
+    ) -> None:
+        self.read = read
+        self.connection = connection
+        self.projections = projections
+        self.at = at
+        self.batch = batch
+        self.max_bytes = max_bytes
+        # Every type any projection decodes is decoded once per page, while the page before
+        # it is being written: reading and decoding overlap DuckDB's inserts and commits.
+        self.wanted = sorted(set().union(*(p.types or () for p in projections)))
+        self.fresh = {name: position == 0 for name, position in at.items()}
+        self.scratch: dict[str, dict[str, Any]] = {name: {} for name in at}
+        self.failing: str | None = None  # the projection whose apply is running
+
+    def run(self) -> int:
+        limit = min(self.batch, _FIRST_READ)
+        with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="catch-up") as reader:
+            ahead = reader.submit(self.fetch, min(self.at.values()), limit)
+            while True:
+                pages, count, size = ahead.result()
+                if not pages:
+                    break
+                more = count == limit
+                if more:
+                    limit = self.next_limit(count, size)
+                    ahead = reader.submit(self.fetch, pages[-1].positions[-1], limit)
+                while pages:
+                    self.settle(pages.pop(0))  # popped: a committed page is freed at once
+                if not more:
+                    break
+        return min(self.at.values())
+
+    def fetch(self, position: int, limit: int) -> tuple[list[_Page], int, int]:
         """The next ``limit`` events as pages of at most ``max_bytes`` of payload each;
         also how many events and payload bytes were read."""
-        rows = read(position, limit)
+        rows = self.read(position, limit)
         if not rows:
             return [], 0, 0
         pages: list[_Page] = []
         first = total = 0
         for i, row in enumerate(rows):
             size = len(row[_PAYLOAD])
-            if i > first and total + size > max_bytes:
+            if i > first and total + size > self.max_bytes:
                 pages.append(_Page(rows[first:i]))
                 first, total = i, 0
             total += size
         pages.append(_Page(rows[first:] if first else rows))
         for page in pages:
-            for kind in wanted:
+            for kind in self.wanted:
                 page.decode(kind)
         return pages, len(rows), sum(len(row[_PAYLOAD]) for row in rows)
 
-    def next_limit(count: int, size: int) -> int:
+    def next_limit(self, count: int, size: int) -> int:
         """Events to read next: about ``max_bytes`` at the payload size just seen."""
         if size <= 0:
-            return batch
-        return max(1, min(batch, int(max_bytes * count / size)))
+            return self.batch
+        return max(1, min(self.batch, int(self.max_bytes * count / size)))
 
-    fresh = {name: position == 0 for name, position in at.items()}
-    scratch: dict[str, dict[str, Any]] = {name: {} for name in at}
-    failing: list[str | None] = [None]  # the projection whose apply is running
-
-    def forget() -> None:
+    def forget(self) -> None:
         """After a rollback, rows remembered from the rolled-back page may be wrong."""
-        for name in scratch:
-            scratch[name] = {}
-            fresh[name] = False
+        for name in self.scratch:
+            self.scratch[name] = {}
+            self.fresh[name] = False
 
-    def apply_page(page: _Page, excluded: dict[str, str], declined: list[Any]) -> None:
+    def apply_page(self, page: _Page, excluded: dict[str, str], declined: list[Any]) -> None:
         first, last = page.positions[0], page.positions[-1]
         done: list[tuple[str, int]] = []
-        for projection in projections:
+        for projection in self.projections:
             name = projection.name
-            start = at[name]
+            start = self.at[name]
             if start >= last:
                 continue
             cut = 0 if start < first else bisect.bisect_right(page.positions, start)
             if name in excluded:  # a page of one event, which this projection failed on
                 done.append((name, len(page) - cut))
                 continue
-            view = Batch(page, cut, scratch[name], fresh[name])
-            failing[0] = name
-            projection.apply(connection, view)
-            failing[0] = None
+            view = Batch(page, cut, self.scratch[name], self.fresh[name])
+            self.failing = name
+            projection.apply(self.connection, view)
+            self.failing = None
             declined.extend((name, *found) for found in view.declined)
             done.append((name, view.skipped(projection.types) + len(view.declined)))
         if done:
             marks = ", ".join("(?, ?)" for _ in done)
-            connection.execute(
+            self.connection.execute(
                 f"UPDATE {CHECKPOINTS} SET position = ?, last_hash = ?, "
                 f"skipped = {CHECKPOINTS}.skipped + done.skipped, updated_at = ? "
-                f"FROM (VALUES {marks}) AS done(name, skipped) WHERE {CHECKPOINTS}.name = "
-                "done.name",
+                f"FROM (VALUES {marks}) AS done(name, skipped) "
+                f"WHERE {CHECKPOINTS}.name = done.name",
                 [last, page.last_hash, _utc_now(), *itertools.chain(*done)],
             )
 
-    def settle(page: _Page) -> None:
+    def settle(self, page: _Page) -> None:
         """Commit ``page``; on a data error, split it until the bad event is alone."""
         excluded: dict[str, str] = {}
         while True:
             declined: list[tuple[str, int, str]] = []
             try:
-                _transaction(connection, functools.partial(apply_page, page, excluded, declined))
+                _transaction(
+                    self.connection,
+                    functools.partial(self.apply_page, page, excluded, declined),
+                )
                 break
             except DATA_ERRORS as exc:
-                name, failing[0] = failing[0], None
+                name, self.failing = self.failing, None
                 if name is None:  # not in a projection: nothing to blame on an event
                     raise
-                forget()
+                self.forget()
                 if len(page) > 1:
                     half = len(page) // 2
-                    settle(_Page(page.rows[:half]))
-                    settle(_Page(page.rows[half:]))
+                    self.settle(_Page(page.rows[:half]))
+                    self.settle(_Page(page.rows[half:]))
                     return
                 excluded[name] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         _report_skipped(Batch(page), declined, excluded)
-        for name in at:
-            at[name] = max(at[name], page.positions[-1])
-
-    limit = min(batch, _FIRST_READ)
-    with _gc_paused(), ThreadPoolExecutor(1, thread_name_prefix="catch-up") as reader:
-        ahead = reader.submit(fetch, min(at.values()), limit)
-        while True:
-            pages, count, size = ahead.result()
-            if not pages:
-                break
-            more = count == limit
-            if more:
-                limit = next_limit(count, size)
-                ahead = reader.submit(fetch, pages[-1].positions[-1], limit)
-            while pages:
-                settle(pages.pop(0))  # popped: a committed page is freed at once
-            if not more:
-                break
-    return min(at.values())
+        for name in self.at:
+            self.at[name] = max(self.at[name], page.positions[-1])
 
 
 _PAYLOAD = 7  # the payload's index in a row (envelope field order)
