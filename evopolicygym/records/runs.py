@@ -356,31 +356,11 @@ class RunSummary:
             self.updated_at = at
         match event:
             case RunCreated():
-                # run_id stays the stream's: RunCreated naming another is a fault replay reports.
-                self.benchmark_id = event.benchmark_id
-                self.benchmark_spec = event.benchmark_spec
-                self.score_direction = str(
-                    event.benchmark_spec.get("score_direction") or "maximize"
-                )
-                self.agent = event.agent
-                self.config = event.config
-                self.pool_size = recorded_pool_size(event)
-                self.environment_digest = event.environment_digest
-                self.initial_program_digest = event.initial_program_digest
-                self.skill_program_digests = list(event.skill_program_digests)
-                self.agent_containment = event.agent_containment
-                self._reserved()
-                if at is not None:
-                    self.created_at = at
+                self._created(event, at)
             case AgentStarted():
                 self.agent_attempts = max(self.agent_attempts, event.attempt)
             case AgentExited():
-                self.agent_attempts = max(self.agent_attempts, event.attempt)
-                self.agent_exits += 1
-                self.agent_errors += event.errors
-                self.last_agent_error = event.last_error or self.last_agent_error
-                for kind, count in event.unknown_kinds.items():
-                    self.unknown_stream_kinds[kind] = self.unknown_stream_kinds.get(kind, 0) + count
+                self._agent_exited(event)
             case SubmissionRejected():
                 self.rejected_submissions += 1
             case FinishRejected():
@@ -431,23 +411,50 @@ class RunSummary:
             case RunResumed():
                 self.interrupted = False
             case RunFinished():
-                self.terminal_reason = event.reason
-                self.terminal_validation_score = event.validation_score
-                self.terminal_assessment_score = event.assessment_score
-                self.terminal_handoff = event.handoff
-                self.terminal_improved = event.improved
-                if event.reference_score is not None:
-                    self.reference_score = event.reference_score
-                self.finished_at = at
-                self.interrupted = False
-                if event.final_submission_id is not None:
-                    self.final_submission_id = event.final_submission_id
-                if event.validation_score is not None and self.final_score is None:
-                    self.final_score = event.validation_score
-                if event.assessment_score is not None and self.assessment_score is None:
-                    self.assessment_score = event.assessment_score
+                self._finished(event, at)
             case _:
                 pass  # AgentMessages, AssessmentStarted: nothing public to fold
+
+    def _created(self, event: RunCreated, at: int | None) -> None:
+        # run_id stays the stream's: RunCreated naming another is a fault replay reports.
+        self.benchmark_id = event.benchmark_id
+        self.benchmark_spec = event.benchmark_spec
+        self.score_direction = str(event.benchmark_spec.get("score_direction") or "maximize")
+        self.agent = event.agent
+        self.config = event.config
+        self.pool_size = recorded_pool_size(event)
+        self.environment_digest = event.environment_digest
+        self.initial_program_digest = event.initial_program_digest
+        self.skill_program_digests = list(event.skill_program_digests)
+        self.agent_containment = event.agent_containment
+        self._reserved()
+        if at is not None:
+            self.created_at = at
+
+    def _agent_exited(self, event: AgentExited) -> None:
+        self.agent_attempts = max(self.agent_attempts, event.attempt)
+        self.agent_exits += 1
+        self.agent_errors += event.errors
+        self.last_agent_error = event.last_error or self.last_agent_error
+        for kind, count in event.unknown_kinds.items():
+            self.unknown_stream_kinds[kind] = self.unknown_stream_kinds.get(kind, 0) + count
+
+    def _finished(self, event: RunFinished, at: int | None) -> None:
+        self.terminal_reason = event.reason
+        self.terminal_validation_score = event.validation_score
+        self.terminal_assessment_score = event.assessment_score
+        self.terminal_handoff = event.handoff
+        self.terminal_improved = event.improved
+        if event.reference_score is not None:
+            self.reference_score = event.reference_score
+        self.finished_at = at
+        self.interrupted = False
+        if event.final_submission_id is not None:
+            self.final_submission_id = event.final_submission_id
+        if event.validation_score is not None and self.final_score is None:
+            self.final_score = event.validation_score
+        if event.assessment_score is not None and self.assessment_score is None:
+            self.assessment_score = event.assessment_score
 
     def _reserved(self) -> None:
         budget = self.episode_budget
