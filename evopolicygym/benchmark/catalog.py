@@ -194,53 +194,155 @@ class CatalogTask(msgspec.Struct, frozen=True, kw_only=True):
 TASKS: dict[str, CatalogTask] = {
     t.id: t
     for t in (
-        CatalogTask(id="cartpole", family="classic", environment="CartPole-v1",
-                    description="Balance a pole on a cart by pushing it left or right, for up to 500 steps."),
-        CatalogTask(id="frozen-lake", family="classic", environment="FrozenLake-v1",
-                    description="Walk across a slippery frozen lake to the goal without falling into a hole."),
-        CatalogTask(id="acrobot", family="classic", environment="Acrobot-v1",
-                    description="Swing the two-link Acrobot's tip above the target height as fast as possible."),
-        CatalogTask(id="mountain-car-continuous", family="classic", environment="MountainCarContinuous-v0",
-                    description="Drive an underpowered car up the right hill to the flag, spending little force."),
-        CatalogTask(id="continuouscar", family="classic", environment="MountainCarContinuous-v0",
-                    description="Drive an underpowered car up the right hill to the flag, spending little force.",
-                    alias_of="mountain-car-continuous"),
-        CatalogTask(id="lunar-lander", family="box2d", environment="LunarLander-v3",
-                    description="Land the lunar module softly on the pad with four discrete engine actions."),
-        CatalogTask(id="bipedal", family="box2d", environment="BipedalWalker-v3",
-                    description="Walk a two-legged robot to the end of the course with four joint torques."),
-        CatalogTask(id="racing", family="box2d", environment="CarRacing-v3",
-                    description="Drive a car round a random track from 96x96 RGB frames seen from above."),
-        CatalogTask(id="reacher5", family="mujoco", environment="Reacher-v5",
-                    description="Move a two-joint arm's fingertip onto a random target in the plane."),
-        CatalogTask(id="halfcheetah5", family="mujoco", environment="HalfCheetah-v5",
-                    description="Make a planar two-legged cheetah run forward as fast as it can."),
-        CatalogTask(id="ant5", family="mujoco", environment="Ant-v5",
-                    description="Make a four-legged ant walk forward without falling over."),
-        CatalogTask(id="pusher5", family="mujoco", environment="Pusher-v5",
-                    description="Push a cylinder on a table to a goal with a seven-joint arm."),
-        CatalogTask(id="minigrid_doorkey", family="minigrid", environment="MiniGrid-DoorKey-16x16-v0",
-                    description="Pick up the key, unlock the door and reach the goal square."),
-        CatalogTask(id="minigrid_keycorridor", family="minigrid", environment="MiniGrid-KeyCorridorS4R3-v0",
-                    description="Find the key, unlock the room off the corridor and pick up its ball."),
-        CatalogTask(id="minigrid_fourrooms", family="minigrid", environment="MiniGrid-FourRooms-v0",
-                    description="Reach the goal square in four rooms joined by gaps, from a random start."),
-        CatalogTask(id="minigrid_obstructedmaze", family="minigrid", environment="MiniGrid-ObstructedMaze-1Q-v1",
-                    description="Pick up the ball behind locked, blocked doors whose keys hide in boxes."),
-        CatalogTask(id="parking", family="driving", environment="parking-v0",
-                    description="Park the car in the goal spot of a parking lot, steering continuously."),
-        CatalogTask(id="roundabout", family="driving", environment="roundabout-v0",
-                    description="Drive through a busy roundabout without colliding, as fast as is safe."),
-        CatalogTask(id="fetch_push", family="robotics", environment="FetchPush-v4",
-                    description="Push the block on the table to the goal with the Fetch arm."),
-        CatalogTask(id="fetch_pickandplace", family="robotics", environment="FetchPickAndPlace-v4",
-                    description="Pick the block up with the Fetch arm and place it at the goal."),
-        CatalogTask(id="leduc", family="cards", environment="OpenSpiel leduc_poker",
-                    description="Leduc poker, heads-up, against a fixed opponent: win chips over a match."),
-        CatalogTask(id="holdem_limit", family="cards", environment="OpenSpiel universal_poker (limit Hold'em)",
-                    description="Heads-up limit Texas Hold'em against a fixed opponent: win chips over a match."),
+        CatalogTask(
+            id="cartpole",
+            family="classic",
+            environment="CartPole-v1",
+            description=(
+                "Balance a pole on a cart by pushing it left or right, for up to 500 steps."
+            ),
+        ),
+        CatalogTask(
+            id="frozen-lake",
+            family="classic",
+            environment="FrozenLake-v1",
+            description=(
+                "Walk across a slippery frozen lake to the goal without falling into a hole."
+            ),
+        ),
+        CatalogTask(
+            id="acrobot",
+            family="classic",
+            environment="Acrobot-v1",
+            description=(
+                "Swing the two-link Acrobot's tip above the target height as fast as possible."
+            ),
+        ),
+        CatalogTask(
+            id="mountain-car-continuous",
+            family="classic",
+            environment="MountainCarContinuous-v0",
+            description=(
+                "Drive an underpowered car up the right hill to the flag, spending little force."
+            ),
+        ),
+        CatalogTask(
+            id="continuouscar",
+            family="classic",
+            environment="MountainCarContinuous-v0",
+            description=(
+                "Drive an underpowered car up the right hill to the flag, spending little force."
+            ),
+            alias_of="mountain-car-continuous",
+        ),
+        CatalogTask(
+            id="lunar-lander",
+            family="box2d",
+            environment="LunarLander-v3",
+            description=(
+                "Land the lunar module softly on the pad with four discrete engine actions."
+            ),
+        ),
+        CatalogTask(
+            id="bipedal",
+            family="box2d",
+            environment="BipedalWalker-v3",
+            description="Walk a two-legged robot to the end of the course with four joint torques.",
+        ),
+        CatalogTask(
+            id="racing",
+            family="box2d",
+            environment="CarRacing-v3",
+            description="Drive a car round a random track from 96x96 RGB frames seen from above.",
+        ),
+        CatalogTask(
+            id="reacher5",
+            family="mujoco",
+            environment="Reacher-v5",
+            description="Move a two-joint arm's fingertip onto a random target in the plane.",
+        ),
+        CatalogTask(
+            id="halfcheetah5",
+            family="mujoco",
+            environment="HalfCheetah-v5",
+            description="Make a planar two-legged cheetah run forward as fast as it can.",
+        ),
+        CatalogTask(
+            id="ant5",
+            family="mujoco",
+            environment="Ant-v5",
+            description="Make a four-legged ant walk forward without falling over.",
+        ),
+        CatalogTask(
+            id="pusher5",
+            family="mujoco",
+            environment="Pusher-v5",
+            description="Push a cylinder on a table to a goal with a seven-joint arm.",
+        ),
+        CatalogTask(
+            id="minigrid_doorkey",
+            family="minigrid",
+            environment="MiniGrid-DoorKey-16x16-v0",
+            description="Pick up the key, unlock the door and reach the goal square.",
+        ),
+        CatalogTask(
+            id="minigrid_keycorridor",
+            family="minigrid",
+            environment="MiniGrid-KeyCorridorS4R3-v0",
+            description="Find the key, unlock the room off the corridor and pick up its ball.",
+        ),
+        CatalogTask(
+            id="minigrid_fourrooms",
+            family="minigrid",
+            environment="MiniGrid-FourRooms-v0",
+            description="Reach the goal square in four rooms joined by gaps, from a random start.",
+        ),
+        CatalogTask(
+            id="minigrid_obstructedmaze",
+            family="minigrid",
+            environment="MiniGrid-ObstructedMaze-1Q-v1",
+            description="Pick up the ball behind locked, blocked doors whose keys hide in boxes.",
+        ),
+        CatalogTask(
+            id="parking",
+            family="driving",
+            environment="parking-v0",
+            description="Park the car in the goal spot of a parking lot, steering continuously.",
+        ),
+        CatalogTask(
+            id="roundabout",
+            family="driving",
+            environment="roundabout-v0",
+            description="Drive through a busy roundabout without colliding, as fast as is safe.",
+        ),
+        CatalogTask(
+            id="fetch_push",
+            family="robotics",
+            environment="FetchPush-v4",
+            description="Push the block on the table to the goal with the Fetch arm.",
+        ),
+        CatalogTask(
+            id="fetch_pickandplace",
+            family="robotics",
+            environment="FetchPickAndPlace-v4",
+            description="Pick the block up with the Fetch arm and place it at the goal.",
+        ),
+        CatalogTask(
+            id="leduc",
+            family="cards",
+            environment="OpenSpiel leduc_poker",
+            description="Leduc poker, heads-up, against a fixed opponent: win chips over a match.",
+        ),
+        CatalogTask(
+            id="holdem_limit",
+            family="cards",
+            environment="OpenSpiel universal_poker (limit Hold'em)",
+            description=(
+                "Heads-up limit Texas Hold'em against a fixed opponent: win chips over a match."
+            ),
+        ),
     )
-}  # fmt: skip
+}
 
 
 class SuiteMember(msgspec.Struct, frozen=True, kw_only=True):

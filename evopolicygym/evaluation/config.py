@@ -22,7 +22,8 @@ __all__ = [
 
 
 class EvaluationError(Exception):
-    """A trusted fault (Environment, Benchmark or the Host's own machinery); the Evaluation is aborted."""
+    """A trusted fault (Environment, Benchmark or the Host's own machinery); the Evaluation is
+    aborted."""
 
 
 class EvaluationConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,7 +80,8 @@ def plan_episodes(benchmark: Benchmark, split: str, seed: int, count: int) -> li
     """Plan ``count`` Episodes of ``split``; policy seeds live in their own seed domain."""
     if split not in benchmark.splits:
         raise ValueError(
-            f"unknown split {split!r} for {benchmark.spec.id}; choose from {', '.join(benchmark.splits)}"
+            f"unknown split {split!r} for {benchmark.spec.id}; "
+            f"choose from {', '.join(benchmark.splits)}"
         )
     try:
         planned = benchmark.plan(split, seed, count)

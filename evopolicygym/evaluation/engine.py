@@ -184,7 +184,8 @@ class Evaluator:
                 blob = pickle.dumps(benchmark)
             except Exception as exc:
                 raise EvaluationError(
-                    f"{benchmark.spec.id}: the Benchmark must be picklable to run with jobs > 1 ({exc})"
+                    f"{benchmark.spec.id}: the Benchmark must be picklable to run with "
+                    f"jobs > 1 ({exc})"
                 ) from exc
             # Runners boot (a fresh interpreter each) while the fork server starts.
             self._runners(jobs - 1, cpus if config.pin_cpus else None, blob)

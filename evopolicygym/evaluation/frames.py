@@ -70,7 +70,8 @@ class FrameReader:
         self.view = memoryview(self.chunk)
 
     def feed(self, flags: int = 0) -> bool:
-        """One recv; False at end of stream. Raises BlockingIOError with MSG_DONTWAIT and no data."""
+        """One recv; False at end of stream. Raises BlockingIOError with MSG_DONTWAIT and no
+        data."""
         n = self.sock.recv_into(self.chunk, 0, flags)
         if not n:
             return False

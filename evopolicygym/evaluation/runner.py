@@ -124,7 +124,8 @@ def main() -> None:
                 runner.close()
                 runner.client.close()
             try:
-                # The Host's import path, so a Benchmark defined in the Host's modules unpickles here.
+                # The Host's import path, so a Benchmark defined in the Host's modules
+                # unpickles here.
                 sys.path[:] = [p for p in path if p] + [p for p in sys.path if p not in path]
                 benchmark = pickle.loads(benchmark_blob)
                 if cpu is not None:

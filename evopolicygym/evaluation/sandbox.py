@@ -69,7 +69,8 @@ Containment = Literal["namespaces", "process-group"]
 
 
 class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
-    """Per-policy-process limits. ``memory_mb`` is address space beyond the pre-warmed interpreter."""
+    """Per-policy-process limits. ``memory_mb`` is address space beyond the pre-warmed
+    interpreter."""
 
     memory_mb: int = 1024
     cpu_seconds: int | None = None  # None: the Episode deadline rounded up, plus two seconds
@@ -88,7 +89,8 @@ class ResourceLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def enter_pid_namespace() -> None:
-    """Make the next forked child PID 1 of a new PID namespace (the caller's own PID is unchanged)."""
+    """Make the next forked child PID 1 of a new PID namespace (the caller's own PID is
+    unchanged)."""
     unshare(CLONE_NEWPID)
 
 

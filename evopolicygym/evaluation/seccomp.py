@@ -167,7 +167,8 @@ _ARCHES: dict[str, tuple[int, int, int, tuple[int, ...], int | None]] = {
     ),
 }
 
-# Any flag that makes a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET).
+# Any flag that makes a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
+# NEWNET).
 _CLONE_NEW_FLAGS = (
     0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 )
