@@ -80,7 +80,8 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
         ),
         (
             "exception in act",
-            "class P:\n    def act(self, o):\n        raise ValueError('bad act')\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        raise ValueError('bad act')\n"
+            "def make_policy(c):\n    return P()",
             "exception",
             "bad act",
         ),
@@ -88,7 +89,8 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
         ("no act", "def make_policy(c):\n    return object()", "protocol_error", "act"),
         (
             "infinite loop",
-            "class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        while True:\n            pass\n"
+            "def make_policy(c):\n    return P()",
             "timeout",
             "deadline",
         ),
@@ -100,37 +102,43 @@ def test_close_is_called_on_every_path(evaluator: Evaluator) -> None:
         ),
         (
             "os._exit",
-            "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\ndef make_policy(c):\n    return P()",
+            "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\n"
+            "def make_policy(c):\n    return P()",
             "protocol_error",
             "code 3",
         ),
         (
             "non-value action",
-            "class P:\n    def act(self, o):\n        return object()\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        return object()\n"
+            "def make_policy(c):\n    return P()",
             "protocol_error",
             "not a PolicyValue",
         ),
         (
             "action outside the space",
-            "class P:\n    def act(self, o):\n        return 7\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        return 7\n"
+            "def make_policy(c):\n    return P()",
             "invalid_action",
             "0 or 1",
         ),
         (
             "oversized action frame",
-            "class P:\n    def act(self, o):\n        return b'x' * (5 * 1024 * 1024)\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        return b'x' * (5 * 1024 * 1024)\n"
+            "def make_policy(c):\n    return P()",
             "resource_limit",
             "exceeds",
         ),
         (
             "memory bomb",
-            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\n"
+            "def make_policy(c):\n    return P()",
             "resource_limit",
             "MemoryError",
         ),
         (
             "gradual memory growth",
-            "class P:\n    def act(self, o):\n        hog = []\n        while True:\n            hog.append(bytearray(1 << 20))\n"
+            "class P:\n    def act(self, o):\n        hog = []\n        while True:\n"
+            "            hog.append(bytearray(1 << 20))\n"
             "def make_policy(c):\n    return P()",
             "resource_limit",
             "",
@@ -403,11 +411,13 @@ def test_policy_sees_only_its_program_and_scratch(evaluator: Evaluator, tmp_path
         (GOOD, "ok"),
         ("raise RuntimeError('at import')", "exception"),
         (
-            "class P:\n    def act(self, o):\n        while True:\n            pass\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        while True:\n            pass\n"
+            "def make_policy(c):\n    return P()",
             "timeout",
         ),
         (
-            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\ndef make_policy(c):\n    return P()",
+            "class P:\n    def act(self, o):\n        return len(bytearray(8 * 1024 ** 3))\n"
+            "def make_policy(c):\n    return P()",
             "resource_limit",
         ),
     ],
@@ -453,9 +463,13 @@ sys.path.insert(0, {tests!r})
 from toybench import CounterBenchmark
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
-busy = "class P:\\n    def act(self, o):\\n        while True:\\n            pass\\ndef make_policy(c):\\n    return P()"
+busy = (
+    "class P:\\n    def act(self, o):\\n        while True:\\n            pass\\n"
+    "def make_policy(c):\\n    return P()"
+)
+config = EvaluationConfig(episodes=4, jobs=2, episode_timeout=60)
 print("started", flush=True)
-evaluate(Program.from_files({{"policy.py": busy}}), CounterBenchmark(), EvaluationConfig(episodes=4, jobs=2, episode_timeout=60))
+evaluate(Program.from_files({{"policy.py": busy}}), CounterBenchmark(), config)
 """
 
 
@@ -582,14 +596,20 @@ def make_policy(c):
 
 @pytest.mark.timeout(20)  # a hang guard: waiting again for an already collected exit took 10 s each
 def test_crashes_are_classified_without_waiting(evaluator: Evaluator) -> None:
-    source = "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\ndef make_policy(c):\n    return P()"
+    source = (
+        "import os\nclass P:\n    def act(self, o):\n        os._exit(3)\n"
+        "def make_policy(c):\n    return P()"
+    )
     result = run(evaluator, source, episodes=3)
     assert [e.status for e in result.episodes] == ["protocol_error"] * 3
 
 
 def test_a_failure_report_is_bounded(evaluator: Evaluator) -> None:
     """What a policy can make the Host record is bounded, and says where it was cut."""
-    source = "class P:\n    def act(self, o):\n        raise ValueError('x' * 3_000_000 + ' the end')\ndef make_policy(c):\n    return P()"
+    source = (
+        "class P:\n    def act(self, o):\n        raise ValueError('x' * 3_000_000 + ' the end')\n"
+        "def make_policy(c):\n    return P()"
+    )
     result = run(evaluator, source, episodes=1)
     assert result.episodes[0].status == "exception"
     failure = result.episodes[0].failure or ""

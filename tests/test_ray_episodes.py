@@ -363,7 +363,8 @@ except SystemExit as exc:
 else:
     code = 0
 with open(out, "w") as f:
-    json.dump({"code": code, "ray": sorted(m for m in sys.modules if m.partition(".")[0] == "ray")}, f)
+    loaded = sorted(m for m in sys.modules if m.partition(".")[0] == "ray")
+    json.dump({"code": code, "ray": loaded}, f)
 """
 
 
@@ -404,7 +405,10 @@ def test_the_local_executor_never_imports_ray(args: list[str], tmp_path: Path) -
 
 
 # Ray as a machine without the extra has it: not importable.
-_NO_RAY = "import sys, runpy; sys.modules['ray'] = None; sys.argv = ['evopolicy', *sys.argv[1:]]; runpy.run_module('evopolicygym.cli', run_name='__main__', alter_sys=True)"
+_NO_RAY = (
+    "import sys, runpy; sys.modules['ray'] = None; sys.argv = ['evopolicy', *sys.argv[1:]]; "
+    "runpy.run_module('evopolicygym.cli', run_name='__main__', alter_sys=True)"
+)
 
 
 def test_without_the_ray_extra_the_error_says_how_to_install_it(tmp_path: Path) -> None:
@@ -471,8 +475,8 @@ def test_a_cluster_out_of_reach_is_refused_at_once(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip() == (
-        f"error: --executor ray: cannot reach the Ray cluster at 127.0.0.1:{port} (Connection refused): "
-        "is `ray start` running there?"
+        f"error: --executor ray: cannot reach the Ray cluster at 127.0.0.1:{port} "
+        "(Connection refused): is `ray start` running there?"
     )
     assert not store.exists()
 
