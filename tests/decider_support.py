@@ -534,7 +534,24 @@ class Model:
 
     def apply(self, command: Command, events: list[Event]) -> None:
         """Follow an accepted Host command, checking the events it produced."""
-        config = self.config
+        match command:
+            case StartAgent() | AgentExit() | RecordMessages():
+                self.apply_session(command, events)
+            case CompleteEvaluation() | FailEvaluation():
+                self.apply_session(command, events)
+            case StartValidation() | RecordReference() | RecordCandidate() | FailValidation():
+                self.apply_validation(command, events)
+            case Select():
+                self.apply_validation(command, events)
+            case StartAssessment() | CompleteAssessment() | FailAssessment():
+                self.apply_ending(command, events)
+            case Interrupt() | Resume() | Conclude():
+                self.apply_ending(command, events)
+            case _:
+                raise AssertionError(f"unexpected command {command!r}")
+
+    def apply_session(self, command: Command, events: list[Event]) -> None:
+        """The Agent's session: its attempts, transcript and evaluations."""
         pending = self.pending
         match command:
             case StartAgent():
@@ -591,6 +608,11 @@ class Model:
                 ]
                 pending.status = "failed"
                 self.eval_failed, self.authority = True, False
+
+    def apply_validation(self, command: Command, events: list[Event]) -> None:
+        """Validation (the reference first, rules 2) and the final Submission's selection."""
+        config = self.config
+        match command:
             case StartValidation():
                 self.candidates = self.nominated()
                 assert events == [
@@ -640,6 +662,11 @@ class Model:
                     self.subs[first - 1].score,
                 )
                 self.selected, self.selected_score = first, self.subs[first - 1].score
+
+    def apply_ending(self, command: Command, events: list[Event]) -> None:
+        """Assessment, a Host crash and resume, and the Run's end."""
+        config = self.config
+        match command:
             case StartAssessment():
                 assert events == [
                     AssessmentStarted(
@@ -691,5 +718,3 @@ class Model:
                     )
                 ]
                 self.finished, self.interrupted, self.authority = reason, False, False
-            case _:
-                raise AssertionError(f"unexpected command {command!r}")

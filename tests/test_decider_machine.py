@@ -161,6 +161,16 @@ HOST_COMMANDS = [
 
 def forbidden_events(state: RunState, model: Model) -> list[Event]:
     """Events decide would never produce in ``state``: evolve must refuse every one."""
+    return [
+        *forbidden_anywhere(state, model),
+        *forbidden_in_the_session(state, model),
+        *forbidden_after_the_session(state, model),
+        *forbidden_at_the_end(state, model),
+    ]
+
+
+def forbidden_anywhere(state: RunState, model: Model) -> list[Event]:
+    """Events out of order or inconsistent with ``state``, whatever its phase."""
     n = len(state.submissions)
     used = state.budget_used
     left = model.left
@@ -223,6 +233,15 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
         FinishAccepted(request_id="r", candidates=[n + 1]),
         RunResumed(attempt=model.resumes + 2),
     ]
+    return bad
+
+
+def forbidden_in_the_session(state: RunState, model: Model) -> list[Event]:
+    """Events the Agent's session and its evaluations forbid here."""
+    n = len(state.submissions)
+    used = state.budget_used
+    left = model.left
+    bad: list[Event] = []
     if model.pending is not None:
         pending_id, digest = n, model.pending.digest
         bad += [
@@ -273,6 +292,13 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
                 n + 1, list(range(model.max_episodes + 1)), used + model.max_episodes + 1
             )
         )
+    return bad
+
+
+def forbidden_after_the_session(state: RunState, model: Model) -> list[Event]:
+    """Events Validation, selection and Assessment forbid here."""
+    n = len(state.submissions)
+    bad: list[Event] = []
     if model.authority or model.candidates is not None:
         bad.append(ValidationStarted(candidates=[1], split="validation", episodes=1, seed=2))
     if model.candidates is None or model.selected is not None or model.validation_failed:
@@ -297,6 +323,12 @@ def forbidden_events(state: RunState, model: Model) -> list[Event]:
         for k in range(1, n + 1)
         if k != allowed
     ]
+    return bad
+
+
+def forbidden_at_the_end(state: RunState, model: Model) -> list[Event]:
+    """Events an interrupted or finished Run, or the wrong ending, forbid here."""
+    bad: list[Event] = []
     if model.interrupted:
         bad.append(RunInterrupted(reason="again"))
     else:
