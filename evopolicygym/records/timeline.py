@@ -278,8 +278,20 @@ def _assessing(submission_id: int | None, episodes: int | None) -> str:
     return f"assessment: submission {_num(submission_id)} on {_episodes(episodes or 0)}"
 
 
-def _assessed(who: str, submission_id: int | None, score: float | None, episodes: int) -> str:
-    return f"assessment: {who} {_num(submission_id)} scores {_num(score)} on {_episodes(episodes)}"
+def _assessed(submission_id: int | None, score: float | None, episodes: int) -> str:
+    scores = f"scores {_num(score)} on {_episodes(episodes)}"
+    return f"assessment: submission {_num(submission_id)} {scores}"
+
+
+def _candidate_assessed(
+    submission_id: int | None, score: float | None, episodes: int, error: str | None
+) -> str:
+    """Another validated candidate on the Assessment Episodes (``assessment.candidates``)."""
+    if error is not None:
+        return f"candidate #{_num(submission_id)} not assessed: {_one_line(error)}"
+    return (
+        f"candidate #{_num(submission_id)} assessed: score {_num(score)} on {_episodes(episodes)}"
+    )
 
 
 def _failure(what: str, error: str | None) -> str:
@@ -424,15 +436,14 @@ def _assessment_text(
         case AssessmentStarted():
             return _assessing(event.submission_id, event.episodes)
         case AssessmentCompleted():
-            line = _assessed("submission", event.submission_id, event.score, len(event.episodes))
+            line = _assessed(event.submission_id, event.score, len(event.episodes))
             return line + _failed(event.failures)
         case AssessmentFailed():
             return _failure("assessment", event.error)
-        case CandidateAssessed() if event.score is None:
-            return _failure(f"assessment: candidate {event.submission_id}", event.error)
         case CandidateAssessed():
-            line = _assessed("candidate", event.submission_id, event.score, len(event.episodes))
-            return line + _failed(event.failures)
+            error = None if event.score is not None else event.error or "its Assessment failed"
+            line = _candidate_assessed(event.submission_id, event.score, len(event.episodes), error)
+            return line + ("" if error else _failed(event.failures))
 
 
 def _experiment_text(event: ExperimentCreated | CellRunAssigned | CellRunEnded) -> str:
@@ -527,13 +538,12 @@ def _assessment_row(entry: AssessmentEntry) -> str:
         case "started":
             return _assessing(entry.submission_id, entry.episodes)
         case "completed":
-            line = _assessed("submission", entry.submission_id, entry.score, entry.episodes or 0)
-            return line + _failed(entry.failures)
-        case "candidate" if entry.error is None:
-            line = _assessed("candidate", entry.submission_id, entry.score, entry.episodes or 0)
+            line = _assessed(entry.submission_id, entry.score, entry.episodes or 0)
             return line + _failed(entry.failures)
         case "candidate":
-            return _failure(f"assessment: candidate {entry.submission_id}", entry.error)
+            error = None if entry.score is not None else entry.error or "its Assessment failed"
+            line = _candidate_assessed(entry.submission_id, entry.score, entry.episodes or 0, error)
+            return line + ("" if error else _failed(entry.failures))
     return _failure("assessment", entry.error)
 
 
