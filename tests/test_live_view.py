@@ -59,14 +59,15 @@ def screens(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Screen]:
                 [
                     sys.executable, "-m", "evopolicygym.cli", "run", "--benchmark", "cartpole",
                     "--budget", "4", "--validation-episodes", "1", "--assessment-episodes", "1",
-                    "--max-candidates", "2", "--allow-uncontained-agent", "--store", str(stores[width]),
+                    "--max-candidates", "2", "--allow-uncontained-agent",
+                    "--store", str(stores[width]),
                 ]
             )  # fmt: skip
             shell = f"{command}; echo EXIT=$?; sleep 600"
             if index == 0:
                 subprocess.run(
-                    ["tmux", "-S", str(socket), "-f", os.devnull, "new-session", "-d", "-s", f"w{width}",
-                     "-x", str(width), "-y", str(height), shell],
+                    ["tmux", "-S", str(socket), "-f", os.devnull, "new-session", "-d",
+                     "-s", f"w{width}", "-x", str(width), "-y", str(height), shell],
                     env=env, check=True, timeout=30,
                 )  # fmt: skip
             else:
@@ -107,12 +108,14 @@ def screens(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Screen]:
 
 def _summary(store: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store), "list", "--json"],
+        [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store),
+         "list", "--json"],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     [run] = json.loads(done.stdout)
     shown = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store), "show", run["run_id"], "--json"],
+        [sys.executable, "-m", "evopolicygym.cli", "record", "--store", str(store),
+         "show", run["run_id"], "--json"],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     return json.loads(shown.stdout)
@@ -128,7 +131,10 @@ def test_the_log_keeps_every_submission_validation_and_assessment(
     summary = _summary(screen.store)
     assert summary["submissions"]
     for entry in summary["submissions"]:
-        line = f"submission {entry['submission_id']}  score {entry['score']:g}  {entry['episodes']} Episode"
+        line = (
+            f"submission {entry['submission_id']}  score {entry['score']:g}  "
+            f"{entry['episodes']} Episode"
+        )
         assert line in text, line
     assert re.search(r"^validation: initial program scores \S+", text, re.MULTILINE)
     final, score = summary["final_submission_id"], summary["validation_score"]
@@ -159,5 +165,6 @@ def test_the_status_panel_is_drawn_once_and_stays(screens: dict[int, Screen], wi
 def test_no_line_is_wider_than_the_terminal(screens: dict[int, Screen], width: int) -> None:
     for line in screens[width].lines:
         if re.match(r"^[a-z ]+: (\S+ )*evopolicy ", line):
-            continue  # a command to paste ("replay it: ..."): left for the terminal to wrap, unbroken
+            # a command to paste ("replay it: ..."): left for the terminal to wrap, unbroken
+            continue
         assert len(line) <= width, line

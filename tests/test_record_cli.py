@@ -740,8 +740,8 @@ def test_verify_finds_a_damaged_index_and_reads_fail_cleanly(tmp_path: Path) -> 
     raw = sqlite3.connect(root / "events.db")
     raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (rootpage,) = raw.execute(
-        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND sql IS NULL AND tbl_name = 'events' "
-        "ORDER BY name LIMIT 1"
+        "SELECT rootpage FROM sqlite_master WHERE type = 'index' AND sql IS NULL"
+        " AND tbl_name = 'events' ORDER BY name LIMIT 1"
     ).fetchone()
     (page_size,) = raw.execute("PRAGMA page_size").fetchone()
     raw.close()
@@ -781,8 +781,9 @@ def rechain_from(root: Path, position: int) -> None:
     try:
         connection.execute("DROP TRIGGER IF EXISTS events_no_update")
         rows = connection.execute(
-            "SELECT position, stream_id, stream_version, event_id, type, schema_version, recorded_at,"
-            " payload_hash, prev_hash FROM events WHERE position >= ? ORDER BY position",
+            "SELECT position, stream_id, stream_version, event_id, type, schema_version,"
+            " recorded_at, payload_hash, prev_hash FROM events WHERE position >= ?"
+            " ORDER BY position",
             (position,),
         ).fetchall()
         prev = rows[0][8]

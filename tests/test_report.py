@@ -171,7 +171,8 @@ def test_the_page_of_many_runs_tells_the_diagnostics_and_no_recorded_text(store:
     assert built.runs == 6
     ranks = diagnostics.rank_scores(diagnostics.score_table(runs_df(store)))
     board = re.search(
-        r'id="leaderboard"><h2>Leaderboard</h2><table class=""><thead>.*?</thead><tbody>(.*?)</tbody>',
+        r'id="leaderboard"><h2>Leaderboard</h2><table class=""><thead>.*?</thead>'
+        r"<tbody>(.*?)</tbody>",
         html,
     )
     assert board is not None
