@@ -168,8 +168,10 @@ import json, os, subprocess, sys
 sys.path.insert(0, {attack_dir!r})
 from jailattack import attack
 report = attack({target!r})
-print(json.dumps({{"role": "assistant", "content": json.dumps(report, sort_keys=True)}}), flush=True)
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+message = {{"role": "assistant", "content": json.dumps(report, sort_keys=True)}}
+print(json.dumps(message), flush=True)
+submit = ["./evopolicy", "session", "submit", "--episodes", "0:2"]
+subprocess.run(submit, check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
 """
 
@@ -259,7 +261,8 @@ def test_the_jail_refuses_to_start_an_agent_it_cannot_contain(tmp_path: Path) ->
 
 FINISHING_AGENT = r"""
 import subprocess
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+submit = ["./evopolicy", "session", "submit", "--episodes", "0:2"]
+subprocess.run(submit, check=True, capture_output=True)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
 """
 

@@ -317,7 +317,7 @@ def test_a_run_that_never_published_has_area_zero_and_is_kept() -> None:
     assert found["groups"].iloc[0]["runs"] == 2
 
 
-# --------------------------------------------------------------------------- edits, budget, failures
+# -------------------------------------------------------------------------- edits, budget, failures
 
 
 def test_edit_dynamics_by_hand() -> None:

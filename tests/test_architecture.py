@@ -230,7 +230,8 @@ def test_the_classic_family_and_the_exporters_are_units() -> None:
         # the kernel never imports a concrete exporter or family, but through entry points
         ("from evopolicygym_classic import cartpole\n", "evopolicygym.run.x", "run"),
         (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from evopolicygym.cli import main\n",
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from evopolicygym.cli import main\n",
             "evopolicygym.run.x",
             "run",
         ),

@@ -237,7 +237,8 @@ def test_the_read_api_read_models_and_frames_hold_each_candidates_score(
         connection = open_read_models(store, read_only=True)
         try:
             rows = connection.execute(
-                "SELECT submission_id, assessment_score FROM submissions WHERE run_id = ? AND assessment_score IS NOT NULL",
+                "SELECT submission_id, assessment_score FROM submissions "
+                "WHERE run_id = ? AND assessment_score IS NOT NULL",
                 [run_id],
             ).fetchall()
         finally:

@@ -147,7 +147,10 @@ def test_list_names_uninstalled_tasks_with_the_command_installing_them() -> None
 def test_asking_for_an_uninstalled_task_says_its_extra_in_one_line(tmp_path: Path) -> None:
     program = balancing_program(tmp_path / "program")
     store = tmp_path / "store"
-    expected = "error: benchmark 'bipedal' needs the box2d family, which is not installed: uv sync --extra box2d"
+    expected = (
+        "error: benchmark 'bipedal' needs the box2d family, which is not installed: "
+        "uv sync --extra box2d"
+    )
     commands = [
         ("evaluate", str(program), "--benchmark", "bipedal"),
         ("run", "--benchmark", "bipedal", "--agent", "reference", "--budget", "2",
@@ -187,8 +190,8 @@ def test_a_near_id_gets_a_did_you_mean(tmp_path: Path) -> None:
     typo = invoke("benchmarks", "show", "gymnasum:CartPole-v1")
     assert typo.exit_code == 1
     assert (
-        typo.stderr
-        == "error: unknown benchmark 'gymnasum:CartPole-v1'; did you mean 'gymnasium:CartPole-v1'?\n"
+        typo.stderr == "error: unknown benchmark 'gymnasum:CartPole-v1'; "
+        "did you mean 'gymnasium:CartPole-v1'?\n"
     )
     far = invoke("benchmarks", "show", "zzzz")
     assert far.exit_code == 1
@@ -197,7 +200,7 @@ def test_a_near_id_gets_a_did_you_mean(tmp_path: Path) -> None:
     assert "lunar-lander" in line and "did you mean" not in line
 
 
-# --------------------------------------------------------------------------- check's synthetic score
+# -------------------------------------------------------------------------- check's synthetic score
 
 
 def test_check_labels_its_synthetic_score() -> None:
@@ -277,8 +280,9 @@ def test_a_run_recorded_with_timed_out_reads_as_truncated_and_keeps_its_bytes(
 ) -> None:
     program = balancing_program(tmp_path / "program")
     new_store, old_store = tmp_path / "new", tmp_path / "old"
-    done = invoke("run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "2", "--program", str(program),
-                  "--validation-episodes", "1", "--assessment-episodes", "1", "--jobs", "1", "--store", str(new_store),
+    done = invoke("run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "2",
+                  "--program", str(program), "--validation-episodes", "1",
+                  "--assessment-episodes", "1", "--jobs", "1", "--store", str(new_store),
                   "--allow-uncontained-agent", "--json")  # fmt: skip
     assert done.exit_code == 0, done.stderr
     run_id = json.loads(done.stdout)["run_id"]

@@ -41,7 +41,8 @@ from evopolicygym_cards.measure import RANDOM_DIR, load_policy, measure, play, p
 GAMES = ("leduc", "holdem_limit")
 OBSERVATION_KEYS = {
     "game", "hand", "hands", "done", "seat", "private_cards", "board", "round", "betting", "pot",
-    "to_call", "my_contribution", "opponent_contribution", "legal_actions", "chips", "finished_hands",
+    "to_call", "my_contribution", "opponent_contribution", "legal_actions", "chips",
+    "finished_hands",
 }  # fmt: skip
 
 
@@ -249,7 +250,7 @@ def test_in_process_measurement_matches_evaluate(evaluator: Evaluator, name: str
         assert result.failures == 0
 
 
-# --- illegal actions --------------------------------------------------------------------------------
+# --- illegal actions ------------------------------------------------------------------------------
 
 
 def test_an_illegal_action_fails_the_episode_at_the_failure_score(
@@ -258,7 +259,8 @@ def test_an_illegal_action_fails_the_episode_at_the_failure_score(
     # Folding with nothing to call is not a legal action in OpenSpiel's poker.
     folder = write_program(
         tmp_path / "fold",
-        "class P:\n    def act(self, o):\n        return 0\n\ndef make_policy(c):\n    return P()\n",
+        "class P:\n    def act(self, o):\n        return 0\n\n"
+        "def make_policy(c):\n    return P()\n",
     )
     result = evaluate(evaluator, "leduc", folder, 2)
     assert [r.status for r in result.records] == ["invalid_action", "invalid_action"]
@@ -271,7 +273,7 @@ def test_an_illegal_action_fails_the_episode_at_the_failure_score(
             benchmark.validate_action(bad)
 
 
-# --- Feedback ----------------------------------------------------------------------------------------
+# --- Feedback -------------------------------------------------------------------------------------
 
 
 def test_feedback_has_round_summaries_and_a_bounded_replay(evaluator: Evaluator) -> None:
@@ -319,8 +321,8 @@ def test_feedback_without_summaries_reads_the_trace() -> None:
         for f in frames[1:-1]
     ]
     record = EpisodeRecord(
-        spec=episode, policy_seed=1, status="ok", total_reward=float(frames[-1]["chips"]), steps=len(trace),
-        initial_observation=frames[0], trace=trace,
+        spec=episode, policy_seed=1, status="ok", total_reward=float(frames[-1]["chips"]),
+        steps=len(trace), initial_observation=frames[0], trace=trace,
     )  # fmt: skip
     content = benchmark.score([record]).content
     assert content["episodes"][0]["hands_played"] == 20
@@ -329,7 +331,7 @@ def test_feedback_without_summaries_reads_the_trace() -> None:
     ]
 
 
-# --- profiles and bad input -----------------------------------------------------------------------------
+# --- profiles and bad input -----------------------------------------------------------------------
 
 
 def test_profiles_are_ordered_by_the_baselines_winnings() -> None:
@@ -364,7 +366,7 @@ def test_bad_parameters_are_one_line_errors() -> None:
     assert len(result.output.strip().splitlines()) == 1
 
 
-# --- an offline Run -------------------------------------------------------------------------------------
+# --- an offline Run -------------------------------------------------------------------------------
 
 
 def test_run_on_leduc_with_the_reference_agent_finishes_offline(tmp_path: Path) -> None:

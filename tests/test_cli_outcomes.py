@@ -43,7 +43,8 @@ def _agent(tmp_path: Path, body: str) -> str:
         WORKSPACE = os.environ["EVOPOLICY_WORKSPACE"]
 
         def cli(*args):
-            return subprocess.run([*CLI, "session", *args], capture_output=True, text=True).returncode
+            done = subprocess.run([*CLI, "session", *args], capture_output=True, text=True)
+            return done.returncode
         """
     )
     path = tmp_path / "agent.py"
@@ -423,7 +424,8 @@ def _sigint_once_ready(
     while not ready(process.pid):
         if process.poll() is not None:
             pytest.fail(
-                f"{what} ended before the SIGINT: {output() if output else process.communicate()[1]}"
+                f"{what} ended before the SIGINT: "
+                f"{output() if output else process.communicate()[1]}"
             )
         time.sleep(pause)
     process.send_signal(signal.SIGINT)

@@ -71,7 +71,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     )
     finished = cli(
         *common,
-        "--budget", "3", "--validation-episodes", "1", "--assessment-episodes", "1", "--max-candidates", "2",
+        "--budget", "3", "--validation-episodes", "1", "--assessment-episodes", "1",
+        "--max-candidates", "2",
     )  # fmt: skip
     assert finished.code == 0, finished.stderr
     failed = cli(*common, "--budget", "8", "--agent", "command", "--agent-command", "false")
@@ -117,7 +118,8 @@ def test_record_show_renders_values_for_people(runs: Runs) -> None:
     assert "assessment.enabled=yes," in out and "assessment.episodes=1," in out and "jobs=-," in out
     summary = json.loads(ok("record", "--store", runs.store, "show", runs.finished, "--json"))
     assert rows["final"] == (
-        f"submission {summary['final_submission_id']}, validation score {summary['validation_score']:g}"
+        f"submission {summary['final_submission_id']}, "
+        f"validation score {summary['validation_score']:g}"
     )
 
 
@@ -213,8 +215,8 @@ def test_evaluate_shows_failed_episodes_first_when_folding(tmp_path: Path) -> No
 
 def test_run_summary_renders_values_for_people(tmp_path: Path) -> None:
     done = cli(
-        "run", "--benchmark", "cartpole", "--budget", "8", "--agent", "command", "--agent-command", "false",
-        "--allow-uncontained-agent", "--store", str(tmp_path / "store"),
+        "run", "--benchmark", "cartpole", "--budget", "8", "--agent", "command",
+        "--agent-command", "false", "--allow-uncontained-agent", "--store", str(tmp_path / "store"),
     )  # fmt: skip
     assert done.code == 3, done.stderr
     for value in PYTHON_VALUES:

@@ -155,8 +155,9 @@ def test_a_store_after_the_subcommand_wins_over_the_groups(
     )
     assert missing.returncode == 1
     assert (
-        missing.stderr
-        == "error: no store at elsewhere: create one with `evopolicy record create --store elsewhere` (or point --store or EVOPOLICY_STORE at an existing store)\n"
+        missing.stderr == "error: no store at elsewhere: create one with "
+        "`evopolicy record create --store elsewhere` "
+        "(or point --store or EVOPOLICY_STORE at an existing store)\n"
     )
 
 

@@ -38,7 +38,8 @@ pytestmark = pytest.mark.timeout(240)
 
 QUICK = Program.from_files(  # fails CartPole in a few steps: Episodes cost next to nothing
     {
-        "policy.py": "class P:\n    def act(self, o):\n        return 0\n\ndef make_policy(c):\n    return P()\n"
+        "policy.py": "class P:\n    def act(self, o):\n        return 0\n\n"
+        "def make_policy(c):\n    return P()\n"
     }
 )
 

@@ -41,8 +41,8 @@ def write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
 def test_checked_in_schema_matches_the_code() -> None:
     checked_in = (ROOT / "schemas" / "experiment-spec.json").read_text()
     assert checked_in == render_spec_schema(), (
-        "schemas/experiment-spec.json drifted from evopolicygym/experiments/spec.py; regenerate with "
-        "'python -m evopolicygym.experiments.spec > schemas/experiment-spec.json'"
+        "schemas/experiment-spec.json drifted from evopolicygym/experiments/spec.py; "
+        "regenerate with 'python -m evopolicygym.experiments.spec > schemas/experiment-spec.json'"
     )
     schema = json.loads(checked_in)
     spec = schema["$defs"]["ExperimentSpec"]
@@ -65,7 +65,8 @@ def test_the_example_resolves_to_six_cells() -> None:
 def test_the_matrix_is_the_product_and_its_digest_follows_it(tmp_path: Path) -> None:
     text = BASE.replace("seeds = 2", "seeds = [3, 5]\nagent_seeds = 2") + (
         '[[agents]]\nname = "cmd"\nprovider = "command"\nagent_command = "true"\n'
-        '[[benchmarks]]\nid = "gymnasium:CartPole-v1"\nname = "cp"\nparams = { max_episode_steps = 50, sutton_barto_reward = true }\n'
+        '[[benchmarks]]\nid = "gymnasium:CartPole-v1"\nname = "cp"\n'
+        "params = { max_episode_steps = 50, sutton_barto_reward = true }\n"
     )
     created = resolve(load_spec(write(tmp_path, text)), tmp_path)
     assert len(created.cells) == 2 * 2 * 2 * 2

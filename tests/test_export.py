@@ -315,7 +315,7 @@ def test_dpo_follows_the_benchmarks_direction(store: Store, tmp_path: Path) -> N
     }
 
 
-# --------------------------------------------------------------------------- rl, rollouts, programs, events
+# ------------------------------------------------------------------- rl, rollouts, programs, events
 
 
 def test_rl_is_one_row_per_task(store: Store, tmp_path: Path) -> None:
@@ -600,7 +600,7 @@ def test_events_are_flat_and_keep_nothing_private(
     assert failed["payload"]["error"] == "worker lost on seed <private> (<private>)"
 
 
-# --------------------------------------------------------------------------- filters, splits, fingerprints
+# -------------------------------------------------------------------- filters, splits, fingerprints
 
 
 def test_run_filters(store: Store, tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ TRANSPORTS = {
 SHARD = re.compile(
     r"(?P<config>sft|rl)/(?P<split>train|test)-(?P<i>\d{5})-of-(?P<n>\d{5})-(?P<tag>[0-9a-f]+)\.parquet"
 )
-STALE = {  # what an older export left on main of the repos the branch and pull request pushes target
+# What an older export left on main of the repos the branch and pull request pushes target.
+STALE = {
     "README.md": b"---\nconfigs: []\n---\n# an older export\n",
     "sft/train-00000-of-00001-000000000000.parquet": b"PAR1 stale PAR1",
 }
@@ -56,7 +57,8 @@ _PROXIES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
 def write_runs(root: Path, numbers: range, *, noise: int = 0) -> Path:
-    """Runs ``run-NNNN`` over two Benchmarks; ``noise`` random bytes in a policy make its rows big."""
+    """Runs ``run-NNNN`` over two Benchmarks; ``noise`` random bytes in a policy make its rows
+    big."""
     with open_store(root, create=True) as store:
         for i in numbers:
             source = policy_source(0.5 + i)

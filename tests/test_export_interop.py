@@ -171,7 +171,8 @@ def loaded(exported: Exported, cache: Path) -> dict[str, datasets.DatasetDict]:
 # Whitespace only from expressions: transformers renders with trim_blocks and lstrip_blocks.
 CHAT_TEMPLATE = (
     "{% if tools %}<|tools|>{{ '\\n' }}"
-    "{% for tool in tools %}{{ tool.function.name }}: {{ tool.function.parameters | tojson }}{{ '\\n' }}{% endfor %}"
+    "{% for tool in tools %}{{ tool.function.name }}: "
+    "{{ tool.function.parameters | tojson }}{{ '\\n' }}{% endfor %}"
     "<|end|>{{ '\\n' }}"
     "{% endif %}"
     "{% for message in messages %}<|{{ message.role }}|>"

@@ -236,8 +236,8 @@ def test_random_backend_terminations_never_duplicate_or_skip(url: str) -> None:
             while not stop.is_set():
                 time.sleep(random.uniform(0.005, 0.05))
                 rows = connection.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> %s "
-                    "AND backend_type = 'client backend'",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> %s AND backend_type = 'client backend'",
                     (database, own),
                 ).fetchall()
                 kills.extend(1 for (ok,) in rows if ok)
@@ -272,7 +272,7 @@ def test_random_backend_terminations_never_duplicate_or_skip(url: str) -> None:
     assert [e.event_id for e in envelopes] == appended
 
 
-# --------------------------------------------------------------------------- the database's own rules
+# ------------------------------------------------------------------------- the database's own rules
 
 
 def test_the_database_refuses_update_delete_and_truncate(url: str) -> None:
@@ -304,7 +304,8 @@ def test_the_indexes_are_checked(url: str) -> None:
         assert store.integrity_problems() == []
         indexes = run(
             url,
-            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1",
+            "SELECT indexrelid::regclass::text FROM pg_index "
+            "WHERE indrelid = 'events'::regclass ORDER BY 1",
         )
         assert len(indexes) == 3  # position, (stream_id, stream_version), event_id
         (name,) = indexes[0]
@@ -318,7 +319,8 @@ def test_a_disabled_trigger_and_a_tampered_row_are_reported(url: str) -> None:
         run(url, "ALTER TABLE events DISABLE TRIGGER events_no_update")
         run(
             url,
-            "UPDATE events SET payload = convert_to(replace(convert_from(payload, 'UTF8'), '\"steps\":6', '\"steps\":7'), 'UTF8') WHERE position = 7",
+            "UPDATE events SET payload = convert_to(replace(convert_from(payload, 'UTF8'), "
+            "'\"steps\":6', '\"steps\":7'), 'UTF8') WHERE position = 7",
         )
         assert store.integrity_problems() == [
             "the append-only trigger events_no_update is disabled: the log can be changed"

@@ -143,7 +143,8 @@ def attempts():
         call("keyctl", 0, 0, 0, 0, 0),
         call("bpf", 0, None, 0),
         call("perf_event_open", None, 0, -1, -1, 0),
-        call("clone", ctypes.c_ulong(0x10000000 | 17), None, None, None, None),  # CLONE_NEWUSER | SIGCHLD
+        # CLONE_NEWUSER | SIGCHLD
+        call("clone", ctypes.c_ulong(0x10000000 | 17), None, None, None, None),
     ]
 # Threads and plain forks still work (clone3 answers ENOSYS; the C library falls back).
 thread = threading.Thread(target=os.getpid)

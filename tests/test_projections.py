@@ -1182,7 +1182,10 @@ def test_the_table_escapes_terminal_control_characters(two_runs: Store) -> None:
     raw = "\x1b]0;PWNED\x07\x1b[2J boom\x7f\x9b\ttab"
     append(two_runs, "run-beta", [EvaluationFailed(submission_id=9, error=raw, budget_consumed=1)])
     store = str(two_runs.path)
-    sql = "SELECT error AS \"err\x1b[31m\" FROM submissions WHERE error IS NOT NULL AND run_id = 'beta'"
+    sql = (
+        'SELECT error AS "err\x1b[31m" FROM submissions '
+        "WHERE error IS NOT NULL AND run_id = 'beta'"
+    )
     table = invoke("query", sql, "--store", store)
     assert table.exit_code == 0, table.stderr
     assert not any(c in table.stdout for c in "\x1b\x07\x7f\x9b\t")
@@ -1237,7 +1240,7 @@ def test_json_timestamps_are_utc_and_non_finite_numbers_are_strings(two_runs: St
     assert '"NaN", "Infinity" and' in help_text and "Z suffix" in help_text
 
 
-# --------------------------------------------------------------------------- speed (reported, not asserted)
+# ------------------------------------------------------------------- speed (reported, not asserted)
 
 
 def test_catch_up_rate_on_100k_events(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1304,7 +1307,8 @@ def test_projection_api_is_usable_for_a_custom_projection(two_runs: Store, tmp_p
         for kind in set(batch.types):
             n = batch.types.count(kind)
             connection.execute(
-                "INSERT INTO type_counts VALUES (?, ?) ON CONFLICT DO UPDATE SET n = n + excluded.n",
+                "INSERT INTO type_counts VALUES (?, ?) "
+                "ON CONFLICT DO UPDATE SET n = n + excluded.n",
                 [kind, n],
             )
 

@@ -190,7 +190,9 @@ def test_what_a_dead_writer_left_in_the_write_ahead_logs_is_read_or_refused(tmp_
         "from runlogs import Planned, SynthRun, policy_source, write_run\n"
         "from evopolicygym.records.location import open_store\n"
         "store = open_store(sys.argv[1], create=True)\n"
-        "write_run(store, SynthRun(run_id='walrun', submissions=[Planned({'policy.py': policy_source(0.5)}, [0, 1], [1.0, 2.0])], candidates=[1]))\n"
+        "write_run(store, SynthRun(run_id='walrun', "
+        "submissions=[Planned({'policy.py': policy_source(0.5)}, [0, 1], [1.0, 2.0])], "
+        "candidates=[1]))\n"
         "os._exit(0)\n"  # no close, no checkpoint
     )
     made = subprocess.run(

@@ -79,7 +79,8 @@ def _run(tmp_path: Path, store: Path, command: str) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def failed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, str]:
-    """A Run whose Agent printed STDOUT and STDERR, then exited 3: (cwd, store, run id, run's stderr)."""
+    """A Run whose Agent printed STDOUT and STDERR, then exited 3: (cwd, store, run id, run's
+    stderr)."""
     tmp_path = tmp_path_factory.mktemp("logs")
     store = tmp_path / "store"
     command = _agent(
@@ -270,7 +271,8 @@ def test_a_resumed_run_has_two_attempts(tmp_path: Path) -> None:
         "==> stdout (attempt 1 of 2, host_interrupted) <==",
         "first out",
         "==> stderr (attempt 1 of 2, host_interrupted) <==",
-        "(not recorded: the Host was interrupted under this attempt, so only the stdout it streamed was kept)",
+        "(not recorded: the Host was interrupted under this attempt, "
+        "so only the stdout it streamed was kept)",
     ]
     assert logs("--attempt", "1", "--stdout", "--raw").stdout == b"first out\n"
     lost = logs("--attempt", "1", "--stderr")

@@ -85,7 +85,8 @@ SHAPES: list[tuple[str, str, str]] = [
     ("slack", "xoxb-123456789012-abcdefABCDEF", "xoxb-123456789012-abcdefABCDEF"),
     (
         "jwt",
-        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
     ),
     (
@@ -371,7 +372,8 @@ SAFE_TEXTS = [
     'def skip(self): return "skip"  # skipping is fine',
     "Skipping tasks: task-sk-management-and-scheduling-module",
     'TOKEN_ENV = "HF_TOKEN"; _AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"',
-    '{"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<|endoftext|>", "mask_token": "[MASK]"}',
+    '{"bos_token": "<s>", "eos_token": "</s>", '
+    '"pad_token": "<|endoftext|>", "mask_token": "[MASK]"}',
     '{"bos_token": "bos_token_id", "unk_token": "unknown_token_id"}',
     'headers["X-Api-Key"] = api_key',
     'XET_ACCESS_TOKEN = "X-Xet-Access-Token"',

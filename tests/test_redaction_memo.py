@@ -4,10 +4,10 @@
 program files recur across the rows of an export), and ``value`` what each dict key
 names. With the memo switched off every string takes the full scan, as it did before
 there was one, and the walk over dicts and lists as it was then is kept here; these
-properties compare the two on generated strings with secrets (literal and by shape) planted at random
-places, and on nested dicts and lists of them, through a redactor that has already seen
-earlier examples (so its answers come from the memo) and one whose memo is tiny (so it
-keeps starting over).
+properties compare the two on generated strings with secrets (literal and by shape)
+planted at random places, and on nested dicts and lists of them, through a redactor that
+has already seen earlier examples (so its answers come from the memo) and one whose memo
+is tiny (so it keeps starting over).
 """
 
 from __future__ import annotations

@@ -713,8 +713,9 @@ def test_a_restarted_agent_takes_what_its_earlier_start_published(tmp_path: Path
 
 
 # A weak start for each Benchmark, which the search improves on only after a few tries.
-ACROBOT_START = """\"\"\"Torque by the middle joint's swing, biased so far that it hardly ever switches.\"\"\"
-
+ACROBOT_START = (
+    '"""Torque by the middle joint\'s swing, biased so far that it hardly ever switches."""\n'
+    """
 GAIN = 1.0
 BIAS = 20.0
 
@@ -727,6 +728,7 @@ class Biased:
 def make_policy(context):
     return Biased()
 """
+)
 
 FROZEN_LAKE_START = """\"\"\"One-step lookahead on walking distance to the goal, counting a hole as
 only HOLE steps away, far too close: it often walks into one.\"\"\"

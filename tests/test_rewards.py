@@ -160,13 +160,16 @@ def test_the_reproduced_call_is_the_installed_trls() -> None:
 
     source = (Path(trl.__file__).parent / "trainer" / "grpo_trainer.py").read_text(encoding="utf-8")
     for statement in (
-        'keys = [key for key in inputs[0] if key not in ["prompt", "completion", "completion_ids"]]',
+        "keys = [key for key in inputs[0] if key not in "
+        '["prompt", "completion", "completion_ids"]]',
         "reward_kwargs = {key: [example[key] for example in inputs] for key in keys}",
         'reward_kwargs["trainer_state"] = self.state',
         'reward_kwargs["log_extra"] = self._log_completion_extra',
         'reward_kwargs["log_metric"] = self._log_metric',
-        "prompts=prompts, completions=completions, completion_ids=completion_ids_list, **reward_kwargs",
-        "output_reward_func = [reward if reward is not None else torch.nan for reward in output_reward_func]",
+        "prompts=prompts, completions=completions, completion_ids=completion_ids_list, "
+        "**reward_kwargs",
+        "output_reward_func = [reward if reward is not None else torch.nan "
+        "for reward in output_reward_func]",
     ):
         assert statement in source, statement
 

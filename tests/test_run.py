@@ -111,7 +111,8 @@ def test_a_command_agent_runs_end_to_end(store: Store, tmp_path: Path) -> None:
         assert cli("submit", "--episodes", "0:3")[0] == 0
         code, out, err = cli("submit", "program", "--episodes", "3:6")
         assert code == 0 and out["budget_left"] == 6, (code, out, err)
-        latest = json.load(open(os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "feedback", "latest.json")))
+        feedback = os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "feedback")
+        latest = json.load(open(os.path.join(feedback, "latest.json")))
         assert latest["submission_id"] == 2 and latest["indices"] == [3, 4, 5]
         print(json.dumps({"role": "assistant", "content": "finishing with both"}), flush=True)
         assert cli("finish", "2", "1")[0] == 0
@@ -341,7 +342,8 @@ def test_resume_reruns_a_reserved_evaluation_once_and_restarts_the_agent(
     state, events = load_run(store, run_id)
     program = Program.from_files(
         {
-            "policy.py": "def make_policy(c):\n    return P()\nclass P:\n    def act(self, o):\n        return 0\n"
+            "policy.py": "def make_policy(c):\n    return P()\n"
+            "class P:\n    def act(self, o):\n        return 0\n"
         }
     )
     store.blobs.put_program(program)
@@ -463,7 +465,11 @@ def test_the_session_client_stays_light() -> None:
     """Agents call `evopolicy session` once per request: it must not import the engine."""
     import subprocess
 
-    probe = "import sys, evopolicygym.cli.group, evopolicygym.cli.session; print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') if m in sys.modules))"
+    probe = (
+        "import sys, evopolicygym.cli.group, evopolicygym.cli.session; "
+        "print(sorted(m for m in ('numpy', 'gymnasium', 'evopolicygym.evaluation') "
+        "if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -591,7 +597,8 @@ def test_the_agent_cannot_see_the_store_or_the_host(store: Store, tmp_path: Path
         for pid in os.listdir("/proc"):
             if pid.isdigit():
                 try:
-                    cmdlines.append(open(f"/proc/{{pid}}/environ", "rb").read().decode(errors="replace"))
+                    environ = open(f"/proc/{{pid}}/environ", "rb").read()
+                    cmdlines.append(environ.decode(errors="replace"))
                 except OSError:
                     pass
         seen["host_visible"] = any("PYTEST_CURRENT_TEST" in c for c in cmdlines)  # pytest's own

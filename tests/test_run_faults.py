@@ -42,7 +42,8 @@ AGENT = textwrap.dedent(
 
     def published():
         found = []
-        for path in sorted(glob.glob(os.path.join(ws, "feedback", "submission-*", "feedback.json"))):
+        pattern = os.path.join(ws, "feedback", "submission-*", "feedback.json")
+        for path in sorted(glob.glob(pattern)):
             data = json.load(open(path))
             if data["status"] == "published":
                 found.append(data)

@@ -271,7 +271,8 @@ def test_every_reader_of_a_run_agrees_with_its_summary(
         with open_read_models(store, read_only=True) as db:
             row = db.execute(
                 "SELECT submissions, published, failed, budget_used, best_score, "
-                "best_submission_id, final_submission_id, status, best_basis FROM runs WHERE run_id = 'r'"
+                "best_submission_id, final_submission_id, status, best_basis "
+                "FROM runs WHERE run_id = 'r'"
             ).fetchone()
         assert row == (
             summary.started,

@@ -43,9 +43,10 @@ HOLDER = textwrap.dedent(
     for line in sys.stdin:
         command, _, name = line.strip().partition(" ")
         if command == "append":
-            event = new_event(
-                EpisodeCompleted(submission_id=0, index=0, status="ok", total_reward=1.0, steps=1), name
+            done = EpisodeCompleted(
+                submission_id=0, index=0, status="ok", total_reward=1.0, steps=1
             )
+            event = new_event(done, name)
             answer = {"positions": store.events.append("held", [event], ANY_VERSION)}
         elif command == "put":
             answer = {"digest": store.blobs.put(name.encode() * 10)}
@@ -69,9 +70,8 @@ OTHER = textwrap.dedent(
     with open_store(sys.argv[1]) as store:
         store.events.read_all()
         list(store.blobs.digests())
-        event = new_event(
-            EpisodeCompleted(submission_id=0, index=0, status="ok", total_reward=1.0, steps=1), sys.argv[2]
-        )
+        done = EpisodeCompleted(submission_id=0, index=0, status="ok", total_reward=1.0, steps=1)
+        event = new_event(done, sys.argv[2])
         store.events.append("other", [event], ANY_VERSION)
         store.blobs.put(sys.argv[2].encode() * 10)
     """

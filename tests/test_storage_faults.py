@@ -5,8 +5,8 @@ failed evaluation, and `evopolicy resume` finishes the Run with the budget exact
 Real faults, not patched ones: the store lives on a small tmpfs of its own, mounted in a
 user and mount namespace made for the test (``unshare``), and the Agent — in that same
 namespace, since nothing contains it here — fills that tmpfs, or makes the store's blob
-directory a read-only mount, between two Submissions. The remedy (delete the filler, remount writable) happens before
-the resume, as a user would do it.
+directory a read-only mount, between two Submissions. The remedy (delete the filler,
+remount writable) happens before the resume, as a user would do it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ if not os.path.exists(mark):  # the first attempt: one Submission, then the faul
     else:  # the blobs' part of the store on read-only media (the log is open for writing,
         # which a read-only remount of its own mount would refuse with EBUSY)
         blobs = os.path.join(disk, "store", "blobs")
-        subprocess.run(["sh", "-c", f"mount --bind {blobs} {blobs} && mount -o remount,bind,ro {blobs}"], check=True)
+        remount = f"mount --bind {blobs} {blobs} && mount -o remount,bind,ro {blobs}"
+        subprocess.run(["sh", "-c", remount], check=True)
     session("submit", "--episodes", "2:4")
     import time; time.sleep(60)  # the Host stops this attempt
 else:  # the resumed attempt: whatever the fault left undone, then finish
@@ -66,20 +67,25 @@ import json, os, subprocess, sys
 disk, store, agent, mark, fault, out = sys.argv[1:7]
 cli = [sys.executable, "-m", "evopolicygym.cli"]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", disk], check=True)
-run = subprocess.run([*cli, "run", "--benchmark", "cartpole", "--budget", "4", "--validation-episodes", "2",
-                      "--max-candidates", "1", "--assessment-episodes", "2", "--agent", "command",
+run = subprocess.run([*cli, "run", "--benchmark", "cartpole", "--budget", "4",
+                      "--validation-episodes", "2", "--max-candidates", "1",
+                      "--assessment-episodes", "2", "--agent", "command",
                       "--agent-command", f"{sys.executable} {agent} {disk} {fault} {mark}",
-                      "--agent-timeout", "120", "--store", store, "--json"], capture_output=True, text=True)
+                      "--agent-timeout", "120", "--store", store, "--json"],
+                     capture_output=True, text=True)
 # the remedy
 if fault == "full":
     os.remove(os.path.join(disk, "filler"))
 else:
     subprocess.run(["umount", os.path.join(store, "blobs")], check=True)
-listed = subprocess.run([*cli, "record", "--store", store, "list", "--json"], capture_output=True, text=True, check=True)
+listed = subprocess.run([*cli, "record", "--store", store, "list", "--json"],
+                        capture_output=True, text=True, check=True)
 run_id = json.loads(listed.stdout)[0]["run_id"]
-resumed = subprocess.run([*cli, "resume", run_id, "--store", store, "--json"], capture_output=True, text=True)
+resumed = subprocess.run([*cli, "resume", run_id, "--store", store, "--json"],
+                         capture_output=True, text=True)
 subprocess.run(["cp", "-a", store, out], check=True)
-print(json.dumps({"run": [run.returncode, run.stderr], "resumed": [resumed.returncode, resumed.stderr], "run_id": run_id}))
+print(json.dumps({"run": [run.returncode, run.stderr],
+                  "resumed": [resumed.returncode, resumed.stderr], "run_id": run_id}))
 """
 
 

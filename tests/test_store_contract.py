@@ -794,8 +794,9 @@ FORMAT_1_SCHEMA = [
         "table",
         "events",
         "CREATE TABLE events (\n\tposition INTEGER NOT NULL, \n\tstream_id VARCHAR NOT NULL, "
-        "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, \n\ttype VARCHAR NOT NULL, "
-        "\n\tschema_version INTEGER NOT NULL, \n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT NULL, "
+        "\n\tstream_version INTEGER NOT NULL, \n\tevent_id VARCHAR NOT NULL, "
+        "\n\ttype VARCHAR NOT NULL, \n\tschema_version INTEGER NOT NULL, "
+        "\n\trecorded_at BIGINT NOT NULL, \n\tpayload BLOB NOT NULL, "
         "\n\tpayload_hash VARCHAR(64) NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, "
         "\n\thash VARCHAR(64) NOT NULL, \n\tPRIMARY KEY (position), "
         "\n\tCONSTRAINT stream_version_unique UNIQUE (stream_id, stream_version), "

@@ -36,7 +36,8 @@ def test_creating_and_opening_a_store_imports_no_orm(tmp_path: Path) -> None:
         "    s.blobs.put(b'x' * 300)\n"
         f"with open_store({str(tmp_path / 'store')!r}) as s:\n"
         "    s.events.head()\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'sqlmodel', 'pydantic')))\n"
+        "print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('sqlalchemy', 'sqlmodel', 'pydantic')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
