@@ -180,7 +180,8 @@ def test_without_ray_the_ray_executor_is_one_line_and_local_needs_none(tmp_path:
     )  # fmt: skip
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == [
-        "error: --executor ray needs Ray, which is not installed: install it with `uv sync --extra ray`"
+        "error: --executor ray needs Ray, which is not installed: "
+        "install it with `uv sync --extra ray`"
     ]
     assert not (tmp_path / "store").exists()  # refused before anything was recorded
     local = subprocess.run(
@@ -229,7 +230,8 @@ def test_a_ray_address_nothing_answers_at_is_one_line_at_once(
 _CARRY = """
 import json, os, sys, time
 with open(sys.argv[1] + ".tmp", "w") as f:
-    json.dump({"pid": os.getpid(), "secret": os.environ.get("EVOPOLICY_TEST_SECRET"), "tmp": os.environ.get("TMPDIR")}, f)
+    secret = os.environ.get("EVOPOLICY_TEST_SECRET")
+    json.dump({"pid": os.getpid(), "secret": secret, "tmp": os.environ.get("TMPDIR")}, f)
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 try:
     time.sleep(120)
