@@ -212,7 +212,8 @@ for root, dirs, files in os.walk(os.path.join(ws, "skills")):
         p = os.path.join(root, f)
         seen[os.path.relpath(p, ws)] = [open(p).read(), stat.S_IMODE(os.stat(p).st_mode)]
 task = open(os.path.join(ws, "TASK.md")).read()
-print(json.dumps({"role": "assistant", "content": json.dumps({"skills": seen, "task": task})}), flush=True)
+reply = json.dumps({"skills": seen, "task": task})
+print(json.dumps({"role": "assistant", "content": reply}), flush=True)
 """
 
 
@@ -265,7 +266,7 @@ def test_two_skills_with_one_name_are_refused(tmp_path: Path) -> None:
     assert a.program.digest != b.program.digest
 
 
-# --------------------------------------------------------------------------- the chat agent in a Run
+# ----------------------------------------------------------------------- the chat agent in a Run
 
 POLICY = """class Policy:
     def act(self, observation):
@@ -364,18 +365,22 @@ def say(event):
     print(json.dumps(event), flush=True)
 say({{"type": "thread.started", "thread_id": "t-1"}})
 say({{"type": "turn.started"}})
-say({{"type": "item.completed", "item": {{"id": "item_0", "type": "reasoning", "text": "Submit as is first."}}}})
+say({{"type": "item.completed",
+     "item": {{"id": "item_0", "type": "reasoning", "text": "Submit as is first."}}}})
 command = [*cli, "session", "submit", "program", "--episodes", "0:2"]
 done = subprocess.run(command, capture_output=True, text=True)
 say({{"type": "item.completed", "item": {{"id": "item_1", "type": "command_execution",
      "command": "evopolicy session submit program --episodes 0:2",
-     "aggregated_output": done.stdout + done.stderr, "exit_code": done.returncode, "status": "completed"}}}})
+     "aggregated_output": done.stdout + done.stderr, "exit_code": done.returncode,
+     "status": "completed"}}}})
 done = subprocess.run([*cli, "session", "finish", "1"], capture_output=True, text=True)
 say({{"type": "item.completed", "item": {{"id": "item_2", "type": "command_execution",
      "command": "evopolicy session finish 1", "aggregated_output": done.stdout,
      "exit_code": done.returncode, "status": "completed"}}}})
-say({{"type": "item.completed", "item": {{"id": "item_3", "type": "agent_message", "text": "Finished with 1."}}}})
-say({{"type": "turn.completed", "usage": {{"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 80}}}})
+say({{"type": "item.completed",
+     "item": {{"id": "item_3", "type": "agent_message", "text": "Finished with 1."}}}})
+say({{"type": "turn.completed",
+     "usage": {{"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 80}}}})
 '''
 
 
@@ -426,9 +431,9 @@ LEAKY_AGENT = r"""
 import json, os, sys
 secret = os.environ["MY_SERVICE_API_KEY"]
 pattern = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+curl = f"curl -H 'Authorization: Bearer {secret}' x"
 print(json.dumps({"role": "assistant", "content": f"my key is {secret} and {pattern}",
-                  "tool_calls": [{"id": "c1", "name": "bash",
-                                  "arguments": {"command": f"curl -H 'Authorization: Bearer {secret}' x"}}]}),
+                  "tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": curl}}]}),
       flush=True)
 print(json.dumps({"role": "tool", "tool_call_id": "c1", "content": f"echoed {secret}"}), flush=True)
 print(f"plain stdout line with {secret}", flush=True)
@@ -589,7 +594,8 @@ def test_waiting_for_an_agent_reports_its_exit_and_keeps_no_descriptor(tmp_path:
     slow.reap()
     slow.outputs()
     stubborn = start(
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
     )
     while not stubborn._stdout:  # its handler is set
         time.sleep(0.01)
@@ -635,7 +641,9 @@ reply = request(os.environ["EVOPOLICY_SESSION"], {
     "files": {"policy.py": policy, "x" * 300 + ".py": b""},
 })
 print(json.dumps({"role": "assistant", "content": json.dumps(reply)}), flush=True)
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+subprocess.run(
+    ["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True
+)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
 """
 
@@ -661,17 +669,20 @@ from evopolicygym.protocol import request
 session = os.environ["EVOPOLICY_SESSION"]
 policy = Path("program/policy.py").read_bytes()
 def submit(request_id, **fields):
-    body = {"op": "submit", "request_id": request_id, "episodes": "0:2", "problem": None, "parent": None,
-            "files": {"policy.py": policy}}
+    body = {"op": "submit", "request_id": request_id, "episodes": "0:2", "problem": None,
+            "parent": None, "files": {"policy.py": policy}}
     body.update(fields)
     return request(session, body)
 replies = [
-    submit("a" * 32, files=None, problem="p" * (8 * 1024 * 1024)),            # an 8 MiB problem text
+    submit("a" * 32, files=None, problem="p" * (8 * 1024 * 1024)),  # an 8 MiB problem text
     submit("b" * 32, files={"policy.py": policy + b"\n" + b"x = 1\n" * 60000 + b"def broken(:\n"}),
     submit("c" * 32, episodes="0," * 3000 + "1"),                             # a 6 KB selector
 ]
-print(json.dumps({"role": "assistant", "content": json.dumps([r["error"]["code"] for r in replies])}), flush=True)
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+codes = json.dumps([r["error"]["code"] for r in replies])
+print(json.dumps({"role": "assistant", "content": codes}), flush=True)
+subprocess.run(
+    ["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True
+)
 subprocess.run(["./evopolicy", "session", "finish", "1"], check=True, capture_output=True)
 """
 
@@ -701,7 +712,9 @@ def test_what_an_agent_sends_is_bounded_before_the_host_records_it(tmp_path: Pat
 FORK_SERVER_ATTACK = r"""
 import glob, json, os, socket, stat, subprocess, sys
 import msgspec
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True)
+subprocess.run(
+    ["./evopolicy", "session", "submit", "--episodes", "0:2"], check=True, capture_output=True
+)
 hit = []
 for path in glob.glob(os.path.join(sys.argv[1], "**", "*"), recursive=True):
     try:
@@ -714,7 +727,9 @@ for path in glob.glob(os.path.join(sys.argv[1], "**", "*"), recursive=True):
     except OSError:
         pass
 print(json.dumps({"role": "assistant", "content": json.dumps({"reached": len(hit)})}), flush=True)
-subprocess.run(["./evopolicy", "session", "submit", "--episodes", "2:4"], check=True, capture_output=True)
+subprocess.run(
+    ["./evopolicy", "session", "submit", "--episodes", "2:4"], check=True, capture_output=True
+)
 subprocess.run(["./evopolicy", "session", "finish", "2"], check=True, capture_output=True)
 """
 

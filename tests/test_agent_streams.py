@@ -696,7 +696,8 @@ def test_pathological_lines_never_raise(provider: str) -> None:
         b'"\\ud800"',
         b"123456789012345678901234567890",
         msgspec.json.encode(deep_arguments),
-        b'{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "['
+        b'{"role": "assistant", "tool_calls": '
+        + b'[{"id": "c", "function": {"name": "f", "arguments": "['
         + b"[" * 5000
         + b'"}}]}',
     ]
