@@ -187,6 +187,9 @@ def test_run_and_resume_print_their_outcome_on_stdout_and_their_progress_on_stde
         assert "replay it: " in done.stdout
         assert "episode budget" not in done.stderr and "status" not in done.stderr
     assert "submission 1" in ran.stderr and "run finished: finished" in ran.stderr  # the live log
+    # Piped, an event's line is not folded at 80 columns: one event, one line.
+    finished = re.search(r"^run finished: .*$", ran.stderr, re.MULTILINE)
+    assert finished and finished.group().endswith(")") and len(finished.group()) > 80, ran.stderr
     assert "has already ended (finished): nothing to resume" in resumed.stderr
 
 

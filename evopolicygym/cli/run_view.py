@@ -75,7 +75,15 @@ class RunView:
             self._phase = self._next_phase(event)
             line = None if isinstance(event, _QUIET) else event_text(event, self._summary)
             if line:
-                self.console.print(Text(printable(line)), overflow="fold", highlight=False)
+                # Piped, one event stays one line (grep-able); a terminal folds at its width.
+                piped = not self.console.is_terminal
+                self.console.print(
+                    Text(printable(line)),
+                    overflow="ignore" if piped else "fold",
+                    crop=not piped,
+                    soft_wrap=piped,
+                    highlight=False,
+                )
         if self._live is not None:
             self._live.refresh()
 
