@@ -16,7 +16,7 @@
   (``problem`` instead of ``files`` when the client could not capture the program);
   the reply, ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code",
   "message"}}``; and the client, ``request``. The Host checks each request against
-  these shapes (``run.session``) before anything reads it.
+  these shapes (``run.session_server``) before anything reads it.
 
 A leaf that imports only the standard library, and little of it: an Agent calls
 ``evopolicy session submit`` for every Submission and waits for its start-up each time.

@@ -23,7 +23,7 @@ from evopolicygym.protocol import (
     SessionUnavailable,
     request,
 )
-from evopolicygym.run.session import SessionServer
+from evopolicygym.run.session_server import SessionServer
 
 pytestmark = pytest.mark.timeout(60)
 

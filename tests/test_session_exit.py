@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from evopolicygym.cli import main
 from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV
-from evopolicygym.run.session import SessionServer
+from evopolicygym.run.session_server import SessionServer
 
 pytestmark = pytest.mark.timeout(60)
 

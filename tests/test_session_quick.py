@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from evopolicygym.cli.group import main
 from evopolicygym.cli.session import finish as finish_command
 from evopolicygym.cli.session import submit as submit_command
-from evopolicygym.cli.session_core import _parse
+from evopolicygym.cli.session_fastpath import _parse
 from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV
-from evopolicygym.run.session import SessionServer
+from evopolicygym.run.session_server import SessionServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -188,7 +188,7 @@ def test_a_plain_submit_loads_neither_click_nor_msgspec(
         for line in done.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "evopolicygym.cli.session_core" in modules
+    assert "evopolicygym.cli.session_fastpath" in modules
     assert sorted(m for m in modules if m.startswith(HEAVY)) == []
     assert not any(m.startswith(("typing", "dataclasses", "pathlib")) for m in modules), sorted(
         modules

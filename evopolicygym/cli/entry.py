@@ -12,7 +12,7 @@ def main() -> None:
     if args[:1] == ["session"]:
         # The Agent's submit and finish: served without click when the command line is
         # plain (this call then ends the process), else by the click command below.
-        from evopolicygym.cli.session_core import quick
+        from evopolicygym.cli.session_fastpath import quick
 
         quick(args[1:])
     from evopolicygym.cli.group import main as group

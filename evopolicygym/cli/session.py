@@ -1,6 +1,6 @@
 """``evopolicy session``: the Agent's side of the Session (``submit`` and ``finish``).
 
-The work is ``session_core``'s, which also reads the plain command lines without click;
+The work is ``session_fastpath``'s, which also reads the plain command lines without click;
 these commands give the help texts and the usage errors, and serve in-process callers.
 
 Exit status: 0 with the result as JSON on stdout; 1 when the Host rejects the request,
@@ -17,14 +17,14 @@ from typing import Any
 
 import click
 
-from evopolicygym.cli import session_core
+from evopolicygym.cli import session_fastpath
 from evopolicygym.cli.errors import Cli, CliUsageError
 from evopolicygym.cli.options import not_empty
 from evopolicygym.protocol import SESSION_ENV
 
 __all__ = ["session"]
 
-_MAX_ID = session_core.MAX_ID
+_MAX_ID = session_fastpath.MAX_ID
 
 
 def _socket_option(fn: Any) -> Any:
@@ -75,7 +75,7 @@ def submit(program: str | None, episodes: str, parent: int | None, socket_path: 
     Each Episode evaluated costs budget. Reusing an index gives a matched
     comparison with earlier Submissions on it, and costs budget again.
     """
-    _done(lambda: session_core.submit(program, episodes, parent, socket_path))
+    _done(lambda: session_fastpath.submit(program, episodes, parent, socket_path))
 
 
 @session.command()
@@ -86,13 +86,13 @@ def finish(ids: tuple[int, ...], socket_path: str | None) -> None:
     for i in ids:
         if not 0 <= i <= _MAX_ID:
             raise CliUsageError(f"{i} is not a Submission id")
-    _done(lambda: session_core.finish(ids, socket_path))
+    _done(lambda: session_fastpath.finish(ids, socket_path))
 
 
 def _done(call: Callable[[], tuple[int, str]]) -> None:
     try:
         status, text = call()
-    except session_core.ClientError as exc:
+    except session_fastpath.ClientError as exc:
         raise CliUsageError(str(exc)) from exc
     click.echo(text, err=status != 0)
     _exit_now(status)

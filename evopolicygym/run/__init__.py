@@ -36,7 +36,7 @@ _EXPORTS = {
     "derive_run_seeds": "evopolicygym.run.pool",
     "plan_pool": "evopolicygym.run.pool",
     "replay_run": "evopolicygym.run.replay",
-    "SessionServer": "evopolicygym.run.session",
+    "SessionServer": "evopolicygym.run.session_server",
     "build_feedback": "evopolicygym.run.workspace",
 }
 

@@ -25,7 +25,7 @@ from evopolicygym.run.liveness import host_alive as host_alive
 from evopolicygym.run.pool import derive_run_seeds as derive_run_seeds
 from evopolicygym.run.pool import plan_pool as plan_pool
 from evopolicygym.run.replay import replay_run as replay_run
-from evopolicygym.run.session import SessionServer as SessionServer
+from evopolicygym.run.session_server import SessionServer as SessionServer
 from evopolicygym.run.workspace import build_feedback as build_feedback
 
 __all__ = [

@@ -26,7 +26,7 @@ from evopolicygym.run.decider import HOST_INTERRUPTED, AgentExit, RecordMessages
 from evopolicygym.run.launcher import Launcher, Redaction, RunningAgent
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.publisher import Publisher
-from evopolicygym.run.session import Handler, SessionServer
+from evopolicygym.run.session_server import Handler, SessionServer
 from evopolicygym.transcript import Message, ToolCall, fault_line, offered_tools
 
 __all__ = ["CHUNK_BYTES", "FLUSH_EVERY_S", "FLUSH_MESSAGES", "STOP_GRACE_S", "AgentSupervisor"]

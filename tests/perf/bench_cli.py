@@ -183,7 +183,7 @@ def _submit_round_trip(n: int, repeat: int) -> None:
         raise SystemExit(f"the Run made {len(host)} of {n} submissions")
     # The client alone: the same command against a Session that answers at once (start-up,
     # reading the program, the exchange, printing the reply, exit).
-    from evopolicygym.run.session import SessionServer
+    from evopolicygym.run.session_server import SessionServer
 
     canned = {"ok": True, "result": {"submission_id": 1, "score": 9.5, "episodes": [{"index": 0}]}}
     with SessionServer(lambda _request: canned) as server:
