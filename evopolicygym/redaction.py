@@ -39,7 +39,7 @@ unquoted, has no digit is kept (literal values are replaced whatever they look l
 two dict keys that redact to the same string collapse into one.
 
 A leaf (the standard library only): the agents redact what they record
-with it (``evopolicygym.agents.redact`` adds transcript messages), and the exporters
+with it (``evopolicygym.agents.message_redaction`` adds transcript messages), and the exporters
 redact program text, diffs and tool arguments with it, credential values being known
 to the Host only during a Run, so exports find secrets by their shapes.
 """

@@ -544,7 +544,7 @@ def test_a_message_too_deep_to_record_does_not_stop_the_reader(tmp_path: Path) -
     got: list[Any] = []
 
     def record(message: Any) -> None:
-        from evopolicygym.agents.redact import Redactor
+        from evopolicygym.agents.message_redaction import Redactor
 
         got.append(Redactor().message(message))
 

@@ -1,4 +1,4 @@
-"""The CLIs' own session records read back as transcripts (``agents.sessions``).
+"""The CLIs' own session records read back as transcripts (``agents.cli_records``).
 
 The released CLIs' records are read end to end in ``test_agent_clis``; these pin the
 shapes they have and what a malformed or hostile record does: lines that are not
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evopolicygym.agents.sessions import (
+from evopolicygym.agents.cli_records import (
     MAX_RECORD_BYTES,
     claude_session,
     codex_rollout,
@@ -278,7 +278,7 @@ def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
         {"type": "usage.record"},
         b"[]",
     )
-    from evopolicygym.agents.sessions import kimi_wire
+    from evopolicygym.agents.cli_records import kimi_wire
 
     assert kimi_wire(record) == [
         Message(
@@ -299,7 +299,7 @@ def test_a_kimi_wire_file_is_read_by_its_appended_messages() -> None:
 def test_a_kimi_cli_context_file_keeps_its_messages_and_drops_its_bookkeeping(
     tmp_path: Path,
 ) -> None:
-    from evopolicygym.agents.sessions import kimi_cli_context
+    from evopolicygym.agents.cli_records import kimi_cli_context
 
     record = lines(
         {"role": "_system_prompt", "content": "You are Kimi."},

@@ -1,7 +1,7 @@
 """The redactor: credentials leave transcripts and raw output before they are recorded.
 
 The shapes and literals are the leaf ``evopolicygym.redaction`` (which the exporters use
-too); ``evopolicygym.agents.redact`` adds transcript messages.
+too); ``evopolicygym.agents.message_redaction`` adds transcript messages.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evopolicygym import redaction
-from evopolicygym.agents import redact
-from evopolicygym.agents.redact import Redactor
+from evopolicygym.agents import message_redaction
+from evopolicygym.agents.message_redaction import Redactor
 from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import AgentMessages, new_event
 from evopolicygym.records.store import EventStore
@@ -238,8 +238,9 @@ def test_the_leaf_redacts_json_like_values_and_returns_unchanged_ones_themselves
 
 
 def test_the_agents_redactor_is_the_leafs_with_messages() -> None:
-    assert issubclass(redact.Redactor, redaction.Redactor)
-    assert redact.__all__ == ["Redactor"]  # the shapes, literals and names are the leaf's
+    assert issubclass(message_redaction.Redactor, redaction.Redactor)
+    # the shapes, literals and names are the leaf's
+    assert message_redaction.__all__ == ["Redactor"]
 
 
 # --------------------------------------------------------------------------- literal secrets

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evopolicygym import redaction
-from evopolicygym.agents.redact import Redactor as AgentsRedactor
+from evopolicygym.agents.message_redaction import Redactor as AgentsRedactor
 from evopolicygym.redaction import REDACTED, Redactor
 
 LITERALS = ("hunter2-very-secret", "Zq8#lit3ral/seed+Value", "canary-5b1f0e")

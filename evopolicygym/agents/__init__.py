@@ -3,7 +3,7 @@
 ``providers`` turns an agent identity into a command line and environment
 (``reference``, ``chat``, ``codex``, ``claude-code``, ``kimi``, ``qoder``,
 ``command``); ``streams`` parses each provider's stdout into normalized
-transcript messages; ``redact`` replaces secrets before anything is recorded;
+transcript messages; ``message_redaction`` replaces secrets before anything is recorded;
 ``process`` supervises the running Agent and ``jail`` contains it; ``chat`` is
 the built-in OpenAI-compatible harness and ``reference`` the offline agent.
 

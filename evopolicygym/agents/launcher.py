@@ -2,7 +2,7 @@
 
 ``ProviderLauncher`` is what a ``RunHost`` is given to start Agents: the provider's
 command line and environment (``providers``), a redactor for its credentials
-(``redact``), and the process (``process``) run inside the jail (``jail``) with its
+(``message_redaction``), and the process (``process``) run inside the jail (``jail``) with its
 stdout parsed by the provider's stream parser (``streams``).
 """
 
@@ -16,15 +16,15 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from evopolicygym.agents import jail as jail_module
-from evopolicygym.agents.process import AgentProcess
-from evopolicygym.agents.providers import PROVIDERS, AgentError, AgentLaunch, launch_for
-from evopolicygym.agents.redact import Redactor
-from evopolicygym.agents.sessions import (
+from evopolicygym.agents.cli_records import (
     SessionRecord,
     read_session,
     relative_to_workspace,
     session_id_in,
 )
+from evopolicygym.agents.message_redaction import Redactor
+from evopolicygym.agents.process import AgentProcess
+from evopolicygym.agents.providers import PROVIDERS, AgentError, AgentLaunch, launch_for
 from evopolicygym.agents.streams import PARSERS
 from evopolicygym.namespaces import containment_disabled
 from evopolicygym.redaction import is_credential_name
