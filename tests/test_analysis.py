@@ -24,9 +24,9 @@ from evopolicygym.analysis import (
     MESSAGES_COLUMNS,
     RUNS_COLUMNS,
     SUBMISSIONS_COLUMNS,
+    dataframes,
     episodes_df,
     events_df,
-    frames,
     messages_df,
     runs_df,
     submissions_df,
@@ -82,7 +82,7 @@ def synth(tmp_path: Path) -> Any:
 
 def _documented(frame: str) -> dict[str, str]:
     """The (column, dtype) rows of ``frame``'s table in the module docstring."""
-    doc = frames.__doc__ or ""
+    doc = dataframes.__doc__ or ""
     start = doc.index(f"``{frame}``")
     table = doc[start:].split("\n\n")[1]
     rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| ")]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from evopolicygym.analysis import RUNS_COLUMNS, SUBMISSIONS_COLUMNS
 from evopolicygym.analysis import diagnostics as d
-from evopolicygym.analysis.frames import _frame
+from evopolicygym.analysis.dataframes import _frame
 from evopolicygym.records.runs import better
 
 

@@ -1,7 +1,7 @@
 """Analysis: pandas DataFrames over a store's Runs, and the study's diagnostics.
 
 ``runs_df``, ``submissions_df``, ``episodes_df``, ``messages_df`` and ``events_df``
-(``analysis.frames``, whose docstring documents every column and dtype) read Runs with
+(``analysis.dataframes``, whose docstring documents every column and dtype) read Runs with
 the Run read API, with the same Host-private exclusions as the exports.
 ``analysis.diagnostics`` computes the study's figures from them: per agent x Benchmark
 scores with intervals, the rank score, selection validity, improvement efficiency,
@@ -23,16 +23,16 @@ import importlib
 
 _EXPORTS = {
     "diagnostics": "evopolicygym.analysis",
-    "EPISODES_COLUMNS": "evopolicygym.analysis.frames",
-    "EVENTS_COLUMNS": "evopolicygym.analysis.frames",
-    "MESSAGES_COLUMNS": "evopolicygym.analysis.frames",
-    "RUNS_COLUMNS": "evopolicygym.analysis.frames",
-    "SUBMISSIONS_COLUMNS": "evopolicygym.analysis.frames",
-    "episodes_df": "evopolicygym.analysis.frames",
-    "events_df": "evopolicygym.analysis.frames",
-    "messages_df": "evopolicygym.analysis.frames",
-    "runs_df": "evopolicygym.analysis.frames",
-    "submissions_df": "evopolicygym.analysis.frames",
+    "EPISODES_COLUMNS": "evopolicygym.analysis.dataframes",
+    "EVENTS_COLUMNS": "evopolicygym.analysis.dataframes",
+    "MESSAGES_COLUMNS": "evopolicygym.analysis.dataframes",
+    "RUNS_COLUMNS": "evopolicygym.analysis.dataframes",
+    "SUBMISSIONS_COLUMNS": "evopolicygym.analysis.dataframes",
+    "episodes_df": "evopolicygym.analysis.dataframes",
+    "events_df": "evopolicygym.analysis.dataframes",
+    "messages_df": "evopolicygym.analysis.dataframes",
+    "runs_df": "evopolicygym.analysis.dataframes",
+    "submissions_df": "evopolicygym.analysis.dataframes",
 }
 
 __all__ = sorted(_EXPORTS)

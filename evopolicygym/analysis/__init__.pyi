@@ -2,16 +2,16 @@
 # Written by `uv run python tests/test_package_faces.py`, which checks it too.
 
 from evopolicygym.analysis import diagnostics as diagnostics
-from evopolicygym.analysis.frames import EPISODES_COLUMNS as EPISODES_COLUMNS
-from evopolicygym.analysis.frames import EVENTS_COLUMNS as EVENTS_COLUMNS
-from evopolicygym.analysis.frames import MESSAGES_COLUMNS as MESSAGES_COLUMNS
-from evopolicygym.analysis.frames import RUNS_COLUMNS as RUNS_COLUMNS
-from evopolicygym.analysis.frames import SUBMISSIONS_COLUMNS as SUBMISSIONS_COLUMNS
-from evopolicygym.analysis.frames import episodes_df as episodes_df
-from evopolicygym.analysis.frames import events_df as events_df
-from evopolicygym.analysis.frames import messages_df as messages_df
-from evopolicygym.analysis.frames import runs_df as runs_df
-from evopolicygym.analysis.frames import submissions_df as submissions_df
+from evopolicygym.analysis.dataframes import EPISODES_COLUMNS as EPISODES_COLUMNS
+from evopolicygym.analysis.dataframes import EVENTS_COLUMNS as EVENTS_COLUMNS
+from evopolicygym.analysis.dataframes import MESSAGES_COLUMNS as MESSAGES_COLUMNS
+from evopolicygym.analysis.dataframes import RUNS_COLUMNS as RUNS_COLUMNS
+from evopolicygym.analysis.dataframes import SUBMISSIONS_COLUMNS as SUBMISSIONS_COLUMNS
+from evopolicygym.analysis.dataframes import episodes_df as episodes_df
+from evopolicygym.analysis.dataframes import events_df as events_df
+from evopolicygym.analysis.dataframes import messages_df as messages_df
+from evopolicygym.analysis.dataframes import runs_df as runs_df
+from evopolicygym.analysis.dataframes import submissions_df as submissions_df
 
 __all__ = [
     "EPISODES_COLUMNS",

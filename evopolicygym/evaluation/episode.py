@@ -30,7 +30,7 @@ from evopolicygym.benchmark import (
     InvalidAction,
     Step,
 )
-from evopolicygym.evaluation import frames
+from evopolicygym.evaluation import wire
 from evopolicygym.evaluation.config import EvaluationConfig, EvaluationError, PlannedEpisode
 from evopolicygym.evaluation.forkserver import ForkServerClient, ForkServerError
 from evopolicygym.values import PolicyValueError, decode_value, encode_value
@@ -38,8 +38,8 @@ from evopolicygym.values import PolicyValueError, decode_value, encode_value
 __all__ = ["EpisodeRunner"]
 
 _EXIT_GRACE_S = 2.0
-_HEADER_SIZE = frames.HEADER.size
-_HEADER_UNPACK = frames.HEADER.unpack_from
+_HEADER_SIZE = wire.HEADER.size
+_HEADER_UNPACK = wire.HEADER.unpack_from
 _SLICE_S = 0.05  # deadline and output checks happen at least this often while waiting
 _DRAIN_EVERY = 64  # steps between non-blocking reads of the policy's output
 _FAILURE_CHARS = 4000
@@ -77,7 +77,7 @@ class _Channel:
         self, sock: socket.socket, output_fd: int, tail_bytes: int, budget_s: float
     ) -> None:
         self.sock = sock
-        self.reader = frames.FrameReader(sock)
+        self.reader = wire.FrameReader(sock)
         self.output_fd = output_fd
         self.tail = bytearray()
         self.tail_bytes = tail_bytes
@@ -198,10 +198,10 @@ class _Channel:
                         raise EOFError
                 except BlockingIOError:
                     self._wait(select.POLLIN)
-        except frames.FrameTooLarge as exc:
+        except wire.FrameTooLarge as exc:
             raise _PolicyFailure(
                 "resource_limit",
-                f"policy sent a {exc.args[0]}-byte frame, over the {frames.MAX_PAYLOAD}-byte limit",
+                f"policy sent a {exc.args[0]}-byte frame, over the {wire.MAX_PAYLOAD}-byte limit",
             ) from None
         finally:
             ended = time.monotonic()
@@ -213,7 +213,7 @@ class _Channel:
 
     def send_close(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.send(frames.pack(frames.CLOSE), socket.MSG_DONTWAIT)
+            self.sock.send(wire.pack(wire.CLOSE), socket.MSG_DONTWAIT)
 
 
 def _exit_failure(status: int | None, contained: bool = True) -> _PolicyFailure:
@@ -301,7 +301,7 @@ class EpisodeRunner:
                 "policy_seed": policy_seed,
             }
         )
-        return frames.pack(frames.START, payload)
+        return wire.pack(wire.START, payload)
 
     def _launch(self) -> _Worker:
         """Ask the fork server for a policy process; it gets contained while we do other work."""
@@ -459,21 +459,21 @@ class EpisodeRunner:
         terminated = truncated = False
         max_steps = self.benchmark.spec.max_episode_steps
         validate = self.benchmark.validate_action
-        obs_frame = frames.OBSERVATION
+        obs_frame = wire.OBSERVATION
         try:
             if self.prespawn:
                 # At once: the next policy contains itself while this one does and plays.
                 self._spare = self._launch()
-            self._expect(channel, b"", frames.CONTAINED, pid, contained=False)
-            self._expect(channel, self._start_frame(policy_seed), frames.READY, pid)
+            self._expect(channel, b"", wire.CONTAINED, pid, contained=False)
+            self._expect(channel, self._start_frame(policy_seed), wire.READY, pid)
             while True:
                 try:
-                    frame = frames.pack(obs_frame, encode_value(observation))
+                    frame = wire.pack(obs_frame, encode_value(observation))
                 except PolicyValueError as exc:
                     raise EvaluationError(
                         f"{self.benchmark.spec.id}: observation is not a PolicyValue: {exc}"
                     ) from exc
-                payload = self._expect(channel, frame, frames.ACTION, pid)
+                payload = self._expect(channel, frame, wire.ACTION, pid)
                 try:
                     raw_action = decode_value(payload)
                 except PolicyValueError as exc:
@@ -567,7 +567,7 @@ class EpisodeRunner:
             return payload
         if not contained:
             raise EvaluationError("the policy worker sent an unexpected first frame")
-        if got == frames.FAIL:
+        if got == wire.FAIL:
             # Written by the worker, but policy code can forge it: trust nothing in it.
             try:
                 reported, message = msgspec.msgpack.decode(payload, type=tuple[str, str])
@@ -575,7 +575,7 @@ class EpisodeRunner:
                 raise _PolicyFailure("protocol_error", "malformed failure report") from None
             if reported not in ("exception", "protocol_error", "resource_limit"):
                 reported = "protocol_error"
-            raise _PolicyFailure(reported, frames.last_chars(message, _FAILURE_CHARS))
+            raise _PolicyFailure(reported, wire.last_chars(message, _FAILURE_CHARS))
         raise _PolicyFailure("protocol_error", f"unexpected frame kind {got!r}")
 
     def _collect_output(self, channel: _Channel) -> None:

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import msgspec
 import numpy as np
 
-from evopolicygym.evaluation import frames, seccomp
+from evopolicygym.evaluation import seccomp, wire
 from evopolicygym.evaluation.environment import POLICY_ENVIRONMENT
 from evopolicygym.evaluation.sandbox import (
     PROGRAM_MOUNT,
@@ -57,8 +57,8 @@ def prepare_fork_server() -> None:
 
 _TRACEBACK_CHARS = 4000
 _EPISODE_FD = 3
-_OUT_OF_MEMORY = frames.pack(
-    frames.FAIL,
+_OUT_OF_MEMORY = wire.pack(
+    wire.FAIL,
     msgspec.msgpack.encode(["resource_limit", "MemoryError: the memory limit was reached"]),
 )
 
@@ -66,9 +66,9 @@ _OUT_OF_MEMORY = frames.pack(
 def _fail(sock: socket.socket, status: str, message: str) -> NoReturn:
     with contextlib.suppress(OSError):
         sock.sendall(
-            frames.pack(
-                frames.FAIL,
-                msgspec.msgpack.encode([status, frames.last_chars(message, _TRACEBACK_CHARS)]),
+            wire.pack(
+                wire.FAIL,
+                msgspec.msgpack.encode([status, wire.last_chars(message, _TRACEBACK_CHARS)]),
             )
         )
     os._exit(0)
@@ -105,7 +105,7 @@ def child_main(
         os._exit(70)
     sock = socket.socket(fileno=_EPISODE_FD)
     try:
-        sock.sendall(frames.pack(frames.CONTAINED))
+        sock.sendall(wire.pack(wire.CONTAINED))
         _serve(sock, request)
     except MemoryError:
         with contextlib.suppress(OSError):
@@ -167,9 +167,9 @@ def _contain(request: dict[str, Any], episode_fd: int, output_fd: int) -> None:
 
 
 def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
-    reader = frames.FrameReader(sock)
+    reader = wire.FrameReader(sock)
     first = reader.read_blocking()
-    if first is None or first[0] != frames.START:
+    if first is None or first[0] != wire.START:
         os._exit(0)  # the Host went away before starting us
     start = decode_value(first[1], arrays=False)
     seed = int(start["policy_seed"])
@@ -210,11 +210,11 @@ def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
             "protocol_error",
             "make_policy(context) returned an object without act(observation)",
         )
-    sock.sendall(frames.pack(frames.READY))
-    pack = frames.pack
+    sock.sendall(wire.pack(wire.READY))
+    pack = wire.pack
     while True:
         frame = reader.read_blocking()
-        if frame is None or frame[0] == frames.CLOSE:
+        if frame is None or frame[0] == wire.CLOSE:
             return
         observation = decode_value(frame[1], writable=False)
         try:
@@ -228,4 +228,4 @@ def _serve(sock: socket.socket, request: dict[str, Any]) -> None:
         except PolicyValueError as exc:
             status = "resource_limit" if "exceeds" in str(exc) else "protocol_error"
             _fail(sock, status, f"act() returned a value that cannot cross the boundary: {exc}")
-        sock.sendall(pack(frames.ACTION, payload))
+        sock.sendall(pack(wire.ACTION, payload))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evopolicygym.benchmark import BenchmarkError, CatalogEntry, EpisodeEnd, GymnasiumBenchmark
-from evopolicygym_box2d.frames import png_strip
+from evopolicygym_box2d.filmstrip import png_strip
 from evopolicygym_box2d.tasks import (
     BIPEDAL_PROFILES,
     FRAMES_ARTIFACT,

@@ -35,7 +35,7 @@ from evopolicygym.benchmark import (
     StepResult,
     pick_profile,
 )
-from evopolicygym_box2d.frames import png_strip
+from evopolicygym_box2d.filmstrip import png_strip
 
 __all__ = [
     "BASELINES_DIR",
