@@ -38,7 +38,7 @@ from evopolicygym.run.decider import (
 from evopolicygym.run.decider.agent_requests import AGENT_REQUESTS
 from evopolicygym.run.decider.commands import run_created
 from evopolicygym.run.decider.dispatch import rule_for
-from evopolicygym.run.decider.evolve import FOLDS
+from evopolicygym.run.decider.evolution import FOLDS
 from evopolicygym.run.decider.host_commands import HOST_COMMANDS
 
 

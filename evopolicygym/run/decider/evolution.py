@@ -55,7 +55,7 @@ from evopolicygym.run.decider.commands import (
     StartValidation,
     Submit,
 )
-from evopolicygym.run.decider.decide import decide
+from evopolicygym.run.decider.decision import decide
 from evopolicygym.run.decider.dispatch import rule_for
 from evopolicygym.run.decider.selection import rank_candidates
 from evopolicygym.run.decider.state import (
