@@ -20,49 +20,46 @@ One module per concern, lowest first: ``constants`` (numeric constants, edit kin
 
 from __future__ import annotations
 
-from evopolicygym.agents.edits.constants import (
-    FROZEN_NAMES,
-    EditKind,
-    NumericConstant,
-    apply_step,
-    classify_edit,
-    detect_template,
-    find_constants,
-    format_number,
-    mutate_constants,
-    replace_constants,
-    strip_constants,
-)
-from evopolicygym.agents.edits.fitting import fit_template
-from evopolicygym.agents.edits.probe import PROBE_SCRIPT, ProbeResult, run_probe
-from evopolicygym.agents.edits.spaces import SpaceInfo, space_info
-from evopolicygym.agents.edits.templates import (
-    TEMPLATE_DESCRIPTIONS,
-    TemplateFit,
-    render_template,
-    template_library,
-)
+import importlib
 
-__all__ = [
-    "FROZEN_NAMES",
-    "PROBE_SCRIPT",
-    "TEMPLATE_DESCRIPTIONS",
-    "EditKind",
-    "NumericConstant",
-    "ProbeResult",
-    "SpaceInfo",
-    "TemplateFit",
-    "apply_step",
-    "classify_edit",
-    "detect_template",
-    "find_constants",
-    "fit_template",
-    "format_number",
-    "mutate_constants",
-    "render_template",
-    "replace_constants",
-    "run_probe",
-    "space_info",
-    "strip_constants",
-    "template_library",
-]
+_EXPORTS = {
+    "FROZEN_NAMES": "evopolicygym.agents.edits.constants",
+    "EditKind": "evopolicygym.agents.edits.constants",
+    "NumericConstant": "evopolicygym.agents.edits.constants",
+    "apply_step": "evopolicygym.agents.edits.constants",
+    "classify_edit": "evopolicygym.agents.edits.constants",
+    "detect_template": "evopolicygym.agents.edits.constants",
+    "find_constants": "evopolicygym.agents.edits.constants",
+    "format_number": "evopolicygym.agents.edits.constants",
+    "mutate_constants": "evopolicygym.agents.edits.constants",
+    "replace_constants": "evopolicygym.agents.edits.constants",
+    "strip_constants": "evopolicygym.agents.edits.constants",
+    "fit_template": "evopolicygym.agents.edits.fitting",
+    "PROBE_SCRIPT": "evopolicygym.agents.edits.probe",
+    "ProbeResult": "evopolicygym.agents.edits.probe",
+    "run_probe": "evopolicygym.agents.edits.probe",
+    "SpaceInfo": "evopolicygym.agents.edits.spaces",
+    "space_info": "evopolicygym.agents.edits.spaces",
+    "TEMPLATE_DESCRIPTIONS": "evopolicygym.agents.edits.templates",
+    "TemplateFit": "evopolicygym.agents.edits.templates",
+    "render_template": "evopolicygym.agents.edits.templates",
+    "template_library": "evopolicygym.agents.edits.templates",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
