@@ -31,57 +31,44 @@ Normalization, common to all parsers:
 Each format has its module, which says where the format is documented (and each
 provider's fixture under ``tests/fixtures/agent-streams/`` has a ``.md`` saying so too):
 ``native`` (our own agents), ``codex``, ``claude`` (``claude-code`` and ``qoder``, which
-prints the same stream) and ``kimi``; ``common`` holds what they share.
+prints the same stream) and ``kimi``; ``common`` holds what they share, and ``formats``
+the parser of each format (``PARSERS``) and of each provider (``parser_for``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
-from evopolicygym.agents.streams.claude import ClaudeCodeParser, QoderParser, synthetic_fault
-from evopolicygym.agents.streams.codex import CodexParser
-from evopolicygym.agents.streams.common import (
-    StreamParser,
-    anthropic_usage,
-    openai_usage,
-    token_count,
-    tool_arguments,
-)
-from evopolicygym.agents.streams.kimi import KimiParser
-from evopolicygym.agents.streams.native import NativeParser
-
-__all__ = [
-    "PARSERS",
-    "ClaudeCodeParser",
-    "CodexParser",
-    "KimiParser",
-    "NativeParser",
-    "QoderParser",
-    "StreamParser",
-    "anthropic_usage",
-    "openai_usage",
-    "parser_for",
-    "synthetic_fault",
-    "token_count",
-    "tool_arguments",
-]
-
-PARSERS: dict[str, Callable[[], StreamParser]] = {
-    "native": NativeParser,
-    "codex": CodexParser,
-    "claude-code": ClaudeCodeParser,
-    "kimi": KimiParser,
-    "qoder": QoderParser,
+_EXPORTS = {
+    "ClaudeCodeParser": "evopolicygym.agents.streams.claude",
+    "QoderParser": "evopolicygym.agents.streams.claude",
+    "synthetic_fault": "evopolicygym.agents.streams.claude",
+    "CodexParser": "evopolicygym.agents.streams.codex",
+    "StreamParser": "evopolicygym.agents.streams.common",
+    "anthropic_usage": "evopolicygym.agents.streams.common",
+    "openai_usage": "evopolicygym.agents.streams.common",
+    "token_count": "evopolicygym.agents.streams.common",
+    "tool_arguments": "evopolicygym.agents.streams.common",
+    "PARSERS": "evopolicygym.agents.streams.formats",
+    "parser_for": "evopolicygym.agents.streams.formats",
+    "KimiParser": "evopolicygym.agents.streams.kimi",
+    "NativeParser": "evopolicygym.agents.streams.native",
 }
 
-_NATIVE_PROVIDERS = ("reference", "command", "chat")
+__all__ = sorted(_EXPORTS)
 
 
-def parser_for(provider: str) -> StreamParser:
-    """A fresh parser for an Agent provider's (or a stream format's) stdout."""
-    key = "native" if provider in _NATIVE_PROVIDERS else provider
-    factory = PARSERS.get(key)
-    if factory is None:
-        known = ", ".join([*PARSERS, *_NATIVE_PROVIDERS])
-        raise ValueError(f"no stream parser for {provider!r}; known: {known}")
-    return factory()
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
