@@ -36,17 +36,23 @@ from evopolicygym.benchmark.contract import InvalidAction as InvalidAction
 from evopolicygym.benchmark.contract import Step as Step
 from evopolicygym.benchmark.contract import StepResult as StepResult
 from evopolicygym.benchmark.contract import canonical_digest as canonical_digest
-from evopolicygym.benchmark.gymnasium_adapter import EpisodeEnd as EpisodeEnd
-from evopolicygym.benchmark.gymnasium_adapter import EpisodeTracker as EpisodeTracker
-from evopolicygym.benchmark.gymnasium_adapter import GymnasiumBenchmark as GymnasiumBenchmark
-from evopolicygym.benchmark.gymnasium_adapter import GymnasiumEnvironment as GymnasiumEnvironment
-from evopolicygym.benchmark.gymnasium_adapter import default_termination as default_termination
-from evopolicygym.benchmark.gymnasium_adapter import describe_space as describe_space
-from evopolicygym.benchmark.gymnasium_adapter import domain_summary as domain_summary
-from evopolicygym.benchmark.gymnasium_adapter import (
+from evopolicygym.benchmark.gymnasium_adapter.adapter import (
+    GymnasiumBenchmark as GymnasiumBenchmark,
+)
+from evopolicygym.benchmark.gymnasium_adapter.adapter import (
     make_gymnasium_benchmark as make_gymnasium_benchmark,
 )
-from evopolicygym.benchmark.gymnasium_adapter import termination_of as termination_of
+from evopolicygym.benchmark.gymnasium_adapter.environment import EpisodeEnd as EpisodeEnd
+from evopolicygym.benchmark.gymnasium_adapter.environment import EpisodeTracker as EpisodeTracker
+from evopolicygym.benchmark.gymnasium_adapter.environment import (
+    GymnasiumEnvironment as GymnasiumEnvironment,
+)
+from evopolicygym.benchmark.gymnasium_adapter.environment import (
+    default_termination as default_termination,
+)
+from evopolicygym.benchmark.gymnasium_adapter.scoring import domain_summary as domain_summary
+from evopolicygym.benchmark.gymnasium_adapter.scoring import termination_of as termination_of
+from evopolicygym.benchmark.gymnasium_adapter.spaces import describe_space as describe_space
 from evopolicygym.policy import TensorValue as TensorValue
 from evopolicygym.seeds import derive_seed as derive_seed
 from evopolicygym.values import PolicyValueError as PolicyValueError

@@ -21,27 +21,34 @@ One concern per module:
 
 from __future__ import annotations
 
-from evopolicygym.benchmark.gymnasium_adapter.adapter import (
-    GymnasiumBenchmark,
-    make_gymnasium_benchmark,
-)
-from evopolicygym.benchmark.gymnasium_adapter.environment import (
-    EpisodeEnd,
-    EpisodeTracker,
-    GymnasiumEnvironment,
-    default_termination,
-)
-from evopolicygym.benchmark.gymnasium_adapter.scoring import domain_summary, termination_of
-from evopolicygym.benchmark.gymnasium_adapter.spaces import describe_space
+import importlib
 
-__all__ = [
-    "EpisodeEnd",
-    "EpisodeTracker",
-    "GymnasiumBenchmark",
-    "GymnasiumEnvironment",
-    "default_termination",
-    "describe_space",
-    "domain_summary",
-    "make_gymnasium_benchmark",
-    "termination_of",
-]
+_EXPORTS = {
+    "GymnasiumBenchmark": "evopolicygym.benchmark.gymnasium_adapter.adapter",
+    "make_gymnasium_benchmark": "evopolicygym.benchmark.gymnasium_adapter.adapter",
+    "EpisodeEnd": "evopolicygym.benchmark.gymnasium_adapter.environment",
+    "EpisodeTracker": "evopolicygym.benchmark.gymnasium_adapter.environment",
+    "GymnasiumEnvironment": "evopolicygym.benchmark.gymnasium_adapter.environment",
+    "default_termination": "evopolicygym.benchmark.gymnasium_adapter.environment",
+    "domain_summary": "evopolicygym.benchmark.gymnasium_adapter.scoring",
+    "termination_of": "evopolicygym.benchmark.gymnasium_adapter.scoring",
+    "describe_space": "evopolicygym.benchmark.gymnasium_adapter.spaces",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == __name__:  # a submodule, as `from package import submodule` names it
+        value = importlib.import_module(f"{module}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
