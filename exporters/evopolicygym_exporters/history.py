@@ -98,7 +98,7 @@ class RunHistory:
     offered_tools: dict[int, list[dict[str, Any]] | None] = field(default_factory=dict)
     # The error records of each attempt (role "error"), kept out of ``transcripts``.
     agent_errors: dict[int, list[Message]] = field(default_factory=dict)
-    # The Submissions' parents and matched comparisons (``lineage.lineage_of``), once computed.
+    # The Submissions' parents and matched comparisons (``outcomes.lineage_of``), once computed.
     lineage: Any = field(default=None, repr=False, compare=False)
 
     @property

@@ -1,4 +1,5 @@
-"""Each Submission's parent, its matched comparison with it, and the turn that made it.
+"""Each Submission's outcome: its parent, its matched comparison with it, and the turn
+that made it.
 
 The **parent** is the program the edit started from. An Agent may say which
 (``evopolicy session submit --parent ID``; the Host records it as the Submission's

@@ -1,6 +1,6 @@
 """``programs``: one row per Submission, for the study of how programs evolve.
 
-A row holds the Submission's files, its parent (``lineage``: the nearest earlier
+A row holds the Submission's files, its parent (``outcomes``: the nearest earlier
 program of the Run by diff size, the initial program included, ties to the most
 recent; the previous Submission, which the Host records, is kept beside it), the
 unified diff from the parent, what kind of edit that was, its train evidence, the
@@ -25,7 +25,7 @@ from evopolicygym.program import Program
 from evopolicygym.program_edits import edit_kind
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.history import RunHistory
-from evopolicygym_exporters.lineage import lineage_of
+from evopolicygym_exporters.outcomes import lineage_of
 
 __all__ = ["PROGRAM_FILES", "ProgramsExporter", "edit_kind", "file_rows", "program_diff"]
 

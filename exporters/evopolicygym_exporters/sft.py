@@ -12,7 +12,7 @@ Beside the conversation: the Run's labels (``handoff``, ``improved``, ``success`
 the task (``task_id``, ``benchmark_params``) and its difficulty (``reference_score``,
 the initial program's Validation score), the ``tools`` the Agent was offered
 (``tools_inferred`` where they are told by its calls instead), and ``submissions``:
-the per-Submission outcome labels (``lineage.Outcome``) of the attempt's Submissions,
+the per-Submission outcome labels (``outcomes.Outcome``) of the attempt's Submissions,
 each with the ``turn`` that asked for it; a ``--per-turn`` row carries those of its
 own turn (null for a turn that made none).
 """
@@ -28,7 +28,7 @@ from evopolicygym.transcript import Message
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_offered
 from evopolicygym_exporters.history import RunHistory
-from evopolicygym_exporters.lineage import lineage_of
+from evopolicygym_exporters.outcomes import lineage_of
 from evopolicygym_exporters.tasks import CATALOG, catalog_of, task_id
 
 __all__ = ["SUBMISSION_OUTCOME", "DistillExporter", "SftExporter"]
@@ -46,7 +46,7 @@ RESPONSE = {
     "reasoning_tokens": Value("int64"),
 }
 
-# One Submission's outcome labels (see ``lineage.Outcome``), joinable to the turn that made it.
+# One Submission's outcome labels (see ``outcomes.Outcome``), joinable to the turn that made it.
 SUBMISSION_OUTCOME = {
     "submission_id": Value("int32"),
     "turn": Value("int32"),
