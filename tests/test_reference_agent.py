@@ -31,9 +31,9 @@ from evopolicygym.agents.reference import SessionAgent, run_agent
 from evopolicygym.agents.reference_budget import BudgetPlan, Task, plan_budget
 from evopolicygym.agents.reference_search import (
     Outcome,
-    better,
     evolve,
     files_digest,
+    outranks,
     temp_probe,
 )
 from evopolicygym.agents.session_client import (
@@ -370,13 +370,13 @@ def test_a_replan_keeps_the_matched_size(budget: int, subs: int, k: int):
         assert plan.episodes == budget
 
 
-def test_better_uses_the_direction_then_failures():
-    assert better(Outcome(2.0), Outcome(1.0), maximize=True)
-    assert better(Outcome(1.0), Outcome(2.0), maximize=False)
-    assert better(Outcome(1.0, failures=0), Outcome(1.0, failures=1), maximize=True)
-    assert not better(Outcome(1.0), Outcome(1.0), maximize=True)
-    assert better(Outcome(-5.0), Outcome(None), maximize=True)
-    assert not better(Outcome(None), None, maximize=True)
+def test_outranks_uses_the_direction_then_failures():
+    assert outranks(Outcome(2.0), Outcome(1.0), maximize=True)
+    assert outranks(Outcome(1.0), Outcome(2.0), maximize=False)
+    assert outranks(Outcome(1.0, failures=0), Outcome(1.0, failures=1), maximize=True)
+    assert not outranks(Outcome(1.0), Outcome(1.0), maximize=True)
+    assert outranks(Outcome(-5.0), Outcome(None), maximize=True)
+    assert not outranks(Outcome(None), None, maximize=True)
 
 
 # --------------------------------------------------------------------------- the search

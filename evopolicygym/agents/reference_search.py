@@ -52,10 +52,10 @@ __all__ = [
     "Evolution",
     "Outcome",
     "ProbeFn",
-    "better",
     "evolve",
     "files_digest",
     "format_score",
+    "outranks",
     "temp_probe",
 ]
 
@@ -134,7 +134,7 @@ class Candidate:
         return self.outcome is not None and self.outcome.score is not None
 
 
-def better(a: Outcome | None, b: Outcome | None, maximize: bool) -> bool:
+def outranks(a: Outcome | None, b: Outcome | None, maximize: bool) -> bool:
     """Is ``a`` strictly better than ``b``: a higher (or lower) score, ties broken by fewer
     failures. A failed or missing evaluation is worse than any score."""
     if a is None or a.score is None:
@@ -392,7 +392,7 @@ class _Search:
                 self.say(f"The evaluation of {candidate.label} failed; nothing scored yet.")
             return
         assert parent.outcome is not None
-        wins = better(outcome, parent.outcome, self.maximize)
+        wins = outranks(outcome, parent.outcome, self.maximize)
         tunable_parent = bool(self.constants(parent.source))
         # A synthesized rule that only ties a parent with nothing to tune still takes over:
         # it acts as well and, unlike the parent, can be tuned.
@@ -400,7 +400,7 @@ class _Search:
             not wins
             and candidate.edit == "synthesis"
             and not tunable_parent
-            and not better(parent.outcome, outcome, self.maximize)
+            and not outranks(parent.outcome, outcome, self.maximize)
         )
         tried_step, self.pending_step = self.pending_step, None
         if candidate.edit == "parametric":
