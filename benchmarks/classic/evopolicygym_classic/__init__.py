@@ -5,7 +5,7 @@ baseline program; frozen-lake offers difficulty profiles (``--param profile=4x4-
 Gymnasium.
 """
 
-from evopolicygym_classic.curated import (
+from evopolicygym_classic.tasks import (
     BASELINES_DIR,
     FROZEN_LAKE_PROFILES,
     FrozenLakeConfig,
