@@ -21,8 +21,10 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from test_package_faces import is_lazy, read_face
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -148,9 +150,26 @@ def _imports_of(file: Path, package: str) -> list[tuple[int, str]]:
     )
 
 
+@cache
+def _exports_of(file: Path) -> dict[str, str]:
+    """A lazy face's ``_EXPORTS`` (name -> defining module); {} for any other module."""
+    source = file.read_text(encoding="utf-8")
+    return read_face(source).table if file.name == "__init__.py" and is_lazy(source) else {}
+
+
+def _exported(dotted: str) -> str | None:
+    """``module.name`` for ``package.name`` that a lazy face exports from ``module``: importing
+    the name runs that module, though the face's own file imports nothing."""
+    package, _, name = dotted.rpartition(".")
+    found = _source(package) if package else None
+    module = _exports_of(found[0]).get(name) if found else None
+    return f"{module}.{name}" if module and module != package else None
+
+
 def optional_imports(path: Path, package: str = "") -> list[str]:
     """Each optional package importing ``path`` imports, as ``line: name (through ...)``,
-    following the first-party modules it imports (and their packages) at import time."""
+    following the first-party modules it imports (and their packages) at import time, and
+    from a lazy face the module that defines each name imported through it."""
     allowed = default_modules() | set(sys.stdlib_module_names) | {"__future__", "tests"}
     seen: set[Path] = set()
     wrong: list[str] = []
@@ -160,17 +179,21 @@ def optional_imports(path: Path, package: str = "") -> list[str]:
             return
         seen.add(file)
         for at, dotted in _imports_of(file, pkg):
-            shown = at if line is None else line
-            parts = dotted.split(".")
-            # The module itself and every package above it run when it is imported.
-            for depth in range(1, len(parts) + 1):
-                name = ".".join(parts[:depth])
-                found = _source(name)
-                if found is not None:
-                    visit(*found, shown, (*through, name))
-                elif depth == 1 and name not in allowed and not (TESTS / f"{name}.py").exists():
-                    chain = f" (through {' > '.join(through)})" if through else ""
-                    wrong.append(f"{shown}: {name}{chain}")
+            follow(dotted, at if line is None else line, through)
+
+    def follow(dotted: str, shown: int, through: tuple[str, ...]) -> None:
+        parts = dotted.split(".")
+        # The module itself and every package above it run when it is imported.
+        for depth in range(1, len(parts) + 1):
+            name = ".".join(parts[:depth])
+            found = _source(name)
+            if found is not None:
+                visit(*found, shown, (*through, name))
+            elif depth == 1 and name not in allowed and not (TESTS / f"{name}.py").exists():
+                chain = f" (through {' > '.join(through)})" if through else ""
+                wrong.append(f"{shown}: {name}{chain}")
+            elif (defined := _exported(name)) is not None:
+                follow(defined, shown, (*through, name))
 
     visit(path, package, None, ())
     return sorted(set(wrong))
@@ -215,3 +238,28 @@ def test_the_check_follows_the_projects_own_modules(tmp_path: Path) -> None:
         "import pytest\nimport pg\npg.require_postgres()\nimport evopolicygym.records.postgres\n"
     )
     assert optional_imports(guarded) == []
+
+
+def test_the_check_follows_a_face_to_where_a_name_is_defined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lazy face's file imports nothing, so the check reads its ``_EXPORTS``: importing
+    a name through a face (or two: ``evopolicygym.run`` names the decider's face) runs the
+    module that defines it."""
+    chain = ["evopolicygym.run.decide"]
+    while (defined := _exported(chain[-1])) is not None:
+        chain.append(defined)
+    assert chain[-1] == "evopolicygym.run.decider.decision.decide", chain
+    assert _exported("evopolicygym.run.decider") is None  # a submodule is followed as one
+    # Were the records face to export the Postgres store, a test importing it through the
+    # face would import psycopg.
+    records = ROOT / "evopolicygym" / "records" / "__init__.py"
+    table = {**_exports_of(records), "PostgresEventStore": "evopolicygym.records.postgres"}
+    real = _exports_of
+    monkeypatch.setitem(globals(), "_exports_of", lambda f: table if f == records else real(f))
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("import pytest\nfrom evopolicygym.records import PostgresEventStore\n")
+    assert optional_imports(probe) == [
+        "2: psycopg (through evopolicygym.records.PostgresEventStore > "
+        "evopolicygym.records.postgres)"
+    ]
