@@ -49,7 +49,7 @@ from evopolicygym.run.config import AssessmentConfig, RunConfig
 from evopolicygym.run.decider import InvalidTransition, fold
 from evopolicygym.run.ledger import load_run
 from evopolicygym.run.liveness import host_alive
-from evopolicygym.run.reevaluate import reevaluate
+from evopolicygym.run.reevaluation import reevaluate
 from tests.blobdamage import overwrite_program
 
 RUN = (

@@ -53,7 +53,7 @@ from evopolicygym.run.decider import (
 from evopolicygym.run.host import RunHost
 from evopolicygym.run.ledger import RunError, event_id, load_run
 from evopolicygym.run.pool import derive_run_seeds, plan_pool
-from evopolicygym.run.reevaluate import reevaluate
+from evopolicygym.run.reevaluation import reevaluate
 from evopolicygym.run.replay import replay_run
 from evopolicygym.transcript import AgentIdentity
 from tests.blobdamage import lose_blob

@@ -52,7 +52,7 @@ from evopolicygym.run.decider import (
     fold,
 )
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned, planned_split
-from evopolicygym.run.reevaluate import reevaluate
+from evopolicygym.run.reevaluation import reevaluate
 from evopolicygym.run.replay import (
     CandidateEntry,
     FinishedEntry,

@@ -19,7 +19,7 @@ from evopolicygym.records.timeline import entry_text
 from evopolicygym.run.replay import Replay, ReplayError, replay_run
 
 if TYPE_CHECKING:  # re-evaluation imports NumPy and the Benchmarks: only --reevaluate pays for it
-    from evopolicygym.run.reevaluate import Mismatch
+    from evopolicygym.run.reevaluation import Mismatch
 
 __all__ = ["replay"]
 
@@ -126,7 +126,7 @@ def replay(
         # terminal reason once it has ended; the timeline's words are for people.
         status = run_status(store, summarize(store.events, stream_id)) if as_json else result.status
         if reevaluating:
-            from evopolicygym.run.reevaluate import reevaluate
+            from evopolicygym.run.reevaluation import reevaluate
 
             try:
                 with open_evaluator(executor, ray_address) as evaluator, _Bar() as bar:

@@ -2,9 +2,7 @@
 supervisor, session gateway, workspace publication) and the launcher interface.
 
 Re-exported lazily: importing one small module (``run.config`` for a RunConfig, say)
-does not pay for the evaluation engine. ``reevaluate`` is imported from
-``run.reevaluate``: here that name is the module, which the import system binds on the
-package once it is imported.
+does not pay for the evaluation engine.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ _EXPORTS = {
     "host_alive": "evopolicygym.run.liveness",
     "derive_run_seeds": "evopolicygym.run.pool",
     "plan_pool": "evopolicygym.run.pool",
+    "reevaluate": "evopolicygym.run.reevaluation",
     "replay_run": "evopolicygym.run.replay",
     "SessionServer": "evopolicygym.run.session_server",
     "build_feedback": "evopolicygym.run.workspace",

@@ -24,6 +24,7 @@ from evopolicygym.run.liveness import RunBusy as RunBusy
 from evopolicygym.run.liveness import host_alive as host_alive
 from evopolicygym.run.pool import derive_run_seeds as derive_run_seeds
 from evopolicygym.run.pool import plan_pool as plan_pool
+from evopolicygym.run.reevaluation import reevaluate as reevaluate
 from evopolicygym.run.replay import replay_run as replay_run
 from evopolicygym.run.session_server import SessionServer as SessionServer
 from evopolicygym.run.workspace import build_feedback as build_feedback
@@ -54,5 +55,6 @@ __all__ = [
     "load_run",
     "next_step",
     "plan_pool",
+    "reevaluate",
     "replay_run",
 ]

@@ -1,5 +1,5 @@
 """Replay a Run from its log: fold it, check its part of the chain and its blobs, and lay out
-what happened as a timeline (``reevaluate`` re-runs its scores).
+what happened as a timeline (``reevaluation`` re-runs its scores).
 
 ``replay_run`` reads one Run's stream and never writes. Its checks are the stream's
 share of ``record verify`` (versions, payload hashes, each event's chain hash and its
