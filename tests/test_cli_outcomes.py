@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
-from evopolicygym.cli.run import EXIT_AGENT, exit_status
+from evopolicygym.cli.run_exits import EXIT_AGENT, exit_status
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 SMALL = [

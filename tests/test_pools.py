@@ -22,7 +22,7 @@ from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.cli.group import main
 from evopolicygym.program import Program
 from evopolicygym.records import pools
-from evopolicygym.records.blobs import BlobStore
+from evopolicygym.records.blobs import FileBlobStore
 from evopolicygym.records.events import (
     AgentStarted,
     EpisodeCompleted,
@@ -98,7 +98,7 @@ def test_a_pool_reads_back_as_written_chunk_by_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pools, "CHUNK_ENTRIES", 7)
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     pool = entries(50)
     digest = put_pool(blobs, pool)
     assert put_pool(blobs, pool) == digest  # content-addressed: the same pool, the same blobs
@@ -122,7 +122,7 @@ def test_chunks_are_bounded_in_bytes_as_well(
 ) -> None:
     """Scenarios of any size: a chunk stays under CHUNK_BYTES (or holds one entry)."""
     monkeypatch.setattr(pools, "CHUNK_BYTES", 4000)
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     pool = entries(60, {"map": "x" * 300})
     pool[5] = msgspec.structs.replace(pool[5], scenario={"map": "y" * 9000})  # one over the bound
     digest = put_pool(blobs, pool)
@@ -136,7 +136,7 @@ def test_a_pool_that_does_not_read_back_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(pools, "CHUNK_ENTRIES", 10)
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     pool = entries(30)
     digest = put_pool(blobs, pool)
     chunks = json.loads(blobs.get(digest))["chunks"]

@@ -21,7 +21,6 @@ from click.testing import CliRunner, Result
 from evopolicygym.cli import main
 from evopolicygym.program import Program
 from evopolicygym.records import verify as verify_module
-from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
@@ -46,6 +45,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import STORE_ENV, Store, open_store
 from evopolicygym.records.pools import put_pool
+from evopolicygym.records.store import BlobStore
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.liveness import run_lock
 from evopolicygym.transcript import AgentIdentity, Message

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from evopolicygym import redaction
 from evopolicygym.agents import message_redaction
 from evopolicygym.agents.message_redaction import Redactor
-from evopolicygym.records.blobs import BlobStore
+from evopolicygym.records.blobs import FileBlobStore
 from evopolicygym.records.events import AgentMessages, new_event
 from evopolicygym.records.store import EventStore
 from evopolicygym.redaction import (
@@ -467,7 +467,7 @@ def test_a_secret_is_found_nowhere_in_the_store(event_store: EventStore, tmp_pat
     shaped = "sk-ant-api03-Pl4nt3dK3yV4lu3AbCdEfGh"
     redactor = Redactor.from_environment([], {"ANTHROPIC_API_KEY": secret, "HOME": "home"})
     messages, raw = _everywhere(f"{secret} and {shaped}")
-    blobs = BlobStore(tmp_path / "blobs")
+    blobs = FileBlobStore(tmp_path / "blobs")
     raw_blob = blobs.put(redactor.bytes(raw))
     event = AgentMessages(
         attempt=1, chunk=0, messages=[redactor.message(m) for m in messages], raw_blob=raw_blob

@@ -28,6 +28,13 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.timeline import (
+    CandidateEntry,
+    FinishedEntry,
+    ReferenceEntry,
+    RejectionEntry,
+    SubmissionEntry,
+)
 from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
 from evopolicygym.run.decider import (
@@ -53,15 +60,7 @@ from evopolicygym.run.decider import (
 )
 from evopolicygym.run.pool import derive_run_seeds, plan_pool, planned, planned_split
 from evopolicygym.run.reevaluation import reevaluate
-from evopolicygym.run.replay import (
-    CandidateEntry,
-    FinishedEntry,
-    ReferenceEntry,
-    RejectionEntry,
-    Replay,
-    SubmissionEntry,
-    replay_run,
-)
+from evopolicygym.run.replay import Replay, replay_run
 from evopolicygym.transcript import AgentIdentity
 
 # Host-private values, distinctive enough that finding one in output can only be a leak.

@@ -81,7 +81,7 @@ OTHER = textwrap.dedent(
 READER = textwrap.dedent(
     """
     import json, sys
-    from evopolicygym.records.blobs import BlobError
+    from evopolicygym.records.blobcodec import BlobError
     from evopolicygym.records.location import open_store
     from evopolicygym.records.verify import verify_store
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
 from evopolicygym.program import Program
-from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentMessages,
     ArtifactRef,
@@ -39,6 +38,7 @@ from evopolicygym.records.events import (
     new_event,
 )
 from evopolicygym.records.location import Store, open_store
+from evopolicygym.records.store import BlobStore
 from evopolicygym.run.workspace import (
     AGENT_FAULT_MESSAGE,
     TraceCache,

@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pg
 
-from evopolicygym.records.blobs import BlobStore
+from evopolicygym.records.blobs import FileBlobStore
 
 
 def timed(work: Any) -> tuple[float, Any]:
@@ -43,7 +43,7 @@ def main() -> None:
     url = pg.new_database()
     try:
         backends: dict[str, Any] = {
-            "files": BlobStore(Path(tempfile.mkdtemp(prefix="bench-blobs-")) / "blobs"),
+            "files": FileBlobStore(Path(tempfile.mkdtemp(prefix="bench-blobs-")) / "blobs"),
             "postgres": PgBlobStore(url, create=True),
         }
         lines = (b"episode %08d seed %020d index %d\n" % (i, i * 7919, i) for i in range(800_000))
