@@ -26,7 +26,6 @@ from evopolicygym.lineage import LineageInput
 from evopolicygym.lineage import lineage as lineage_of
 from evopolicygym.program import Program
 from evopolicygym.program_edits import Lines, edit_kind, file_lines
-from evopolicygym.records.blobs import BlobStore
 from evopolicygym.records.events import (
     AgentMessages,
     AgentStarted,
@@ -45,6 +44,7 @@ from evopolicygym.records.runs import (
     resolve_run,
     run_id_of,
 )
+from evopolicygym.records.store import BlobStore
 from evopolicygym.transcript import Message
 
 __all__ = [

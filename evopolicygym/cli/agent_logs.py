@@ -13,7 +13,7 @@ from evopolicygym.cli.hints import cli_command
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, store_root
 from evopolicygym.records.agent_output import AgentAttempt, Stream, read_agent_attempts
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.events import EventCodecError
 from evopolicygym.records.runs import run_id_of
 

@@ -11,7 +11,7 @@ from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.output import emit_json, printable
 from evopolicygym.cli.stores import open_existing, resolve, store_root
 from evopolicygym.program import ProgramError
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.runs import program_of, summarize
 
 __all__ = ["checkout"]

@@ -40,9 +40,7 @@ from evopolicygym.program import Program
 from evopolicygym.records import blobcodec
 from evopolicygym.records.blobcodec import (
     HEAD_BYTES,
-    MAX_BLOB_BYTES,
     BlobCorrupt,
-    BlobError,
     BlobMissing,
     blob_digest,
     check_blob_size,
@@ -58,15 +56,7 @@ from evopolicygym.records.blobcodec import (
 from evopolicygym.records.sqlite import read_only_connection
 from evopolicygym.records.store import StoreError
 
-__all__ = [
-    "MAX_BLOB_BYTES",
-    "PACK_MAX_BYTES",
-    "BlobCorrupt",
-    "BlobError",
-    "BlobMissing",
-    "BlobStore",
-    "FileBlobStore",
-]
+__all__ = ["PACK_MAX_BYTES", "FileBlobStore"]
 
 # Blobs whose encoded form is at most this many bytes go to the pack (when packing).
 PACK_MAX_BYTES = 64 * 1024
@@ -452,11 +442,6 @@ class FileBlobStore:
         """Digests of all stored programs, in sorted order."""
         files = (f"sha256:{prefix}{rest}" for prefix, rest in _walk_fanout(self._programs))
         yield from _merged(files, self._pack_keys("programs"))
-
-
-# The name this store had before ``store.BlobStore`` (the contract) was written: callers that
-# construct a directory's store by it keep working. New code names ``FileBlobStore``.
-BlobStore = FileBlobStore
 
 
 def _merged(files: Iterator[str], packed: list[str]) -> Iterator[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,

@@ -19,7 +19,7 @@ import msgspec
 from evopolicygym.benchmark import Benchmark
 from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, PlannedEpisode
 from evopolicygym.program import ProgramError
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.events import (
     AssessmentCompleted,
     AssessmentStarted,

@@ -36,7 +36,7 @@ from typing import Any
 import msgspec
 
 from evopolicygym.program import Program
-from evopolicygym.records.blobs import BlobMissing, BlobStore
+from evopolicygym.records.blobcodec import BlobMissing
 from evopolicygym.records.events import (
     EpisodeCompleted,
     EvaluationFailed,
@@ -45,6 +45,7 @@ from evopolicygym.records.events import (
     RunCreated,
     SubmissionPublished,
 )
+from evopolicygym.records.store import BlobStore
 from evopolicygym.records.traces import decode_trace
 from evopolicygym.run.config import FeedbackConfig
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.location import Store
 from evopolicygym.records.runs import RUN_PREFIX
 from evopolicygym.records.verify import log_head

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from datasets import Features, Json, List, Value
 
-from evopolicygym.records.blobs import BlobError
+from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.traces import decode_trace
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.history import RunHistory
