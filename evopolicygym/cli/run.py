@@ -21,9 +21,7 @@ from evopolicygym.cli.options import finite, not_empty, param_option, store_opti
 from evopolicygym.cli.output import emit_json, one_line
 from evopolicygym.cli.run_checks import OPTION_NAMES, check_chat, check_new_workspace
 from evopolicygym.cli.run_exits import (
-    EXIT_AGENT,
     EXIT_HELP,
-    EXIT_HOST_FAULT,
     exit_status,
     outcome_of,
     print_agent_failure,
@@ -57,16 +55,7 @@ if TYPE_CHECKING:
     from evopolicygym.evaluation import Evaluator
     from evopolicygym.transcript import AgentIdentity
 
-# The exit policy (run_exits) is also reached from here, where `run` documents it.
-__all__ = [
-    "EXIT_AGENT",
-    "EXIT_HOST_FAULT",
-    "carry",
-    "exit_status",
-    "resume",
-    "resume_command",
-    "run",
-]
+__all__ = ["carry", "resume", "run"]
 
 
 ALLOW_UNCONTAINED_HELP = (

@@ -79,27 +79,7 @@ from evopolicygym.run.decider import (
     terminal_reason,
 )
 
-__all__ = [
-    "AgentEntry",
-    "AssessmentEntry",
-    "CandidateEntry",
-    "CreatedEntry",
-    "FinishEntry",
-    "FinishedEntry",
-    "HostEntry",
-    "ReferenceEntry",
-    "RejectionEntry",
-    "Replay",
-    "ReplayError",
-    "ReplayProblem",
-    "SelectionEntry",
-    "SubmissionEntry",
-    "TimelineEntry",
-    "ValidationEntry",
-    "decoded",
-    "replay_run",
-    "stream_of",
-]
+__all__ = ["Replay", "ReplayError", "ReplayProblem", "decoded", "replay_run", "stream_of"]
 
 _RAW_JSON = msgspec.json.Decoder()
 
