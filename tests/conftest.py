@@ -1,9 +1,6 @@
-"""Event store backends for the contract tests (add one here and every contract test runs on
-it), and the suite's hypothesis profile.
-
-A backend is an opener ``open(location, create=...) -> EventStore``; ``location`` is a fresh
-directory that names one store (a PostgreSQL opener would map it to its own schema).
-"""
+"""The event store fixtures of the contract tests, on every backend of
+``tests/support/backends.py`` (add one there and every contract test runs on it); the
+screenshots a test saves; ``--record-skipped``; the suite's hypothesis profile."""
 
 from __future__ import annotations
 
@@ -16,22 +13,12 @@ from hypothesis import settings
 
 if TYPE_CHECKING:
     from evopolicygym.records.store import EventStore
-
-Opener = Callable[..., "EventStore"]
+from tests.support.backends import BACKENDS, Opener
 
 # No per-example deadline anywhere: it is a timing assertion, and on a shared 2-core
 # machine a GC pause or a busy neighbour would fail a correct example.
 settings.register_profile("evopolicy", deadline=None)
 settings.load_profile("evopolicy")
-
-
-def open_sqlite(location: Path, *, create: bool = False) -> EventStore:
-    from evopolicygym.records.sqlite import SQLiteEventStore  # imported here: conftest is global
-
-    return SQLiteEventStore(location / "events.db", create=create)
-
-
-BACKENDS: dict[str, Opener] = {"sqlite": open_sqlite}
 
 
 @pytest.fixture(params=sorted(BACKENDS))

@@ -22,8 +22,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from modelserver import Call, HttpError, ModelServer, Turn
-from requires import CLIS_ENV, missing
 
 from evopolicygym.records.events import (
     AgentExited,
@@ -37,6 +35,8 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import open_store
 from evopolicygym.run import load_run
 from evopolicygym.transcript import Message
+from tests.support.modelserver import Call, HttpError, ModelServer, Turn
+from tests.support.requires import CLIS_ENV, missing
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

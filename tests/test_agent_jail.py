@@ -1,7 +1,7 @@
 """The Agent's jail against a hostile Agent, as root and as a non-root user, and failing
 closed where it cannot be set up.
 
-Each hostile attempt is ``tests/jailattack.py``: read the store, see or signal the Host,
+Each hostile attempt is ``tests/support/jailattack.py``: read the store, see or signal the Host,
 unmount what hides the store (directly and from a nested user namespace), write the
 Host's code, ``/etc`` or a sysctl, open a disk, hold root or capabilities, and leave a
 daemon behind. A jailed Agent must fail every one.
@@ -34,7 +34,7 @@ from evopolicygym.run.create import create_run
 from evopolicygym.run.host import RunHost
 from evopolicygym.run.ledger import load_run
 
-ATTACK = Path(__file__).with_name("jailattack.py")
+ATTACK = Path(__file__).parent / "support" / "jailattack.py"
 JAIL = Path(jail.__file__)
 NAMESPACES = JAIL.parent.parent / "namespaces.py"
 UNPRIVILEGED = "evojail"  # the non-root user of these tests, made when run as root
@@ -165,8 +165,8 @@ def test_a_hostile_agent_is_contained_when_its_host_is_not_root() -> None:
 
 HOSTILE_AGENT = r"""
 import json, os, subprocess, sys
-sys.path.insert(0, {attack_dir!r})
-from jailattack import attack
+sys.path.insert(0, {root!r})
+from tests.support.jailattack import attack
 report = attack({target!r})
 message = {{"role": "assistant", "content": json.dumps(report, sort_keys=True)}}
 print(json.dumps(message), flush=True)
@@ -189,7 +189,7 @@ def test_a_hostile_agent_in_a_run_cannot_reach_the_log_or_the_host(tmp_path: Pat
         "beacon": str(beacon),
     }
     agent = tmp_path / "agent.py"
-    agent.write_text(HOSTILE_AGENT.format(attack_dir=str(ATTACK.parent), target=target))
+    agent.write_text(HOSTILE_AGENT.format(root=str(ATTACK.parents[2]), target=target))
     config = RunConfig(
         episode_budget=4,
         validation=ValidationConfig(episodes_per_candidate=2, max_candidates=1),

@@ -282,10 +282,9 @@ def test_a_run_with_the_chat_agent_against_a_local_endpoint(tmp_path: Path) -> N
     """The whole loop over the real protocol: the Host starts the harness in its jail, the
     scripted model edits, submits and finishes through the session, and the transcript is
     recorded natively, once, with token usage."""
-    from chatserver import ChatServer
-
     from evopolicygym.records.events import AgentMessages, RunFinished
     from evopolicygym_exporters import export
+    from tests.support.chatserver import ChatServer
 
     def tools(*calls: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
 """The analysis dataframes: documented columns and dtypes, values as the Run read API and
 the exports tell them, and nothing Host-private.
 
-Synthetic recorded Runs (tests/runlogs.py, every private value carrying a canary) pin
+Synthetic recorded Runs (tests/support/runlogs.py, every private value carrying a canary) pin
 the lineage columns against the ``programs`` export and prove no private value gets
 into a frame; real Runs of the reference agent (CartPole, Acrobot's negative rewards)
 and of an Agent that fails check what the Host records reads whole.
@@ -16,7 +16,6 @@ from typing import Any
 import datasets
 import pandas as pd
 import pytest
-from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.analysis import (
     EPISODES_COLUMNS,
@@ -34,6 +33,13 @@ from evopolicygym.analysis import (
 from evopolicygym.records.events import AgentMessages, EpisodeCompleted
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import UnknownRun, summarize
+from tests.support.runlogs import (
+    CANARY,
+    CANARY_SEEDS,
+    synth_run,
+    write_experiment,
+    write_run,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -47,33 +53,11 @@ FRAMES = {
 _DTYPES = {"utc": "datetime64[ns, UTC]"}
 
 
-def _files(gain: float, structural: bool = False) -> dict[str, str]:
-    return {"policy.py": policy_source(gain, structural)}
-
-
-def _synth(run_id: str, **kw: Any) -> SynthRun:
-    """1 and 2 on the same indices (2 better), 3 on others, 4 failed, 5 structural from 1
-    (named by the Agent), 6 a comment added to 5 on a subset of its indices."""
-    return SynthRun(
-        run_id=run_id,
-        submissions=[
-            Planned(_files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),
-            Planned(_files(0.7), [0, 1, 2], [4.0, 5.0, 6.0]),
-            Planned(_files(0.9), [3, 4], [9.0, 9.0]),
-            Planned(_files(1.1), [5], None),
-            Planned(_files(0.5, structural=True), [0, 1, 2], [0.0, 0.0, 0.0], parent=1),
-            Planned({"policy.py": policy_source(0.5, True) + "# note\n"}, [0, 1], [1.0, 0.0]),
-        ],
-        candidates=[2, 3],
-        **kw,
-    )
-
-
 @pytest.fixture
 def synth(tmp_path: Path) -> Any:
     with open_store(tmp_path / "store", create=True) as store:
-        write_run(store, _synth("alpha"))
-        write_run(store, _synth("beta", direction="minimize", reason="agent_exited"))
+        write_run(store, synth_run("alpha"))
+        write_run(store, synth_run("beta", direction="minimize", reason="agent_exited"))
         yield store
 
 
@@ -316,71 +300,12 @@ def test_a_column_table_names_each_dtype_once() -> None:
 # --------------------------------------------------------------------------- experiments
 
 
-def _experiment(
-    store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]
-) -> None:
-    """An experiment stream ``demo``: per cell (agent, benchmark, seed, agent_seed, its Runs
-    as (run_id, outcome) in attempt order), as ``experiment run`` records it."""
-    from evopolicygym.records.events import (
-        CellRunAssigned,
-        CellRunEnded,
-        ExperimentAgent,
-        ExperimentBenchmark,
-        ExperimentCell,
-        ExperimentCreated,
-        new_event,
-    )
-    from evopolicygym.records.experiments import experiment_stream_id
-
-    made = [
-        ExperimentCell(
-            cell_id=f"{a}/{b}/seed={s}/agent_seed={g}", agent=a, benchmark=b, seed=s, agent_seed=g
-        )
-        for a, b, s, g, _ in cells
-    ]
-    created = ExperimentCreated(
-        experiment_id="demo",
-        spec_digest="0" * 64,
-        profile="quick",
-        config={},
-        agents=[
-            ExperimentAgent(name=a, provider="reference") for a in sorted({c[0] for c in cells})
-        ],
-        benchmarks=[
-            ExperimentBenchmark(name=b, id="toy-counter") for b in sorted({c[1] for c in cells})
-        ],
-        cells=made,
-    )
-    events = [new_event(created, "demo/created")]
-    for cell, (_, _, _, _, attempts) in zip(made, cells, strict=True):
-        for attempt, (run_id, outcome) in enumerate(attempts, 1):
-            events.append(
-                new_event(
-                    CellRunAssigned(cell_id=cell.cell_id, run_id=run_id, attempt=attempt),
-                    f"demo/{run_id}/a",
-                )
-            )
-            events.append(
-                new_event(
-                    CellRunEnded(
-                        cell_id=cell.cell_id,
-                        run_id=run_id,
-                        attempt=attempt,
-                        outcome=outcome,
-                        retryable=outcome == "agent_failed",
-                    ),
-                    f"demo/{run_id}/e",
-                )
-            )
-    store.events.append(experiment_stream_id("demo"), events, 0)
-
-
 def test_an_experiment_adds_its_cells_and_limits_every_frame_to_its_runs(synth: Store) -> None:
     from evopolicygym.records.experiments import UnknownExperiment
 
-    write_run(synth, _synth("retried", reason="agent_failed", assessment_score=None))
-    write_run(synth, _synth("outside"))
-    _experiment(
+    write_run(synth, synth_run("retried", reason="agent_failed", assessment_score=None))
+    write_run(synth, synth_run("outside"))
+    write_experiment(
         synth,
         [
             ("ref", "toy", 0, 0, [("alpha", "finished")]),

@@ -50,7 +50,7 @@ from evopolicygym.run.decider import InvalidTransition, fold
 from evopolicygym.run.ledger import load_run
 from evopolicygym.run.liveness import host_alive
 from evopolicygym.run.reevaluation import reevaluate
-from tests.blobdamage import overwrite_program
+from tests.support.blobdamage import overwrite_program
 
 RUN = (
     "--benchmark",

@@ -20,8 +20,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import msgspec
-from requires import require_extra
-from test_catalog import invoke
 
 from evopolicygym.benchmark import CORE16, TASKS, family_installed, family_of_distribution
 from evopolicygym.evaluation import EvaluationConfig, evaluate
@@ -29,6 +27,8 @@ from evopolicygym.program import Program
 from evopolicygym.records.events import NewEvent, current_terminations, decode_event
 from evopolicygym.records.location import open_store
 from evopolicygym.registry import GROUP, load_benchmark
+from tests.support.cli import invoke
+from tests.support.requires import require_extra
 
 # The families a default install lacks: everything but classic (which comes with evopolicygym).
 OPTIONAL = ("box2d", "cards", "driving", "minigrid", "mujoco", "robotics")

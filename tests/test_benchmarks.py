@@ -16,7 +16,6 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from requires import require_extra
 
 import evopolicygym_classic as curated
 from evopolicygym.benchmark import (
@@ -31,6 +30,7 @@ from evopolicygym.benchmark.gymnasium_adapter import GymnasiumBenchmark, make_gy
 from evopolicygym.policy import PolicyContext
 from evopolicygym.seeds import derive_seed
 from evopolicygym.values import decode_value, encode_value
+from tests.support.requires import require_extra
 
 
 def _lunar_lander() -> GymnasiumBenchmark:

@@ -1,6 +1,6 @@
 """The BlobStore contract (``records.store.BlobStore``), written once and run on every backend:
 blob files (``FileBlobStore``), the same with the pack (as ``open_store`` opens a directory)
-and PostgreSQL (``PgBlobStore``, a database of its own per test, see pg.py).
+and PostgreSQL (``PgBlobStore``, a database of its own per test, see support/pg.py).
 
 Blobs are named by the digest of their bytes, stored once, in the codec's encoding, and
 checked on every read: damage of any kind (a flipped byte, a cut, a bad frame, a lost file
@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import pg
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -31,7 +30,8 @@ from evopolicygym.records import blobcodec
 from evopolicygym.records.blobcodec import MAX_BLOB_BYTES, BlobCorrupt, BlobError, BlobMissing
 from evopolicygym.records.blobs import FileBlobStore
 from evopolicygym.records.store import BlobStore
-from tests.blobdamage import lose_blob, overwrite_blob, overwrite_program, plant_blob
+from tests.support import pg
+from tests.support.blobdamage import lose_blob, overwrite_blob, overwrite_program, plant_blob
 
 MiB = 1024 * 1024
 COMPRESSIBLE = b"".join(b"step %08d reward %d\n" % (i, i % 7) for i in range(60_000))[:MiB]

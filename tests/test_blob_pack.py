@@ -13,7 +13,6 @@ from typing import Any
 
 import datasets
 import pytest
-from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.program import Program
 from evopolicygym.records.blobs import PACK_MAX_BYTES, FileBlobStore
@@ -22,6 +21,7 @@ from evopolicygym.records.runs import run_stream_id
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.replay import replay_run
 from evopolicygym_exporters import ExportOptions, export
+from tests.support.runlogs import Planned, SynthRun, policy_source, write_run
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
-from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import (
     BenchmarkError,
@@ -31,6 +30,7 @@ from evopolicygym.benchmark import (
 from evopolicygym.cli import main
 from evopolicygym.evaluation import Evaluator
 from evopolicygym.registry import load_benchmark
+from tests.support.families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 require_family("cards")
 

@@ -5,14 +5,13 @@ runner; `benchmarks check --suite core16` measuring baselines against random."""
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import random as stdlib_random
 from typing import Any
 
 import gymnasium
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from evopolicygym.benchmark import (
     CORE16,
@@ -32,24 +31,15 @@ from evopolicygym.benchmark import (
     termination_of,
 )
 from evopolicygym.benchmark.catalog import _extras_installing
-from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 from evopolicygym.registry import baseline_dir, load_benchmark
+from tests.support.cli import invoke
 
 MINIGRID = importlib.util.find_spec("evopolicygym_minigrid") is not None
 needs_minigrid = pytest.mark.skipif(not MINIGRID, reason="the minigrid family is not installed")
 MUJOCO = importlib.util.find_spec("evopolicygym_mujoco") is not None
 ROBOTICS = importlib.util.find_spec("evopolicygym_robotics") is not None
-
-
-def invoke(*args: str) -> Result:
-    options: dict[str, Any] = {}
-    if "mix_stderr" in inspect.signature(CliRunner).parameters:
-        options["mix_stderr"] = False
-    result = CliRunner(**options).invoke(main, list(args), prog_name="evopolicy")
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
-    return result
 
 
 def ok_json(result: Result) -> Any:

@@ -17,10 +17,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from chatserver import ChatServer, Reply
 
 from evopolicygym.transcript import CHAT_TOOLS as TOOLS
 from evopolicygym.transcript import KICKOFF, Message
+from tests.support.chatserver import ChatServer, Reply
 
 KEY_ENV = "CHAT_TEST_KEY"
 MODEL = "test-model"

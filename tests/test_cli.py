@@ -17,6 +17,7 @@ from evopolicygym.cli import main
 from evopolicygym.cli.evaluate import EXIT_ALL_FAILED
 from evopolicygym.evaluation import plan_episodes
 from evopolicygym.registry import load_benchmark
+from tests.support.policies import CRASHING_POLICY
 
 SWING_POLICY = """
 class Swing:
@@ -26,16 +27,6 @@ class Swing:
 
 def make_policy(context):
     return Swing()
-"""
-
-CRASHING_POLICY = """
-class Crash:
-    def act(self, observation):
-        raise RuntimeError("boom " * 50)
-
-
-def make_policy(context):
-    return Crash()
 """
 
 

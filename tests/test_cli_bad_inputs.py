@@ -884,7 +884,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Results:
 
 
 def test_the_table_reaches_every_command() -> None:
-    from test_cli_help import COMMANDS
+    from tests.support.cli import COMMANDS
 
     leaves = {
         path.removeprefix("evopolicy ")

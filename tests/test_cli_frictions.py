@@ -13,23 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pg
 import pytest
-from runlogs import write_run
-from test_cli import CRASHING_POLICY
-from test_cli_outcomes import CLI, SMALL
-from test_cli_output import cli
-from test_export import standard_run
-from test_record_cli import (
-    Built,
-    Writer,
-    build_store,
-    invoke,
-    one_line_error,
-    run_created,
-    store_args,
-)
-from test_store_contract import open_backend  # noqa: F401 (every backend, PostgreSQL too)
 
 from evopolicygym.cli.evaluate import EXIT_ALL_FAILED
 from evopolicygym.program import Program
@@ -43,6 +27,14 @@ from evopolicygym.records.events import (
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import AmbiguousRun, UnknownRun, latest_run, resolve_run, run_id_of
 from evopolicygym.records.store import EventStore
+from tests.support import pg
+from tests.support.backends import (
+    every_backend,  # noqa: F401 (the fixture open_backend)
+)
+from tests.support.cli import CLI, SMALL, cli, invoke, one_line_error
+from tests.support.policies import CRASHING_POLICY
+from tests.support.record_store import Built, Writer, build_store, run_created, store_args
+from tests.support.runlogs import standard_run, write_run
 
 # --------------------------------------------------------------------------- RUN: latest, prefixes
 

@@ -12,27 +12,7 @@ import sys
 import click
 import pytest
 
-from evopolicygym.cli.group import main
-
-
-def _commands() -> list[tuple[str, click.Command]]:
-    """(command path, command) for every command and group under ``evopolicy``."""
-    found: list[tuple[str, click.Command]] = []
-
-    def walk(path: str, command: click.Command, parent: click.Context | None) -> None:
-        found.append((path, command))
-        if isinstance(command, click.Group):
-            ctx = click.Context(command, info_name=path.rsplit(" ", 1)[-1], parent=parent)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None, f"{path} lists {name} but does not resolve it"
-                walk(f"{path} {name}", sub, ctx)
-
-    walk("evopolicy", main, None)
-    return found
-
-
-COMMANDS = _commands()
+from tests.support.cli import COMMANDS
 
 
 def test_the_walk_reaches_every_command() -> None:

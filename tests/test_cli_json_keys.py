@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CLI = [sys.executable, "-m", "evopolicygym.cli"]
-SMALL = [
-    "--budget",
-    "4",
-    "--validation-episodes",
-    "2",
-    "--max-candidates",
-    "1",
-    "--assessment-episodes",
-    "2",
-]
+from tests.support.cli import CLI, SMALL
 
 # What some commands used to call these, before one name each.
 OLD_KEYS = {

@@ -21,18 +21,7 @@ from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
 from evopolicygym.cli.run_exits import EXIT_AGENT, exit_status
-
-CLI = [sys.executable, "-m", "evopolicygym.cli"]
-SMALL = [
-    "--budget",
-    "4",
-    "--validation-episodes",
-    "2",
-    "--max-candidates",
-    "1",
-    "--assessment-episodes",
-    "2",
-]
+from tests.support.cli import CLI, SMALL
 
 
 def _agent(tmp_path: Path, body: str) -> str:

@@ -5,38 +5,15 @@ subprocess, its stdout a pipe and COLUMNS set, as `COLUMNS=80 evopolicy ... | ca
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli
+
 PYTHON_VALUES = ("None", "{'", "['", "True", "False")
-
-
-@dataclass(frozen=True)
-class Done:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def cli(*args: str, columns: int = 80, cwd: Path | None = None) -> Done:
-    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
-    env.pop("EVOPOLICY_STORE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "evopolicygym.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
-    return Done(done.returncode, done.stdout, done.stderr)
 
 
 def ok(*args: str, columns: int = 80) -> str:

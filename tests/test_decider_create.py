@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from decider_support import SEEDS, Run, make_config, make_create, make_pool
 
 from evopolicygym.records.events import (
     EVENT_TYPES,
@@ -40,6 +39,7 @@ from evopolicygym.run.decider.commands import run_created
 from evopolicygym.run.decider.dispatch import rule_for
 from evopolicygym.run.decider.evolution import FOLDS
 from evopolicygym.run.decider.host_commands import HOST_COMMANDS
+from tests.support.decider import SEEDS, Run, make_config, make_create, make_pool
 
 
 def test_config_defaults_resolve_from_the_budget() -> None:

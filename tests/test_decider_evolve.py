@@ -11,7 +11,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from decider_support import DA, DB, DC, Run, evaluation_started
 
 from evopolicygym.records.events import (
     AgentExited,
@@ -44,6 +43,7 @@ from evopolicygym.run.decider import (
     evolve,
     fold,
 )
+from tests.support.decider import DA, DB, DC, Run, evaluation_started
 
 
 def agent_phase_state() -> RunState:

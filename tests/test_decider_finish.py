@@ -7,10 +7,10 @@ Everything here is pure: no store, no evaluation, no clocks.
 from __future__ import annotations
 
 import pytest
-from decider_support import DA, DB, DC, Run, reopened
 
 from evopolicygym.run.config import ValidationConfig
 from evopolicygym.run.decider import Finish, Rejection, decide
+from tests.support.decider import DA, DB, DC, Run, reopened
 
 
 def test_a_finish_with_no_ids_is_invalid_and_with_a_repeated_id_a_duplicate() -> None:

@@ -7,7 +7,6 @@ Everything here is pure: no store, no evaluation, no clocks.
 from __future__ import annotations
 
 import pytest
-from decider_support import DA, DB, DC, Run, validated_run
 
 from evopolicygym.records.events import (
     AgentExited,
@@ -51,6 +50,7 @@ from evopolicygym.run.decider import (
     terminal_reason,
 )
 from evopolicygym.transcript import Message
+from tests.support.decider import DA, DB, DC, Run, validated_run
 
 
 def test_full_lifecycle_finished() -> None:

@@ -1,5 +1,5 @@
 """A stateful property test of ``decide``/``evolve``/``fold``/``next_step`` against an
-independent model of the Run (``decider_support.Model``), over rules 1 and 2.
+independent model of the Run (``support.decider.Model``), over rules 1 and 2.
 
 Everything here is pure: no store, no evaluation, no clocks.
 """
@@ -9,20 +9,6 @@ from __future__ import annotations
 import itertools
 
 import msgspec
-from decider_support import (
-    AGENT,
-    DA,
-    DB,
-    DC,
-    DIRECTIONS,
-    P0,
-    Model,
-    ModelSubmission,
-    episodes_for,
-    evaluation_started,
-    make_create,
-    render,
-)
 from hypothesis import HealthCheck, settings
 from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
@@ -89,6 +75,20 @@ from evopolicygym.run.decider import (
     next_step,
 )
 from evopolicygym.transcript import Message
+from tests.support.decider import (
+    AGENT,
+    DA,
+    DB,
+    DC,
+    DIRECTIONS,
+    P0,
+    Model,
+    ModelSubmission,
+    episodes_for,
+    evaluation_started,
+    make_create,
+    render,
+)
 
 
 @st.composite

@@ -4,13 +4,12 @@ the Host to nominate; Validation runs the initial Program first as the reference
 Run records who handed off and whether the final Program improved on the initial one.
 
 The other tests/test_decider_*.py pin rules 1 (every Run recorded before rules 2:
-decider_support.make_config), and tests/test_decider_machine.py runs the state machine over
+support.decider.make_config), and tests/test_decider_machine.py runs the state machine over
 both."""
 
 from __future__ import annotations
 
 import pytest
-from decider_support import DA, DB, P0, Run, make_config
 
 from evopolicygym.records.events import (
     EvaluationStarted,
@@ -33,6 +32,7 @@ from evopolicygym.run.decider import (
     Validate,
     next_step,
 )
+from tests.support.decider import DA, DB, P0, Run, make_config
 
 
 def rules2(**kwargs: object) -> Run:

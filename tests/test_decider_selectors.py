@@ -7,11 +7,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from decider_support import render
 from hypothesis import given
 from hypothesis import strategies as st
 
 from evopolicygym.protocol import SelectorError, format_selector, parse_selector
+from tests.support.decider import render
 
 increasing_indices = st.lists(
     st.integers(min_value=0, max_value=10**6), min_size=1, max_size=40, unique=True

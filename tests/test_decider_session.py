@@ -7,7 +7,6 @@ Everything here is pure: no store, no evaluation, no clocks.
 from __future__ import annotations
 
 import pytest
-from decider_support import DA, DB, Run, finished_state
 
 from evopolicygym.run.decider import (
     REJECTION_CODES,
@@ -21,6 +20,7 @@ from evopolicygym.run.decider import (
     decide,
     evolve,
 )
+from tests.support.decider import DA, DB, Run, finished_state
 
 
 def test_rejection_codes_are_documented() -> None:

@@ -7,10 +7,10 @@ Everything here is pure: no store, no evaluation, no clocks.
 from __future__ import annotations
 
 import pytest
-from decider_support import DA, DB, DC, P0, Run, episodes_for, reopened
 
 from evopolicygym.records.events import EvaluationStarted, SubmissionRejected
 from evopolicygym.run.decider import CompleteEvaluation, FailEvaluation, Submit, decide
+from tests.support.decider import DA, DB, DC, P0, Run, episodes_for, reopened
 
 
 @pytest.mark.parametrize(

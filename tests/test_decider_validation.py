@@ -7,7 +7,6 @@ Everything here is pure: no store, no evaluation, no clocks.
 
 from __future__ import annotations
 
-from decider_support import DC, DIRECTIONS, validated_run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,6 +31,7 @@ from evopolicygym.run.decider import (
     next_step,
     rank_candidates,
 )
+from tests.support.decider import DC, DIRECTIONS, validated_run
 
 
 def oracle_rank(results: list[tuple[int, float, int]], direction: str) -> list[int]:

@@ -23,7 +23,8 @@ from pathlib import Path
 from types import ModuleType
 
 import click
-from requires import require_group
+
+from tests.support.requires import require_group
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "reference" / "cli.md"

@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from toybench import CLOSED, CounterBenchmark
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationError, Evaluator, ResourceLimits
 from evopolicygym.program import Program, ProgramError
 from evopolicygym_classic import cartpole
-
-GOOD = """
-class Policy:
-    def act(self, obs):
-        return 1 if obs[0] < obs[1] else 0
-
-def make_policy(context):
-    return Policy()
-"""
-
-
-def program(source: str, **extra: str) -> Program:
-    files = {"policy.py": textwrap.dedent(source)}
-    files.update({k: textwrap.dedent(v) for k, v in extra.items()})
-    return Program.from_files(files)
+from tests.support.policies import GOOD, program
+from tests.support.toybench import CLOSED, CounterBenchmark
 
 
 @pytest.fixture(scope="module")
@@ -459,8 +444,8 @@ def test_no_policy_process_outlives_its_evaluation(evaluator: Evaluator, jobs: i
 
 HOST_SCRIPT = """
 import sys
-sys.path.insert(0, {tests!r})
-from toybench import CounterBenchmark
+sys.path.insert(0, {root!r})
+from tests.support.toybench import CounterBenchmark
 from evopolicygym.evaluation import EvaluationConfig, evaluate
 from evopolicygym.program import Program
 busy = (
@@ -502,20 +487,20 @@ def _alive(pid: int) -> bool:
 def test_sigkilled_host_leaves_no_process_behind() -> None:
     import tempfile
 
-    tests = str(Path(__file__).parent)
+    root = str(Path(__file__).resolve().parents[1])  # the checkout, above tests.support
     # The killed Host cannot remove its fork server's directory: keep it in a directory of the
     # test's, short (a pytest-xdist worker's tmp_path makes the server's socket path too long).
     with tempfile.TemporaryDirectory(prefix="k") as short:
-        _kill_host_then_count(tests, {**os.environ, "TMPDIR": short})
+        _kill_host_then_count(root, {**os.environ, "TMPDIR": short})
 
 
-def _kill_host_then_count(tests: str, env: dict[str, str]) -> None:
+def _kill_host_then_count(root: str, env: dict[str, str]) -> None:
     import signal
     import subprocess
     import sys
 
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST_SCRIPT.format(tests=tests)], stdout=subprocess.PIPE, env=env
+        [sys.executable, "-c", HOST_SCRIPT.format(root=root)], stdout=subprocess.PIPE, env=env
     )
     assert host.stdout is not None
     assert host.stdout.readline().strip() == b"started"

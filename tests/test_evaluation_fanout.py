@@ -10,13 +10,13 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from test_evaluation import GOOD, program
-from toybench import CounterBenchmark
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, evaluate
 from evopolicygym.evaluation.forkserver import ForkServer
 from evopolicygym.evaluation.runner import RunnerProcess
 from evopolicygym_classic import cartpole
+from tests.support.policies import GOOD, program
+from tests.support.toybench import CounterBenchmark
 
 NOISY = """
 import random

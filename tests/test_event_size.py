@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-from test_run import agent_script, drive, new_run, of
 
 from evopolicygym.program import Program
 from evopolicygym.records import store as store_module
@@ -33,6 +32,7 @@ from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfi
 from evopolicygym.run.decider import StartAgent
 from evopolicygym.run.ledger import Ledger
 from evopolicygym.run.replay import replay_run
+from tests.support.hostruns import agent_script, drive, new_run, of
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -15,31 +15,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from evopolicygym.experiments.decider import OUTCOMES, RETRYABLE
+from evopolicygym.experiments.decider import RETRYABLE
 from evopolicygym.experiments.spec import load_spec, resolve
 from evopolicygym.records.events import (
     CellRunAssigned,
     CellRunEnded,
     ExperimentCreated,
-    RunFinished,
     new_event,
 )
-from evopolicygym.records.experiments import experiment_runs, experiment_stream_id, read_experiment
+from evopolicygym.records.experiments import experiment_runs, experiment_stream_id
 from evopolicygym.records.location import open_store
-from evopolicygym.records.runs import run_id_of, summarize
+from tests.support.cli import CLI
+from tests.support.experiments import TIMEOUT, check_consistent
 
 # Experiments killed and rerun (~100 s): the end-to-end tier (`uv run pytest -m slow`).
 pytestmark = pytest.mark.slow
 
-CLI = [sys.executable, "-m", "evopolicygym.cli"]
-TIMEOUT = 600
 
 TINY = """
 name = "tiny"
@@ -85,40 +82,6 @@ def _stream_types(store: Path, experiment_id: str) -> list[str]:
         return []
     with open_store(store) as opened:
         return [e.type for e in opened.events.read_stream(experiment_stream_id(experiment_id), 0)]
-
-
-def check_consistent(store: Path, experiment_id: str) -> None:
-    """Every cell: one current Run that finished with an outcome; no Run outside the experiment;
-    budgets equal Episodes; the stream's ends agree with the Runs' RunFinished."""
-    with open_store(store) as opened:
-        events = opened.events
-        record = read_experiment(events, experiment_id)
-        runs = experiment_runs(events, experiment_id)
-        current = [r for r in runs if r.current]
-        assert sorted(r.cell_id for r in current) == sorted(c.cell_id for c in record.cells)
-        named = {r.run_id for r in runs}
-        streams = {run_id_of(info.stream_id) for info in events.streams("run-")}
-        assert streams == named, (
-            f"Runs no cell names: {streams - named}; cells' Runs never made: {named - streams}"
-        )
-        for cell_id, attempts in record.attempts.items():
-            assert [a.attempt for a in attempts] == list(range(1, len(attempts) + 1)), cell_id
-            assert all(a.ended is not None for a in attempts), cell_id
-            assert all(a.ended is not None and a.ended.retryable for a in attempts[:-1]), cell_id
-        for cell_run in runs:
-            summary = summarize(events, f"run-{cell_run.run_id}")
-            last = list(events.read_stream(f"run-{cell_run.run_id}", 0))[-1].event()
-            assert isinstance(last, RunFinished) and last.reason == cell_run.outcome
-            episodes = sum(len(s.indices) for s in summary.submissions.values())
-            assert summary.budget_used == episodes, cell_run.run_id
-        assert all(r.outcome in OUTCOMES for r in current)
-    verify = subprocess.run(
-        [*CLI, "record", "verify", "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 def _mid_way(types: list[str]) -> bool:

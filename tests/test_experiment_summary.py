@@ -1,6 +1,6 @@
 """``evopolicy experiment summary``: the leaderboard and diagnostics of an experiment.
 
-Recorded Runs (tests/runlogs.py) named by an experiment stream: two agents on one
+Recorded Runs (tests/support/runlogs.py) named by an experiment stream: two agents on one
 Benchmark, one cell retried, one Run with no Assessment score. The figures are the
 analysis diagnostics' (tested by hand in test_analysis_diagnostics.py); here the command
 shows them, as text and as JSON, and refuses what it cannot read in one line.
@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from runlogs import write_run
-from test_analysis import _experiment, _synth
 
 from evopolicygym.cli.group import main
 from evopolicygym.records.location import open_store
+from tests.support.runlogs import synth_run, write_experiment, write_run
 
 
 def invoke(*args: str) -> Result:
@@ -51,11 +50,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     failed = json.loads(ran.stdout)
     assert failed["status"] == "agent_failed", ran.output
     with open_store(root) as opened:
-        write_run(opened, _synth("a1"))  # assessment 42
-        write_run(opened, _synth("a2", assessment_score=40.0))
-        write_run(opened, _synth("b1", assessment_score=30.0))
-        write_run(opened, _synth("b2-first", assessment_score=99.0))
-        _experiment(
+        write_run(opened, synth_run("a1"))  # assessment 42
+        write_run(opened, synth_run("a2", assessment_score=40.0))
+        write_run(opened, synth_run("b1", assessment_score=30.0))
+        write_run(opened, synth_run("b2-first", assessment_score=99.0))
+        write_experiment(
             opened,
             [
                 ("ref", "toy", 0, 0, [("a1", "finished")]),
@@ -147,7 +146,7 @@ def test_what_cannot_be_read_is_one_line_and_a_non_zero_exit(
 def test_an_experiment_without_runs_yet_summarizes_to_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
     with open_store(root, create=True) as opened:
-        _experiment(opened, [("ref", "toy", 0, 0, [("never-made", "create_failed")])])
+        write_experiment(opened, [("ref", "toy", 0, 0, [("never-made", "create_failed")])])
     result = invoke("experiment", "summary", "demo", "--store", str(root), "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)

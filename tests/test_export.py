@@ -1,6 +1,6 @@
 """Exporters: every format's rows, filters, splits, fingerprints, the leakage guard, the CLI.
 
-Synthetic recorded Runs (tests/runlogs.py) pin the semantics of each format;
+Synthetic recorded Runs (tests/support/runlogs.py) pin the semantics of each format;
 one real Run of the reference agent on CartPole checks that what the Host
 records exports whole.
 """
@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.cli.group import main
 from evopolicygym.program import Program
@@ -27,7 +26,17 @@ from evopolicygym.transcript import KICKOFF, AgentIdentity
 from evopolicygym_exporters import EXPORTERS, ExportOptions, RunFilter, export
 from evopolicygym_exporters.programs import edit_kind
 from evopolicygym_exporters.writer import split_of
-from tests.blobdamage import lose_blob
+from tests.support.blobdamage import lose_blob
+from tests.support.runlogs import (
+    CANARY,
+    CANARY_SEEDS,
+    Planned,
+    SynthRun,
+    files,
+    policy_source,
+    standard_run,
+    write_run,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -44,26 +53,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def store(tmp_path: Path) -> Any:
     with open_store(tmp_path / "store", create=True) as opened:
         yield opened
-
-
-def files(gain: float, structural: bool = False) -> dict[str, str]:
-    return {"policy.py": policy_source(gain, structural)}
-
-
-def standard_run(run_id: str = "alpha", **kw: Any) -> SynthRun:
-    """1 and 2 on the same indices (2 better), 3 on others, 4 failed, 5 like 1 but structural."""
-    return SynthRun(
-        run_id=run_id,
-        submissions=[
-            Planned(files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),
-            Planned(files(0.7), [0, 1, 2], [4.0, 5.0, 6.0]),
-            Planned(files(0.9), [3, 4], [9.0, 9.0]),
-            Planned(files(1.1), [5], None),
-            Planned(files(0.5, structural=True), [0, 1, 2], [0.0, 0.0, 0.0]),
-        ],
-        candidates=[2, 3],
-        **kw,
-    )
 
 
 def load(out: Path, config: str) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""``evopolicy export --push-to-hub`` for real, against a Hub on loopback (tests/hubstub.py).
+"""``evopolicy export --push-to-hub`` for real, against a Hub on loopback
+(tests/support/hubstub.py).
 
 huggingface_hub reads HF_ENDPOINT when imported, so the CLI runs in
 subprocesses pointed at the stub. Each CLI start pays ~3 s of imports, so the
@@ -25,10 +26,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from hubstub import HubStub
-from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.records.location import open_store
+from tests.support.hubstub import HubStub
+from tests.support.runlogs import Planned, SynthRun, policy_source, write_run
 
 # Real git and LFS pushes to a local hub: the end-to-end tier (`uv run pytest -m slow`).
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]

@@ -21,13 +21,13 @@ import datasets
 import huggingface_hub.constants
 import pyarrow.parquet as pq
 import pytest
-from requires import require_group
-from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.records import open_store
 from evopolicygym.records.location import Store
 from evopolicygym.transcript import AgentIdentity
 from evopolicygym_exporters import EXPORTERS, MANIFEST, ExportOptions, ExportReport, export
+from tests.support.requires import require_group
+from tests.support.runlogs import Planned, SynthRun, policy_source, write_run
 
 OPTIONS = ExportOptions(test_fraction=0.5)
 PER_TURN = ExportOptions(test_fraction=0.5, per_turn=True)

@@ -15,7 +15,6 @@ from typing import Any
 
 import datasets
 import pytest
-from test_run import agent_script, drive, of
 
 from evopolicygym.agents.providers import agent_identity
 from evopolicygym.program import Program
@@ -30,6 +29,7 @@ from evopolicygym.records.read_models import open_read_models, refresh
 from evopolicygym.run.config import AssessmentConfig, RunConfig, ValidationConfig
 from evopolicygym.run.create import create_run
 from evopolicygym_exporters import ExportOptions, RunFilter, export
+from tests.support.hostruns import agent_script, drive, of
 
 pytestmark = pytest.mark.timeout(300)
 

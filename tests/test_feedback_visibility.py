@@ -17,19 +17,6 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
-from test_workspace import (  # the workspace tests' recorded Run and its helpers
-    BUDGET,
-    RunLog,
-    artifact,
-    episode,
-    program,
-    programs,  # noqa: F401  (fixture)
-    run,  # noqa: F401  (fixture)
-    run_created,
-    started,
-    store,  # noqa: F401  (fixture)
-    tree,
-)
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.agents.providers import agent_identity
@@ -60,6 +47,19 @@ from evopolicygym.run.host import RunHost
 from evopolicygym.run.ledger import Ledger, event_id, load_run
 from evopolicygym.run.publisher import Publisher
 from evopolicygym.run.workspace import TraceCache, build_feedback, feedback_dir_name
+from tests.support.workspace_run import (
+    BUDGET,
+    RunLog,
+    artifact,
+    episode,
+    new_store,  # noqa: F401 (the fixture store)
+    program,
+    recorded_run,  # noqa: F401 (the fixture run)
+    run_created,
+    started,
+    stored_programs,  # noqa: F401 (the fixture programs)
+    tree,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -280,7 +280,7 @@ def test_a_config_recorded_without_the_field_folds_and_shows_as_before(runs: Any
 # --------------------------------------------------------------------------- exact cases
 
 
-def test_the_default_is_todays_feedback_byte_for_byte(run: RunLog, store: Store) -> None:  # noqa: F811
+def test_the_default_is_todays_feedback_byte_for_byte(run: RunLog, store: Store) -> None:
     events = run.read()
     config = RunConfig.from_dict({"episode_budget": BUDGET}).resolved()
     assert config.to_dict()["feedback"] == DEFAULT_SHOWN
@@ -289,7 +289,7 @@ def test_the_default_is_todays_feedback_byte_for_byte(run: RunLog, store: Store)
         assert digest(build_feedback(events, store.blobs, retention, config.feedback)) == expected
 
 
-def traced_log(store: Store, steps: int) -> RunLog:  # noqa: F811
+def traced_log(store: Store, steps: int) -> RunLog:
     """Submission 1 on three Episodes, each with a real trace of ``steps`` steps; its content
     too large for the event, kept whole as a permanent artifact beside a bulk one."""
     initial, first = (
@@ -340,7 +340,7 @@ def traced_log(store: Store, steps: int) -> RunLog:  # noqa: F811
     return log
 
 
-def test_traces_are_the_first_n_episodes_in_selection_order(store: Store) -> None:  # noqa: F811
+def test_traces_are_the_first_n_episodes_in_selection_order(store: Store) -> None:
     events = traced_log(store, steps=7).read()
     cases: dict[int | str, list[str]] = {
         0: [],
@@ -386,7 +386,7 @@ def test_traces_are_the_first_n_episodes_in_selection_order(store: Store) -> Non
     }
 
 
-def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:  # noqa: F811
+def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:
     log = traced_log(store, steps=4)
     gone = "sha256:" + "0" * 64
     events = [
@@ -408,7 +408,7 @@ def test_a_trace_whose_blob_is_gone_is_listed_pruned(store: Store) -> None:  # n
     )
 
 
-def test_withheld_content_takes_its_whole_copy_along(store: Store) -> None:  # noqa: F811
+def test_withheld_content_takes_its_whole_copy_along(store: Store) -> None:
     events = traced_log(store, steps=2).read()
     files = build_feedback(
         events, store.blobs, 1 << 20, FeedbackConfig(content=False, episodes=False)
@@ -420,7 +420,7 @@ def test_withheld_content_takes_its_whole_copy_along(store: Store) -> None:  # n
     assert files["latest.json"] == files["submission-0001/feedback.json"]
 
 
-def test_host_traces_are_bulk_under_retention(store: Store) -> None:  # noqa: F811
+def test_host_traces_are_bulk_under_retention(store: Store) -> None:
     """An older Submission's traces are pruned once the kept bytes pass the retention."""
     log = traced_log(store, steps=5)
     first = log.events[1]

@@ -15,11 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chatserver import ChatServer, Reply
-
 from evopolicygym.analysis import messages_df, runs_df
 from evopolicygym.experiments.spec import load_spec
 from evopolicygym.records.location import open_store
+from tests.support.chatserver import ChatServer, Reply
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "experiments" / "heldout-chat.toml"

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from requires import require_program
+
+from tests.support.requires import require_program
 
 
 @pytest.fixture(autouse=True)

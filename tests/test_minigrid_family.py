@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
 from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
 from evopolicygym.registry import load_benchmark
+from tests.support.families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 require_family("minigrid")
 

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from requires import require_group
-from test_architecture import unit_of, violations
+
+from tests.support.architecture import unit_of, violations
+from tests.support.requires import require_group
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITE = "uv run python tests/test_package_faces.py"

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pg
 import pytest
 
 from evopolicygym.program import Program
@@ -23,6 +22,7 @@ from evopolicygym.records.blobcodec import BlobCorrupt, BlobMissing
 from evopolicygym.records.blobs import FileBlobStore
 from evopolicygym.records.location import StoreUrl, open_store, resolve_store, resolve_store_path
 from evopolicygym.records.store import StoreError
+from tests.support import pg
 
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parent.parent

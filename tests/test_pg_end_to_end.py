@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-import pg
 import pytest
 
 from evopolicygym.records.events import (
@@ -29,6 +28,7 @@ from evopolicygym.records.location import open_store
 from evopolicygym.records.verify import verify_store
 from evopolicygym.run.ledger import load_run
 from evopolicygym.run.liveness import host_alive
+from tests.support import pg
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ARGS = (

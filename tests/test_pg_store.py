@@ -1,4 +1,4 @@
-"""The PostgreSQL event store's own guarantees, against a real server (see pg.py).
+"""The PostgreSQL event store's own guarantees, against a real server (see support/pg.py).
 
 Positions stay gap-free and in commit order while slow writers hold their append
 transactions open, some roll back, and a reader tails the log; a connection
@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pg
 import pytest
 
 from evopolicygym.records.events import EpisodeCompleted, NewEvent, new_event
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import ANY_VERSION, EventStore, StoreError
 from evopolicygym.records.verify import verify_store
+from tests.support import pg
 
 # The store's module imports psycopg (the postgres extra): the module skips without it,
 # saying how to install it, or without a server, saying how to start one.

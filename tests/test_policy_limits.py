@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from toybench import CounterBenchmark
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, cgroups, seccomp
 from evopolicygym.program import Program
+from tests.support.toybench import CounterBenchmark
 
 GOOD = """
 class Policy:

@@ -16,7 +16,6 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
-from test_run import SMALL, agent_script, drive, new_run, of
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.cli.group import main
@@ -56,7 +55,8 @@ from evopolicygym.run.pool import derive_run_seeds, plan_pool
 from evopolicygym.run.reevaluation import reevaluate
 from evopolicygym.run.replay import replay_run
 from evopolicygym.transcript import AgentIdentity
-from tests.blobdamage import lose_blob
+from tests.support.blobdamage import lose_blob
+from tests.support.hostruns import SMALL, agent_script, drive, new_run, of
 
 pytestmark = pytest.mark.timeout(300)
 

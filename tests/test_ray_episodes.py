@@ -22,7 +22,6 @@ import msgspec
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from rayutil import local_ray, require_ray
 
 from evopolicygym.cli import main
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator, RayEvaluator
@@ -30,6 +29,7 @@ from evopolicygym.program import Program
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import run_stream_id
 from evopolicygym.registry import baseline_dir, load_benchmark
+from tests.support.rayutil import local_ray, require_ray
 
 # A Run's events that differ between two Runs of one config wherever they run: the clock
 # (durations, message times), process ids, the Run's own id and the blobs of raw process

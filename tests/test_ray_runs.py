@@ -26,17 +26,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pg
 import pytest
-from raycluster import LocalCluster, local_cluster, wait_until
-from rayutil import require_ray
-from test_experiment_faults import check_consistent
 
 from evopolicygym.records.events import RunFinished, RunResumed
 from evopolicygym.records.experiments import experiment_runs
 from evopolicygym.records.location import open_store
 from evopolicygym.records.runs import summarize
 from evopolicygym.run.liveness import host_alive
+from tests.support import pg
+from tests.support.experiments import check_consistent
+from tests.support.raycluster import LocalCluster, local_cluster, wait_until
+from tests.support.rayutil import require_ray
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 TIMEOUT = 600

@@ -187,7 +187,7 @@ def test_what_a_dead_writer_left_in_the_write_ahead_logs_is_read_or_refused(tmp_
     script = (
         "import os, sys\n"
         "sys.path.insert(0, sys.argv[2])\n"
-        "from runlogs import Planned, SynthRun, policy_source, write_run\n"
+        "from tests.support.runlogs import Planned, SynthRun, policy_source, write_run\n"
         "from evopolicygym.records.location import open_store\n"
         "store = open_store(sys.argv[1], create=True)\n"
         "write_run(store, SynthRun(run_id='walrun', "
@@ -196,7 +196,7 @@ def test_what_a_dead_writer_left_in_the_write_ahead_logs_is_read_or_refused(tmp_
         "os._exit(0)\n"  # no close, no checkpoint
     )
     made = subprocess.run(
-        [sys.executable, "-c", script, str(store), str(Path(__file__).parent)],
+        [sys.executable, "-c", script, str(store), str(Path(__file__).resolve().parents[1])],
         capture_output=True,
         text=True,
         timeout=120,

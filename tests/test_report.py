@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.runs import run_stream_id, summarize
 from evopolicygym.redaction import Redactor
 from evopolicygym.report import run_report
-from tests.blobdamage import lose_program
+from tests.support.blobdamage import lose_program
+from tests.support.runlogs import CANARY, CANARY_SEEDS, Planned, SynthRun, policy_source, write_run
 
 CLI = [sys.executable, "-m", "evopolicygym.cli"]
 SECRET = "sk-proj-Zx9Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"  # an OpenAI key, by its shape

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requires import require_group, require_program
-from test_cli_json_keys import CLI
+
+from tests.support.cli import CLI
+from tests.support.requires import require_group, require_program
 
 
 def _chromium() -> str:

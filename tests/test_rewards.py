@@ -22,7 +22,6 @@ from typing import Any
 
 import datasets
 import pytest
-from requires import require_group
 
 from evopolicygym.records.events import RunCreated
 from evopolicygym.records.location import Store, open_store
@@ -36,6 +35,7 @@ from evopolicygym_exporters.rewards import (
     reward_function,
     score_program,
 )
+from tests.support.requires import require_group
 
 pytestmark = pytest.mark.timeout(240)
 

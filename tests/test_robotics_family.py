@@ -8,11 +8,11 @@ from __future__ import annotations
 import functools
 
 import pytest
-from families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 from evopolicygym.benchmark import RANDOM_POLICY_DIR, catalog_entry, check_benchmark
 from evopolicygym.evaluation import Evaluator
 from evopolicygym.registry import load_benchmark
+from tests.support.families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
 require_family("robotics")
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -25,7 +23,6 @@ from evopolicygym.records.events import (
     CandidateValidated,
     EpisodeCompleted,
     EvaluationStarted,
-    Event,
     FinalSubmissionSelected,
     FinishRejected,
     RunCreated,
@@ -47,55 +44,9 @@ from evopolicygym.run.host import RunHost
 from evopolicygym.run.ledger import event_id, load_run
 from evopolicygym.run.liveness import RunBusy, run_lock
 from evopolicygym.run.workspace import build_feedback
+from tests.support.hostruns import agent_script, drive, new_run, of
 
 pytestmark = pytest.mark.timeout(240)
-
-SMALL = RunConfig(
-    episode_budget=12,
-    validation=ValidationConfig(episodes_per_candidate=3, max_candidates=2),
-    assessment=AssessmentConfig(episodes=3),
-    agent_timeout=120.0,
-)
-
-
-def agent_script(tmp_path: Path, body: str, name: str = "agent.py") -> str:
-    """A command Agent written in Python: ``cli(*args)`` runs `evopolicy` and returns
-    (exit code, stdout JSON or None, stderr JSON or text)."""
-    prelude = textwrap.dedent(
-        """
-        import json, os, subprocess, sys
-        CLI = json.loads(os.environ["EVOPOLICY_CLI"])
-        LOG = open(os.path.join(os.environ["EVOPOLICY_WORKSPACE"], "analysis", "log.jsonl"), "a")
-
-        def cli(*args):
-            done = subprocess.run([*CLI, "session", *args], capture_output=True, text=True)
-            def parse(text):
-                try:
-                    return json.loads(text)
-                except ValueError:
-                    return text.strip()
-            result = (done.returncode, parse(done.stdout), parse(done.stderr))
-            LOG.write(json.dumps([list(args), result]) + "\\n")
-            LOG.flush()
-            return result
-        """
-    )
-    path = tmp_path / name
-    path.write_text(prelude + textwrap.dedent(body))
-    return f"{sys.executable} {path}"
-
-
-def drive(store: Store, run_id: str, workspace: Path | None = None) -> tuple[Any, list[Event]]:
-    RunHost(store, run_id, launcher=ProviderLauncher(), workspace=workspace).drive()
-    return load_run(store, run_id)
-
-
-def new_run(store: Store, command: str, config: RunConfig = SMALL, **kw: Any) -> str:
-    return create_run(store, "cartpole", config, agent_identity("command", command=command), **kw)
-
-
-def of(events: list[Event], kind: type[Any]) -> list[Any]:
-    return [e for e in events if isinstance(e, kind)]
 
 
 @pytest.fixture

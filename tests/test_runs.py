@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runlogs import Planned, SynthRun, policy_source, write_run
 
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.records.read_models import open_read_models, refresh
@@ -29,6 +28,7 @@ from evopolicygym.records.runs import (
 from evopolicygym.run.decider import rank_candidates
 from evopolicygym.run.replay import replay_run
 from evopolicygym_exporters import RunFilter, read_histories
+from tests.support.runlogs import Planned, SynthRun, policy_source, write_run
 
 # --------------------------------------------------------------------------- better
 

@@ -1,5 +1,5 @@
-"""The EventStore contract, written once and run against every backend: conftest.BACKENDS
-(SQLite) and PostgreSQL (a database of its own per store, see pg.py).
+"""The EventStore contract, written once and run against every backend: support.backends.BACKENDS
+(SQLite) and PostgreSQL (a database of its own per store, see support/pg.py).
 
 Positions are gap-free in commit order, stream versions count from 1, appends are
 atomic and checked against an expected version, a retried batch is a no-op that
@@ -21,9 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pg
 import pytest
-from conftest import BACKENDS
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -91,19 +89,11 @@ from evopolicygym.records.store import (
 from evopolicygym.records.tables import EventRecord, LogModel
 from evopolicygym.records.verify import verify_store
 from evopolicygym.transcript import AgentIdentity, Message, ToolCall, Usage
+from tests.support.backends import (
+    every_backend,  # noqa: F401 (the fixture open_backend)
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(params=[*sorted(BACKENDS), "postgres"])
-def open_backend(request: pytest.FixtureRequest) -> Any:
-    """Every backend's opener (this module's, over conftest's): PostgreSQL stores are
-    databases of their own, dropped when the test ends."""
-    if request.param != "postgres":
-        return BACKENDS[request.param]
-    pg.require_postgres()
-    request.addfinalizer(pg.drop_made)
-    return pg.open_postgres
 
 
 def episode(event_id: str, n: int = 0, reward: float = 1.5) -> NewEvent:

@@ -24,7 +24,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import pg
 import pytest
 
 from evopolicygym.records import events as events_module
@@ -42,6 +41,7 @@ from evopolicygym.records.fold import iter_events, iter_rows
 from evopolicygym.records.sqlite import SQLiteEventStore
 from evopolicygym.records.store import ANY_VERSION, EventStore
 from evopolicygym.records.verify import ProblemKind, VerifyReport, verify_store
+from tests.support import pg
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from test_package_faces import is_lazy, read_face
+
+from tests.test_package_faces import is_lazy, read_face
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -117,8 +118,8 @@ def _is_require(node: ast.stmt) -> bool:
 
 
 def _test_modules() -> list[Path]:
-    """Every module pytest may import: test files, conftest and the helpers beside them."""
-    return sorted(p for p in TESTS.glob("*.py"))
+    """Every module pytest may import: test files, conftest and the helpers in support/."""
+    return sorted([*TESTS.glob("*.py"), *TESTS.glob("support/*.py")])
 
 
 def _source(dotted: str) -> tuple[Path, str] | None:
@@ -130,11 +131,9 @@ def _source(dotted: str) -> tuple[Path, str] | None:
         "evopolicygym_exporters": ROOT / "exporters" / top,
     }
     roots["evopolicygym_classic"] = ROOT / "benchmarks" / "classic" / "evopolicygym_classic"
-    if top == "tests" and rest:
-        top, _, rest = rest.partition(".")
+    roots["tests"] = TESTS  # the test modules and tests.support, first-party too
     if top not in roots:
-        path = TESTS / f"{top}.py"
-        return (path, "") if not rest and path.exists() else None
+        return None
     base = roots[top].joinpath(*rest.split(".")) if rest else roots[top]
     if (base / "__init__.py").exists():
         return base / "__init__.py", dotted
@@ -189,7 +188,7 @@ def optional_imports(path: Path, package: str = "") -> list[str]:
             found = _source(name)
             if found is not None:
                 visit(*found, shown, (*through, name))
-            elif depth == 1 and name not in allowed and not (TESTS / f"{name}.py").exists():
+            elif depth == 1 and name not in allowed:
                 chain = f" (through {' > '.join(through)})" if through else ""
                 wrong.append(f"{shown}: {name}{chain}")
             elif (defined := _exported(name)) is not None:
@@ -201,7 +200,9 @@ def optional_imports(path: Path, package: str = "") -> list[str]:
 
 def test_no_test_module_imports_an_optional_package_at_import_time() -> None:
     wrong = [
-        f"tests/{path.name}:{found}" for path in _test_modules() for found in optional_imports(path)
+        f"{path.relative_to(ROOT)}:{found}"
+        for path in _test_modules()
+        for found in optional_imports(path)
     ]
     assert not wrong, (
         "optional packages imported at import time (import them inside the test, after "
@@ -235,7 +236,8 @@ def test_the_check_follows_the_projects_own_modules(tmp_path: Path) -> None:
     assert optional_imports(probe) == ["2: psycopg (through evopolicygym.records.postgres)"]
     guarded = tmp_path / "test_guarded.py"
     guarded.write_text(
-        "import pytest\nimport pg\npg.require_postgres()\nimport evopolicygym.records.postgres\n"
+        "import pytest\nfrom tests.support import pg\npg.require_postgres()\n"
+        "import evopolicygym.records.postgres\n"
     )
     assert optional_imports(guarded) == []
 

@@ -1,6 +1,6 @@
 """Dataset export (``sft``) throughput and peak memory against a raw read of the same Runs.
 
-Synthesizes stores of 100, 1,000 and 10,000 recorded Runs (``tests/runlogs.py``:
+Synthesizes stores of 100, 1,000 and 10,000 recorded Runs (``tests/support/runlogs.py``:
 realistic transcripts of tens of messages with tool calls, Submissions with
 Episode traces, validation, assessment), then for each size exports ``sft`` in a
 fresh child process and prints: export seconds, rows/s and Runs/s; the time per
@@ -34,7 +34,7 @@ from evopolicygym.records.events import AgentMessages
 from evopolicygym.records.location import Store, open_store
 from evopolicygym_exporters import ExportOptions, export
 
-TESTS = Path(__file__).resolve().parent.parent  # tests/, where runlogs.py lives
+CHECKOUT = Path(__file__).resolve().parents[2]  # where tests.support.runlogs is found
 FORMAT = "sft"
 SIZES = (100, 1_000, 10_000)
 QUICK = (100, 1_000)
@@ -42,8 +42,8 @@ RSS_TARGET_MIB = 1024
 RSS_TARGET_AT = 10_000
 GROWTH_LIMIT = 1.25  # s/Run may grow at most this much from one size to the next
 BENCHMARKS = ("toy-counter", "cartpole", "frozen-lake")
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
+if str(CHECKOUT) not in sys.path:
+    sys.path.insert(0, str(CHECKOUT))
 
 HELPER = "def clip(x, low=-1.0, high=1.0):\n    return max(low, min(high, x))\n"
 
@@ -60,9 +60,8 @@ def synth_run(i: int) -> Any:
     """Run ``i`` of every store (so a smaller store is a prefix of a larger one): 3-6
     Submissions, a few failed or untraced, 1-3 remarks per Submission; programs drawn
     from a small set, so their blobs (and the one trace shape) are shared across Runs."""
-    from runlogs import Planned, SynthRun, policy_source
-
     from evopolicygym.transcript import AgentIdentity
+    from tests.support.runlogs import Planned, SynthRun, policy_source
 
     rng = random.Random(i)
     pool_size = 12
@@ -105,7 +104,7 @@ def synth_run(i: int) -> Any:
 
 def build_store(path: Path, runs: int) -> float:
     """Write ``runs`` Runs into a new store at ``path``; the seconds it took."""
-    from runlogs import write_run
+    from tests.support.runlogs import write_run
 
     started = time.perf_counter()
     with open_store(path, create=True) as store:

@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import pg
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout
 from evopolicygym.records.blobs import FileBlobStore
+from tests.support import pg
 
 
 def timed(work: Any) -> tuple[float, Any]:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requires import missing
+
+from tests.support.requires import missing
 
 SERVER_ENV = "EVOPOLICY_TEST_POSTGRES"
 REQUIRE_ENV = "EVOPOLICY_REQUIRE_POSTGRES"

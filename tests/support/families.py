@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from requires import require_extra
 
 from evopolicygym.evaluation import EvaluationConfig, EvaluationResult, Evaluator
 from evopolicygym.program import Program
 from evopolicygym.registry import baseline_dir, load_benchmark
+from tests.support.requires import require_extra
 
 __all__ = ["baseline", "family_run", "require_family", "shared_evaluator"]
 

@@ -378,3 +378,100 @@ class _Step:
     terminated: bool
     truncated: bool
     observation: Any
+
+
+def files(gain: float, structural: bool = False) -> dict[str, str]:
+    return {"policy.py": policy_source(gain, structural)}
+
+
+def standard_run(run_id: str = "alpha", **kw: Any) -> SynthRun:
+    """1 and 2 on the same indices (2 better), 3 on others, 4 failed, 5 like 1 but structural."""
+    return SynthRun(
+        run_id=run_id,
+        submissions=[
+            Planned(files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),
+            Planned(files(0.7), [0, 1, 2], [4.0, 5.0, 6.0]),
+            Planned(files(0.9), [3, 4], [9.0, 9.0]),
+            Planned(files(1.1), [5], None),
+            Planned(files(0.5, structural=True), [0, 1, 2], [0.0, 0.0, 0.0]),
+        ],
+        candidates=[2, 3],
+        **kw,
+    )
+
+
+def synth_run(run_id: str, **kw: Any) -> SynthRun:
+    """1 and 2 on the same indices (2 better), 3 on others, 4 failed, 5 structural from 1
+    (named by the Agent), 6 a comment added to 5 on a subset of its indices."""
+    return SynthRun(
+        run_id=run_id,
+        submissions=[
+            Planned(files(0.5), [0, 1, 2], [1.0, 2.0, 3.0]),
+            Planned(files(0.7), [0, 1, 2], [4.0, 5.0, 6.0]),
+            Planned(files(0.9), [3, 4], [9.0, 9.0]),
+            Planned(files(1.1), [5], None),
+            Planned(files(0.5, structural=True), [0, 1, 2], [0.0, 0.0, 0.0], parent=1),
+            Planned({"policy.py": policy_source(0.5, True) + "# note\n"}, [0, 1], [1.0, 0.0]),
+        ],
+        candidates=[2, 3],
+        **kw,
+    )
+
+
+def write_experiment(
+    store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]
+) -> None:
+    """An experiment stream ``demo``: per cell (agent, benchmark, seed, agent_seed, its Runs
+    as (run_id, outcome) in attempt order), as ``experiment run`` records it."""
+    from evopolicygym.records.events import (
+        CellRunAssigned,
+        CellRunEnded,
+        ExperimentAgent,
+        ExperimentBenchmark,
+        ExperimentCell,
+        ExperimentCreated,
+        new_event,
+    )
+    from evopolicygym.records.experiments import experiment_stream_id
+
+    made = [
+        ExperimentCell(
+            cell_id=f"{a}/{b}/seed={s}/agent_seed={g}", agent=a, benchmark=b, seed=s, agent_seed=g
+        )
+        for a, b, s, g, _ in cells
+    ]
+    created = ExperimentCreated(
+        experiment_id="demo",
+        spec_digest="0" * 64,
+        profile="quick",
+        config={},
+        agents=[
+            ExperimentAgent(name=a, provider="reference") for a in sorted({c[0] for c in cells})
+        ],
+        benchmarks=[
+            ExperimentBenchmark(name=b, id="toy-counter") for b in sorted({c[1] for c in cells})
+        ],
+        cells=made,
+    )
+    events = [new_event(created, "demo/created")]
+    for cell, (_, _, _, _, attempts) in zip(made, cells, strict=True):
+        for attempt, (run_id, outcome) in enumerate(attempts, 1):
+            events.append(
+                new_event(
+                    CellRunAssigned(cell_id=cell.cell_id, run_id=run_id, attempt=attempt),
+                    f"demo/{run_id}/a",
+                )
+            )
+            events.append(
+                new_event(
+                    CellRunEnded(
+                        cell_id=cell.cell_id,
+                        run_id=run_id,
+                        attempt=attempt,
+                        outcome=outcome,
+                        retryable=outcome == "agent_failed",
+                    ),
+                    f"demo/{run_id}/e",
+                )
+            )
+    store.events.append(experiment_stream_id("demo"), events, 0)

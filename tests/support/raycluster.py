@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rayutil import require_ray
+
+from tests.support.rayutil import require_ray
 
 __all__ = ["LocalCluster", "local_cluster", "wait_until"]
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from requires import missing
+from tests.support.requires import missing
 
 REQUIRE_ENV = "EVOPOLICY_REQUIRE_RAY"
 
