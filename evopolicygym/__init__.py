@@ -6,7 +6,8 @@ The public API is re-exported here lazily: a submitted policy that imports
 Every package's ``__init__.py`` is a face of this one shape: ``_EXPORTS`` maps each public
 name to the module it is imported from, and ``__getattr__`` imports that module on the
 name's first use. Beside it, ``__init__.pyi`` imports the same names, so type checkers see their
-real types; tests/test_package_faces.py writes it from the table and checks the two agree.
+real types; ``python -m tests.support.faces`` writes it from the table, and
+tests/test_package_faces.py checks the two agree.
 """
 
 from __future__ import annotations

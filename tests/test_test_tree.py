@@ -25,7 +25,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.test_package_faces import is_lazy, read_face
+from tests.support.faces import is_lazy, read_face
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

@@ -1,5 +1,5 @@
 # The types of __init__.py's lazy exports, for type checkers: an import per _EXPORTS entry.
-# Written by `uv run python tests/test_package_faces.py`, which checks it too.
+# Written by `uv run python -m tests.support.faces`; tests/test_package_faces.py checks it.
 
 from evopolicygym.analysis import diagnostics as diagnostics
 from evopolicygym.analysis.dataframes import EPISODES_COLUMNS as EPISODES_COLUMNS
