@@ -15,6 +15,7 @@ What the default install brings is read from the installed metadata: the closure
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 from functools import cache
@@ -265,3 +266,33 @@ def test_the_check_follows_a_face_to_where_a_name_is_defined(
         "2: psycopg (through evopolicygym.records.PostgresEventStore > "
         "evopolicygym.records.postgres)"
     ]
+
+
+def test_no_module_of_tests_imports_a_test_file() -> None:
+    """Shared helpers live in tests/support/: no module of tests/ imports a test file."""
+    found = []
+    paths = [*_test_modules(), *TESTS.glob("perf/*.py")]
+    for path in paths:
+        found += [
+            f"{path.relative_to(ROOT)}: {name}" for name in _test_file_imports(path.read_text())
+        ]
+    assert not found, "\n".join(found)
+
+
+def _test_file_imports(source: str) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return [n for n in names if re.fullmatch(r"(tests\.)?(test_\w+|conftest)", n)]
+
+
+def test_an_import_of_a_test_file_is_found() -> None:
+    assert _test_file_imports("from tests.test_decider import x\nimport test_run\n") == [
+        "tests.test_decider",
+        "test_run",
+    ]
+    assert _test_file_imports("from tests import conftest\n") == ["tests.conftest"]
+    assert _test_file_imports("from tests.support.pg import x\n") == []
