@@ -1,9 +1,11 @@
 """The event store fixtures of the contract tests, on every backend of
 ``tests/support/backends.py`` (add one there and every contract test runs on it); the
-screenshots a test saves; ``--record-skipped``; the suite's hypothesis profile."""
+screenshots a test saves; ``--record-skipped``; the suite's hypothesis profile; Ctrl-C
+as a terminal gives it to the commands the tests start."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +100,12 @@ class _RecordSkipped:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Started as a background job of a non-interactive shell (`cmd &`, as CI scripts do), the
+    # suite inherits SIGINT ignored and would pass that on to every command a test starts:
+    # Python keeps an ignored SIGINT ignored, so the Ctrl-C tests would see a command that
+    # cannot be interrupted. A test's commands get SIGINT as a terminal would give it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     path = config.getoption("--record-skipped")
     if path and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_RecordSkipped(Path(path)), "record-skipped")
