@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from evopolicygym.cli import main
 from evopolicygym.cli.run_exits import EXIT_AGENT, exit_status
-from tests.support.cli import CLI, SMALL
+from tests.support.cli import CLI, SMALL, small_run
 
 
 def _agent(tmp_path: Path, body: str) -> str:
@@ -55,17 +55,7 @@ def test_a_run_whose_agent_fails_exits_non_zero(tmp_path: Path, as_json: bool) -
     result = CliRunner().invoke(
         main,
         [
-            "run",
-            "--benchmark",
-            "cartpole",
-            "--agent",
-            "command",
-            "--agent-command",
-            "false",
-            *SMALL,
-            "--allow-uncontained-agent",
-            "--store",
-            str(tmp_path / "s"),
+            *small_run("false", tmp_path / "s"),
             *(["--json"] if as_json else []),
         ],
     )
@@ -103,17 +93,7 @@ def test_resuming_a_finished_run_says_there_was_nothing_to_resume(tmp_path: Path
     ran = runner.invoke(
         main,
         [
-            "run",
-            "--benchmark",
-            "cartpole",
-            "--agent",
-            "command",
-            "--agent-command",
-            command,
-            *SMALL,
-            "--allow-uncontained-agent",
-            "--store",
-            store,
+            *small_run(command, store),
             "--json",
         ],
     )
@@ -149,17 +129,7 @@ def test_sigint_stops_a_run_with_one_line_and_resume_finishes_it(tmp_path: Path)
     process = subprocess.Popen(
         [
             *CLI,
-            "run",
-            "--benchmark",
-            "cartpole",
-            "--agent",
-            "command",
-            "--agent-command",
-            command,
-            *SMALL,
-            "--allow-uncontained-agent",
-            "--store",
-            str(store),
+            *small_run(command, store),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -644,17 +614,7 @@ def test_a_failed_agents_last_stderr_lines_are_printed_when_the_run_ends(tmp_pat
     result = CliRunner().invoke(
         main,
         [
-            "run",
-            "--benchmark",
-            "cartpole",
-            "--agent",
-            "command",
-            "--agent-command",
-            command,
-            *SMALL,
-            "--allow-uncontained-agent",
-            "--store",
-            str(tmp_path / "s"),
+            *small_run(command, tmp_path / "s"),
             "--json",
         ],
     )

@@ -15,17 +15,8 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "evopolicygym.cli"]
-SMALL = [
-    "--budget",
-    "4",
-    "--validation-episodes",
-    "2",
-    "--max-candidates",
-    "1",
-    "--assessment-episodes",
-    "2",
-]
+from tests.support.cli import CLI, small_run
+
 ENV = {**os.environ, "NO_COLOR": "1"}
 
 # What the Agent below writes, each stream flushed as it goes.
@@ -57,20 +48,7 @@ def _agent(tmp_path: Path, name: str, body: str) -> str:
 
 def _run_args(store: Path, command: str) -> list[str]:
     """``run`` of a small cartpole Run whose Agent is ``command``, recorded in ``store``."""
-    return [
-        "run",
-        "--benchmark",
-        "cartpole",
-        "--agent",
-        "command",
-        "--agent-command",
-        command,
-        *SMALL,
-        "--allow-uncontained-agent",
-        "--store",
-        str(store),
-        "--json",
-    ]
+    return [*small_run(command, store), "--json"]
 
 
 def _run(tmp_path: Path, store: Path, command: str) -> subprocess.CompletedProcess[bytes]:

@@ -75,6 +75,24 @@ SMALL = [
 ]
 
 
+def small_run(command: str, store: str | Path) -> list[str]:
+    """``run`` of a SMALL cartpole Run whose Agent is the uncontained ``command``, recorded
+    in ``store``: the arguments after ``evopolicy``."""
+    return [
+        "run",
+        "--benchmark",
+        "cartpole",
+        "--agent",
+        "command",
+        "--agent-command",
+        command,
+        *SMALL,
+        "--allow-uncontained-agent",
+        "--store",
+        str(store),
+    ]
+
+
 def _commands() -> list[tuple[str, click.Command]]:
     """(command path, command) for every command and group under ``evopolicy``."""
     found: list[tuple[str, click.Command]] = []
