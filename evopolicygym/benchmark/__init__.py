@@ -31,6 +31,7 @@ import importlib
 _EXPORTS = {
     "CORE16": "evopolicygym.benchmark.catalog",
     "FAMILIES": "evopolicygym.benchmark.catalog",
+    "FRONTIER": "evopolicygym.benchmark.catalog",
     "RANDOM_POLICY_DIR": "evopolicygym.benchmark.catalog",
     "SUITES": "evopolicygym.benchmark.catalog",
     "TASKS": "evopolicygym.benchmark.catalog",

@@ -3,6 +3,7 @@
 
 from evopolicygym.benchmark.catalog import CORE16 as CORE16
 from evopolicygym.benchmark.catalog import FAMILIES as FAMILIES
+from evopolicygym.benchmark.catalog import FRONTIER as FRONTIER
 from evopolicygym.benchmark.catalog import RANDOM_POLICY_DIR as RANDOM_POLICY_DIR
 from evopolicygym.benchmark.catalog import SUITES as SUITES
 from evopolicygym.benchmark.catalog import TASKS as TASKS
@@ -63,6 +64,7 @@ __all__ = [
     "CORE16",
     "FAILURE_STATUSES",
     "FAMILIES",
+    "FRONTIER",
     "RANDOM_POLICY_DIR",
     "SUITES",
     "SUMMARY_TERMINATION",

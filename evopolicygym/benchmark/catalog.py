@@ -23,6 +23,7 @@ from evopolicygym.benchmark.contract import Benchmark, BenchmarkError
 __all__ = [
     "CORE16",
     "FAMILIES",
+    "FRONTIER",
     "RANDOM_POLICY_DIR",
     "SUITES",
     "TASKS",
@@ -172,6 +173,24 @@ FAMILIES: dict[str, Family] = {
             distribution="evopolicygym-cards",
             extra="cards",
             description="imperfect-information card games",
+        ),
+        Family(
+            name="nethack",
+            distribution="evopolicygym-nethack",
+            extra="nethack",
+            description="NetHack through NLE, and MiniHack's navigation and skill tasks",
+        ),
+        Family(
+            name="crafter",
+            distribution="evopolicygym-crafter",
+            extra="crafter",
+            description="Crafter's open-world survival game",
+        ),
+        Family(
+            name="textworld",
+            distribution="evopolicygym-textworld",
+            extra="textworld",
+            description="TextWorld text adventures generated from seeds",
         ),
     )
 }
@@ -341,6 +360,106 @@ TASKS: dict[str, CatalogTask] = {
                 "Heads-up limit Texas Hold'em against a fixed opponent: win chips over a match."
             ),
         ),
+        CatalogTask(
+            id="nethack",
+            family="nethack",
+            environment="NetHackScore-v0",
+            description=(
+                "Play the full game of NetHack: descend, fight, eat and survive; scored by the "
+                "in-game score."
+            ),
+        ),
+        CatalogTask(
+            id="minihack_room",
+            family="nethack",
+            environment="MiniHack-Room-Monster-15x15-v0",
+            description=("Reach the stairs down of a 15x15 room while monsters attack."),
+        ),
+        CatalogTask(
+            id="minihack_corridor",
+            family="nethack",
+            environment="MiniHack-Corridor-R3-v0",
+            description=("Find the stairs down through corridors joining three rooms."),
+        ),
+        CatalogTask(
+            id="minihack_mazewalk",
+            family="nethack",
+            environment="MiniHack-MazeWalk-15x15-v0",
+            description=("Find the stairs down of a 15x15 maze seen only where the hero has been."),
+        ),
+        CatalogTask(
+            id="minihack_river",
+            family="nethack",
+            environment="MiniHack-River-v0",
+            description=(
+                "Push boulders into a river to build a crossing and reach the stairs beyond it."
+            ),
+        ),
+        CatalogTask(
+            id="minihack_keyroom",
+            family="nethack",
+            environment="MiniHack-KeyRoom-S5-v0",
+            description=(
+                "Pick up the key, unlock the room's door with it and reach the stairs inside."
+            ),
+        ),
+        CatalogTask(
+            id="minihack_lavacross",
+            family="nethack",
+            environment="MiniHack-LavaCross-Full-v0",
+            description=(
+                "Cross a river of lava with the item found nearby (levitation or freezing) to "
+                "the stairs."
+            ),
+        ),
+        CatalogTask(
+            id="minihack_wod",
+            family="nethack",
+            environment="MiniHack-WoD-Easy-Full-v0",
+            description=(
+                "Kill a monster blocking the way with a wand of death zapped in its direction."
+            ),
+        ),
+        CatalogTask(
+            id="minihack_eat",
+            family="nethack",
+            environment="MiniHack-Eat-v0",
+            description=("Find the edible item in the room and eat it."),
+        ),
+        CatalogTask(
+            id="crafter",
+            family="crafter",
+            environment="Crafter",
+            description=(
+                "Survive in Crafter's open world and unlock its 22 achievements: collect, "
+                "craft, place, eat, defeat."
+            ),
+        ),
+        CatalogTask(
+            id="textworld_coin",
+            family="textworld",
+            environment="TextWorld coin collector",
+            description=(
+                "Find the coin in a generated house of rooms by typing commands; the longer "
+                "the quest, the harder."
+            ),
+        ),
+        CatalogTask(
+            id="textworld_treasure",
+            family="textworld",
+            environment="TextWorld treasure hunter",
+            description=(
+                "Find and take a named object in a generated world of rooms, doors and distractors."
+            ),
+        ),
+        CatalogTask(
+            id="textworld_cooking",
+            family="textworld",
+            environment="TextWorld cooking game",
+            description=(
+                "Gather and prepare a recipe's ingredients in a generated house and eat the meal."
+            ),
+        ),
     )
 }
 
@@ -378,7 +497,25 @@ CORE16: tuple[SuiteMember, ...] = _members(
     "fetch_pickandplace",
 )
 
-SUITES: dict[str, tuple[SuiteMember, ...]] = {"core16": CORE16}
+# Long-horizon worlds: thousands of steps, partial observability, text; where a short rule is
+# far from the ceiling (issue 29's families, each at the difficulty of its default profile).
+FRONTIER: tuple[SuiteMember, ...] = _members(
+    "nethack",
+    "minihack_room",
+    "minihack_corridor",
+    "minihack_mazewalk",
+    "minihack_river",
+    "minihack_keyroom",
+    "minihack_lavacross",
+    "minihack_wod",
+    "minihack_eat",
+    "crafter",
+    "textworld_coin",
+    "textworld_treasure",
+    "textworld_cooking",
+)
+
+SUITES: dict[str, tuple[SuiteMember, ...]] = {"core16": CORE16, "frontier": FRONTIER}
 
 
 def family_installed(family: str) -> bool:
