@@ -54,6 +54,12 @@ from evopolicygym.benchmark.gymnasium_adapter.environment import (
 from evopolicygym.benchmark.gymnasium_adapter.scoring import domain_summary as domain_summary
 from evopolicygym.benchmark.gymnasium_adapter.scoring import termination_of as termination_of
 from evopolicygym.benchmark.gymnasium_adapter.spaces import describe_space as describe_space
+from evopolicygym.benchmark.video import VIDEO_KEY as VIDEO_KEY
+from evopolicygym.benchmark.video import FrameSampler as FrameSampler
+from evopolicygym.benchmark.video import VideoOptions as VideoOptions
+from evopolicygym.benchmark.video import encode_video as encode_video
+from evopolicygym.benchmark.video import mp4_available as mp4_available
+from evopolicygym.benchmark.video import video_suffix as video_suffix
 from evopolicygym.policy import TensorValue as TensorValue
 from evopolicygym.seeds import derive_seed as derive_seed
 from evopolicygym.values import PolicyValueError as PolicyValueError
@@ -69,6 +75,7 @@ __all__ = [
     "SUITES",
     "SUMMARY_TERMINATION",
     "TASKS",
+    "VIDEO_KEY",
     "Artifact",
     "Benchmark",
     "BenchmarkError",
@@ -85,6 +92,7 @@ __all__ = [
     "Family",
     "Feedback",
     "FirstStepOnly",
+    "FrameSampler",
     "GymnasiumBenchmark",
     "GymnasiumEnvironment",
     "InvalidAction",
@@ -95,6 +103,7 @@ __all__ = [
     "StepResult",
     "SuiteMember",
     "TensorValue",
+    "VideoOptions",
     "canonical_digest",
     "catalog_entry",
     "check_benchmark",
@@ -103,12 +112,15 @@ __all__ = [
     "describe_space",
     "domain_summary",
     "encode_value",
+    "encode_video",
     "family_installed",
     "family_of_distribution",
     "install_command",
     "install_hint",
     "make_gymnasium_benchmark",
+    "mp4_available",
     "pick_profile",
     "tensor_to_array",
     "termination_of",
+    "video_suffix",
 ]

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evopolicygym.benchmark import Benchmark
+from evopolicygym.benchmark import Benchmark, VideoOptions
 from evopolicygym.cli.errors import CliError
 from evopolicygym.cli.executors import check_executor, executor_options, open_evaluator
 from evopolicygym.cli.loading import load, plan
@@ -92,6 +92,29 @@ The same with --json."""
     "resource_limit. It bounds new allocations only: a small policy runs even at 1.",
 )
 @executor_options
+@click.option(
+    "--videos",
+    "videos_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Write a video of every Episode to DIR (MP4 with the video extra, else animated "
+    "WebP), for Benchmarks that render.",
+)
+@click.option(
+    "--video-frames",
+    type=click.IntRange(min=2, max=10_000),
+    default=VideoOptions().max_frames,
+    show_default=True,
+    help="Frames per video at most, spread evenly over the Episode.",
+)
+@click.option(
+    "--video-max-bytes",
+    type=click.IntRange(min=4096),
+    default=VideoOptions().max_bytes,
+    show_default=True,
+    help="Bytes per video at most (fewer, then smaller frames until it fits).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 def evaluate(
     program: str,
@@ -105,6 +128,9 @@ def evaluate(
     memory_mb: int,
     executor: str,
     ray_address: str | None,
+    videos_dir: Path | None,
+    video_frames: int,
+    video_max_bytes: int,
     as_json: bool,
 ) -> None:
     """Evaluate PROGRAM, a directory with a policy.py, on a Benchmark.
@@ -127,6 +153,11 @@ def evaluate(
         # From the start: loading a Benchmark imports for a while, and Ctrl-C then is the same stop.
         with interruptible():
             benchmark = load(benchmark_ref, params)
+            if videos_dir is not None:
+                options = VideoOptions(
+                    episodes="all", max_frames=video_frames, max_bytes=video_max_bytes
+                )
+                benchmark = _with_videos(benchmark, options)
             captured = _capture(_program_dir(program, benchmark))
             config = EvaluationConfig(
                 split=split,
@@ -147,6 +178,8 @@ def evaluate(
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    if videos_dir is not None:
+        _write_videos(result, videos_dir, quiet=as_json)
     if as_json:
         emit_json(result_view(result, benchmark))
     else:
@@ -161,6 +194,29 @@ def evaluate(
 
 
 evaluate.help = f"{inspect.cleandoc(evaluate.help or '')}\n\n{_EXIT_HELP}"
+
+
+def _with_videos(benchmark: Benchmark, options: VideoOptions) -> Benchmark:
+    with_videos = getattr(benchmark, "with_videos", None)
+    if not callable(with_videos):
+        raise CliError(f"{benchmark.spec.id} does not render videos")
+    recording: Benchmark = with_videos(options)
+    return recording
+
+
+def _write_videos(result: EvaluationResult, folder: Path, *, quiet: bool) -> None:
+    """Each Episode's video artifact into ``folder`` as ``episode-<n>.<suffix>``."""
+    videos = [a for a in result.feedback.artifacts if a.name.startswith("video-episode-")]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for artifact in videos:
+            (folder / artifact.name.removeprefix("video-")).write_bytes(artifact.data)
+    except OSError as exc:
+        raise CliError(f"cannot write videos to {folder}: {exc.strerror or exc}") from exc
+    missing = len(result.episodes) - len(videos)
+    if not quiet:
+        note = f" ({missing} Episodes failed before a frame)" if missing else ""
+        click.echo(f"wrote {len(videos)} videos to {folder}{note}", err=True)
 
 
 def _program_dir(program: str, benchmark: Benchmark) -> Path:

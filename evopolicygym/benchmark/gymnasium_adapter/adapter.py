@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -41,6 +42,8 @@ from evopolicygym.benchmark.gymnasium_adapter.params import (
 from evopolicygym.benchmark.gymnasium_adapter.scoring import feedback
 from evopolicygym.benchmark.gymnasium_adapter.spaces import describe_space, sample_space
 from evopolicygym.benchmark.gymnasium_adapter.validation import Validator, make_validator
+from evopolicygym.benchmark.gymnasium_adapter.videos import FrameSource, published_videos
+from evopolicygym.benchmark.video import VideoOptions
 from evopolicygym.seeds import seed_deriver
 from evopolicygym.values import PolicyValueError, encode_value
 
@@ -83,6 +86,8 @@ class GymnasiumBenchmark:
         termination: Callable[[EpisodeEnd], str] | None = None,
         wrap: Callable[[gymnasium.Env[Any, Any]], gymnasium.Env[Any, Any]] | None = None,
         parameters: dict[str, Any] | None = None,
+        frame: FrameSource | None = None,
+        video: VideoOptions | None = None,
     ) -> None:
         registered = lookup_spec(env_id)
         if tracker is not None and termination is not None:
@@ -94,6 +99,10 @@ class GymnasiumBenchmark:
         self.tracker = tracker
         self.termination = termination
         self.wrap = wrap
+        # Episode videos (evopolicygym.benchmark.video): ``frame`` renders the current state
+        # (default: the environment's own rgb_array render); ``video`` None records none.
+        self.frame = frame
+        self.video = video
         # The Benchmark's own public parameters (what ``wrap`` does, say): in the spec's
         # environment parameters and so its digest, never passed to gymnasium.make.
         self.parameters = dict(parameters or {})
@@ -154,12 +163,15 @@ class GymnasiumBenchmark:
         return env if self.wrap is None else self.wrap(env)
 
     def _make_raw(self) -> gymnasium.Env[Any, Any]:
+        # The environment's own renderer draws video frames when the family gives none.
+        rendering = {"render_mode": "rgb_array"} if self.video and self.frame is None else {}
         try:
             return gymnasium.make(
                 self.env_id,
                 max_episode_steps=self.max_episode_steps,
                 disable_env_checker=True,
                 **self.make_kwargs,
+                **rendering,
             )
         except gymnasium.error.DependencyNotInstalled as exc:
             raise BenchmarkError(
@@ -258,7 +270,15 @@ class GymnasiumBenchmark:
             tracker = self.tracker()
         elif self.termination is not None:
             tracker = ClassifiedTracker(self.termination)
-        return GymnasiumEnvironment(self._make(), episode.seed, tracker)
+        video = None if self.video is None else (self.video, self.frame)
+        return GymnasiumEnvironment(self._make(), episode.seed, tracker, video=video)
+
+    def with_videos(self, options: VideoOptions | None = None) -> GymnasiumBenchmark:
+        """This Benchmark recording Episode videos (``options``; default: the best and the
+        worst Episode of each Evaluation); scores and Episodes are unchanged."""
+        other = copy.copy(self)
+        other.video = options or VideoOptions()
+        return other
 
     def validate_action(self, action: Any) -> Any:
         validator = self._validator
@@ -283,13 +303,21 @@ class GymnasiumBenchmark:
         return max(float(record.total_reward), floor)
 
     def score(self, records: Sequence[EpisodeRecord]) -> Feedback:
-        returns = [self.episode_return(r) for r in records]
-        return feedback(
-            records,
+        plain, videos = published_videos(records, self.episode_return, self.video)
+        returns = [self.episode_return(r) for r in plain]
+        scored = feedback(
+            plain,
             returns,
             failure_return=self.failure_return,
             success_threshold=self.success_threshold,
             deterministic=self.catalog is None or self.catalog.deterministic,
+        )
+        if not videos.artifacts:
+            return scored
+        return Feedback(
+            score=scored.score,
+            content={**scored.content, "videos": videos.listing},
+            artifacts=(*scored.artifacts, *videos.artifacts),
         )
 
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import msgspec
 import numpy as np
 
 from evopolicygym.benchmark.contract import SUMMARY_TERMINATION, BenchmarkError, StepResult
+from evopolicygym.benchmark.video import VIDEO_KEY, VideoOptions
+
+if TYPE_CHECKING:
+    from evopolicygym.benchmark.gymnasium_adapter.videos import FrameSource, Recorder
 
 __all__ = [
     "ClassifiedTracker",
@@ -108,9 +112,16 @@ class GymnasiumEnvironment:
     it follows the Episode for its domain summary (``summary()``, asked after the last step)."""
 
     def __init__(
-        self, env: gymnasium.Env[Any, Any], seed: int, tracker: EpisodeTracker | None = None
+        self,
+        env: gymnasium.Env[Any, Any],
+        seed: int,
+        tracker: EpisodeTracker | None = None,
+        *,
+        video: tuple[VideoOptions, FrameSource | None] | None = None,
     ) -> None:
         self._env: gymnasium.Env[Any, Any] | None = env
+        self._video = video
+        self._recorder: Recorder | None = None
         self._seed = seed
         self._tracker = tracker
         self._steps = 0
@@ -125,6 +136,11 @@ class GymnasiumEnvironment:
         self._info = info
         if self._tracker is not None:
             self._tracker.on_reset(self._env, observation, info)
+        if self._video is not None:
+            from evopolicygym.benchmark.gymnasium_adapter.videos import Recorder
+
+            self._recorder = Recorder(self._env, *self._video)
+            self._recorder.sampler.offer(0)
         return _observation(observation)
 
     def step(self, action: Any) -> StepResult:
@@ -141,6 +157,8 @@ class GymnasiumEnvironment:
         self._info = info
         if self._tracker is not None:
             self._tracker.on_step(self._env, self._steps, action, result, info)
+        if self._recorder is not None:
+            self._recorder.sampler.offer(self._steps)
         return result
 
     def end(self) -> EpisodeEnd:
@@ -161,7 +179,10 @@ class GymnasiumEnvironment:
             raise BenchmarkError("summary() after close()")
         end = self.end()
         tracker = self._tracker or EpisodeTracker()
-        return {SUMMARY_TERMINATION: tracker.termination(end), **tracker.summary(self._env, end)}
+        fields = {SUMMARY_TERMINATION: tracker.termination(end), **tracker.summary(self._env, end)}
+        if self._recorder is not None:
+            fields[VIDEO_KEY] = self._recorder.encoded(self._steps)
+        return fields
 
     def close(self) -> None:
         env, self._env = self._env, None
