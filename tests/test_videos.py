@@ -232,3 +232,34 @@ def test_evaluate_videos_of_a_benchmark_without_frames_is_one_line(tmp_path: Pat
     result = invoke("evaluate", "baseline", "--benchmark", "leduc", "--videos", str(tmp_path / "v"))
     assert result.exit_code == 1
     assert result.stderr.strip() == "error: leduc does not render videos"
+
+
+# One short task per family that renders, with what it needs beyond its own extra (classic
+# control draws with pygame, which the box2d extra brings).
+RENDERING = (
+    ("cartpole", "box2d", "pygame"),
+    ("lunar-lander", "box2d", "evopolicygym_box2d"),
+    ("reacher5", "mujoco", "evopolicygym_mujoco"),
+    ("minigrid_doorkey", "minigrid", "evopolicygym_minigrid"),
+    ("roundabout", "driving", "evopolicygym_driving"),
+    ("fetch_push", "robotics", "evopolicygym_robotics"),
+)
+
+
+@pytest.mark.parametrize(("task", "extra", "module"), RENDERING, ids=[r[0] for r in RENDERING])
+def test_every_rendering_family_films_an_episode(task: str, extra: str, module: str) -> None:
+    require_extra(extra, module)
+    from evopolicygym.registry import baseline_dir, load_benchmark
+
+    benchmark = load_benchmark(task).with_videos(  # type: ignore[attr-defined]
+        VideoOptions(episodes="all", max_frames=12, format="webp")
+    )
+    config = EvaluationConfig(split="assessment", episodes=1, seed=0, jobs=1, trace_steps=0)
+    with Evaluator() as evaluator:
+        result = evaluator.evaluate(
+            Program.from_directory(baseline_dir(benchmark)), benchmark, config
+        )
+    (video,) = [a for a in result.feedback.artifacts if a.name == "video-episode-000.webp"]
+    assert 4 <= _webp_frames(video.data) <= 13
+    with Image.open(io.BytesIO(video.data)) as image:
+        assert min(image.size) >= 32

@@ -2,13 +2,17 @@
 domain Feedback and a baseline program.
 
 Observations and actions are Gymnasium's own (a float64 vector; torques in a box). Nothing is
-rendered, so no ``MUJOCO_GL`` is needed. MuJoCo is deterministic for one seed on one machine:
-an Episode replays to the same trace.
+rendered but Episode videos, drawn off-screen through EGL unless ``MUJOCO_GL`` says otherwise.
+MuJoCo is deterministic for one seed on one machine: an Episode replays to the same trace.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+
+# Before mujoco is imported: video frames render headless (no display here, nor in CI).
+os.environ.setdefault("MUJOCO_GL", "egl")
 from pathlib import Path
 from typing import Any
 

@@ -5,6 +5,10 @@ mode: MuJoCo only simulates)."""
 from __future__ import annotations
 
 import math
+import os
+
+# Before mujoco is imported: video frames render headless through EGL (no display here).
+os.environ.setdefault("MUJOCO_GL", "egl")
 from pathlib import Path
 from typing import Any
 
