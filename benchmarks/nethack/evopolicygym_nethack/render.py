@@ -1,0 +1,76 @@
+"""Video frames of NetHack and MiniHack Episodes: the 24 x 80 terminal drawn as text in its
+colors, with Pillow's built-in bitmap font (nothing is read from disk or the network)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+__all__ = ["CELL", "frame"]
+
+CELL = (6, 12)  # pixels per terminal character (width, height)
+# The 16 curses colors NetHack uses (NLE's tty_colors), as RGB.
+PALETTE = (
+    (0, 0, 0),
+    (170, 0, 0),
+    (0, 170, 0),
+    (170, 85, 0),
+    (0, 0, 170),
+    (170, 0, 170),
+    (0, 170, 170),
+    (170, 170, 170),
+    (85, 85, 85),
+    (255, 85, 85),
+    (85, 255, 85),
+    (255, 255, 85),
+    (85, 85, 255),
+    (255, 85, 255),
+    (85, 255, 255),
+    (255, 255, 255),
+)
+
+
+@functools.cache
+def _glyph_masks() -> dict[int, np.ndarray[Any, Any]]:
+    """Each printable ASCII character as a CELL-sized boolean mask."""
+    font = ImageFont.load_default()
+    masks = {}
+    for code in range(33, 127):
+        image = Image.new("L", CELL, 0)
+        ImageDraw.Draw(image).text((0, 0), chr(code), fill=255, font=font)
+        masks[code] = np.asarray(image) > 96
+    return masks
+
+
+def _terminal(env: gymnasium.Env[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    base = env.unwrapped
+    keys = list(base._observation_keys)  # type: ignore[attr-defined]
+    last = base.last_observation  # type: ignore[attr-defined]
+    if not last:
+        return np.zeros((24, 80), np.uint8), np.zeros((24, 80), np.int8)
+    return last[keys.index("tty_chars")], last[keys.index("tty_colors")]
+
+
+def frame(env: gymnasium.Env[Any, Any]) -> np.ndarray[Any, Any]:
+    """The terminal as an RGB image, 24 * 12 by 80 * 6 pixels (uint8, H x W x 3)."""
+    chars, colors = _terminal(env)
+    width, height = CELL
+    rows, columns = chars.shape
+    image = np.zeros((rows * height, columns * width, 3), np.uint8)
+    masks = _glyph_masks()
+    for y in range(rows):
+        for x in range(columns):
+            code = int(chars[y, x])
+            mask = masks.get(code)
+            if mask is None:
+                continue
+            color = PALETTE[int(colors[y, x]) & 15] or PALETTE[7]
+            if color == PALETTE[0]:
+                color = PALETTE[7]  # black text would not show on the black background
+            cell = image[y * height : (y + 1) * height, x * width : (x + 1) * width]
+            cell[mask] = color
+    return image
