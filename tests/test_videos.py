@@ -4,7 +4,9 @@ extra, animated WebP without), the best and worst Episode published as bulk arti
 
 from __future__ import annotations
 
+import base64
 import io
+import re
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
@@ -263,3 +265,29 @@ def test_every_rendering_family_films_an_episode(task: str, extra: str, module: 
     assert 4 <= _webp_frames(video.data) <= 13
     with Image.open(io.BytesIO(video.data)) as image:
         assert min(image.size) >= 32
+
+
+def test_the_report_embeds_the_best_and_latest_submissions_videos(tmp_path: Path) -> None:
+    from evopolicygym.records.events import ArtifactRef
+    from evopolicygym.records.location import open_store
+    from evopolicygym.report.videos import VIDEO_SUBMISSIONS, videos_markup
+
+    frames = [np.full((8, 8, 3), i * 30, dtype=np.uint8) for i in range(4)]
+    data, media_type = encode_video(frames, VideoOptions(format="webp"))
+    with open_store(tmp_path / "store", create=True) as store:
+        blob = store.blobs.put(data)
+
+        def ref(name: str, digest: str = blob) -> ArtifactRef:
+            return ArtifactRef(
+                name=name, media_type=media_type, retention="bulk", blob=digest, size=len(data)
+            )
+
+        lost = "sha256:" + "0" * 64
+        videos = {i: [ref("video-best.webp")] for i in range(1, 8)}
+        videos[2] = [ref("video-best.webp"), ref("video-worst.webp", lost)]
+        page = videos_markup(videos, best=2, store=store)
+    headings = re.findall(r"<h3>Submission (\d+)", page)
+    assert headings == ["2", "7", "6", "5"][:VIDEO_SUBMISSIONS]  # best, latest, then back
+    assert page.count(f"data:image/webp;base64,{base64.b64encode(data).decode()}") == 4
+    assert "video-worst.webp: not kept (retention)" in page
+    assert f"{VIDEO_SUBMISSIONS} of 7 Submissions with videos shown" in page

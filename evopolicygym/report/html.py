@@ -62,6 +62,9 @@ _STYLE = """
 :root { color-scheme: light; --fg:#1d2330; --muted:#5b6475; --line:#d9dde5; --bg:#fafbfc;
   --add:#e6f6e9; --del:#fbe9ea; --hunk:#eef2fb; --bad:#b3261e; --good:#1b7a3a; }
 * { box-sizing: border-box; }
+.videos { display:flex; flex-wrap:wrap; gap:12px; }
+.videos figure { margin:0; } .videos figcaption { color:var(--muted); font-size:12px; }
+.videos video, .videos img { width:320px; image-rendering:pixelated; border:1px solid var(--line); }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
   color:var(--fg); background:#fff; }
 header.top { padding:16px 24px; border-bottom:1px solid var(--line); background:var(--bg); }

@@ -20,6 +20,7 @@ from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
     AgentStarted,
+    ArtifactRef,
     AssessmentCompleted,
     AssessmentStarted,
     CandidateAssessed,
@@ -30,6 +31,7 @@ from evopolicygym.records.events import (
     FinishRejected,
     ReferenceValidated,
     RunCreated,
+    SubmissionPublished,
     SubmissionRejected,
     ValidationStarted,
 )
@@ -37,6 +39,7 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
 from evopolicygym.records.timeline import event_text
+from evopolicygym.report.videos import is_video
 from evopolicygym.transcript import Message
 
 __all__ = [
@@ -101,6 +104,7 @@ class RunData:
     # error message can quote one).
     private: PrivateValues = field(default_factory=PrivateValues)
     lineage: dict[int, Lineage] = field(default_factory=dict)  # by Submission
+    videos: dict[int, list[ArtifactRef]] = field(default_factory=dict)  # by Submission
 
 
 def read_run(store: Store, stream_id: str) -> RunData:
@@ -135,6 +139,10 @@ def read_run(store: Store, stream_id: str) -> RunData:
                     ]
             case AgentExited():
                 data.exits[event.attempt] = event
+            case SubmissionPublished():
+                shown = [a for a in event.artifacts if is_video(a)]
+                if shown:
+                    data.videos[event.submission_id] = shown
             case SubmissionRejected() | FinishRejected():
                 data.rejections.append(event)
             case EpisodeCompleted():

@@ -18,6 +18,7 @@ from evopolicygym.report.diffs import diff_markup, program_diff
 from evopolicygym.report.html import Markup, Section, esc, fmt, table
 from evopolicygym.report.plots import figure
 from evopolicygym.report.run_data import Lineage, Outcomes, RunData
+from evopolicygym.report.videos import videos_markup
 from evopolicygym.transcript import Message
 
 __all__ = ["MESSAGE_LIMIT", "run_sections"]
@@ -598,6 +599,7 @@ def run_sections(
         Section("submissions", "Submissions", _submissions(data, redact)),
         Section("best", "Best so far", _best_so_far(data)),
         Section("diffs", "Diffs", _diffs(data, store, redact)),
+        Section("videos", "Videos", videos_markup(data.videos, summary.best_submission_id, store)),
         Section("transcript", "Transcript", _transcript(data, redact)),
         Section("validation", "Validation and Assessment", _validation(data, redact)),
     ]
