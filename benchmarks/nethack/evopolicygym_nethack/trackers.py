@@ -157,12 +157,16 @@ class NetHackTracker(EpisodeTracker):
         return fields
 
     def _killer(self) -> str | None:
-        """The tombstone's or the last messages' account of the death, when one shows."""
+        """The account of the death on the final screens (the tombstone, or the score list's
+        line "... killed by a jackal on level 3"), else the last message that tells it."""
         for screen in reversed(self.screens):
             lines = [bytes(row).decode("latin-1").strip() for row in screen]
             for i, line in enumerate(lines):
-                if "killed by" in line or line.startswith("You die"):
-                    return " ".join(lines[i : i + 2]).strip("| ")[:120]
+                if "killed by" in line or "Agent-" in line:
+                    rest = " ".join(x for x in lines[i : i + 3] if x)
+                    start = rest.find("Agent-")
+                    text = rest[rest.find(" ", start) + 1 :] if start >= 0 else rest
+                    return " ".join(text.split())[:120]
         for message in reversed(self.messages):
             if "die" in message or "killed" in message:
                 return message[:120]
