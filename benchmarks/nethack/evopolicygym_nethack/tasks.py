@@ -31,6 +31,7 @@ from evopolicygym.benchmark import (
     GymnasiumBenchmark,
     Profile,
     ReferenceScores,
+    VideoOptions,
     pick_profile,
 )
 from evopolicygym_nethack.envs import (
@@ -42,6 +43,10 @@ from evopolicygym_nethack.envs import (
 )
 from evopolicygym_nethack.render import frame
 from evopolicygym_nethack.trackers import MiniHackTracker, NetHackTracker
+
+# Every Submission's Feedback carries videos of its best and worst Episode (the terminal as
+# it was, at most 96 frames spread over the Episode): a long game is hard to read from numbers.
+VIDEOS = VideoOptions()
 
 with warnings.catch_warnings():
     # minihack imports pkg_resources, which warns on import.
@@ -300,6 +305,7 @@ def nethack_game(profile: str | None = None) -> GymnasiumBenchmark:
         tracker=NetHackTracker,
         wrap=nethack_full_game,
         frame=frame,
+        video=VIDEOS,
     )
 
 
@@ -328,6 +334,7 @@ def _minihack(benchmark_id: str, profile: str | None) -> GymnasiumBenchmark:
         tracker=MiniHackTracker,
         wrap=wrap_minihack,
         frame=frame,
+        video=VIDEOS,
     )
 
 
