@@ -6,6 +6,8 @@ and video frames of the terminal."""
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -15,6 +17,7 @@ from evopolicygym.benchmark.video import VideoOptions
 from evopolicygym.evaluation import EvaluationConfig, Evaluator
 from evopolicygym.program import Program
 from evopolicygym.registry import load_benchmark
+from tests.support.cli import cli
 from tests.support.determinism import fingerprints
 from tests.support.families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
@@ -140,3 +143,39 @@ def test_an_episode_is_filmed_from_the_terminal(evaluator: Evaluator) -> None:
     (video,) = [a for a in result.feedback.artifacts if a.name == "video-episode-000.webp"]
     with Image.open(io.BytesIO(video.data)) as image:
         assert image.size == (80 * 6, 24 * 12)
+
+
+@pytest.mark.slow
+def test_a_reference_agent_run_on_the_full_game_finishes_replays_and_exports(
+    tmp_path: Path,
+) -> None:
+    """The whole path on NetHack itself: a Run of the offline reference agent, its replay,
+    a verified record, and its rollouts loaded back with `datasets`."""
+    import datasets
+
+    store = str(tmp_path / "store")
+    done = cli(
+        *("run", "--benchmark", "nethack", "--agent", "reference", "--budget", "4"),
+        *("--validation-episodes", "2", "--assessment-episodes", "2", "--store", store, "--json"),
+    )
+    assert done.code == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "finished" and outcome["budget_used"] == 4
+    run_id = outcome["run_id"]
+    replayed = cli("record", "replay", run_id, "--store", store)
+    assert replayed.code == 0 and f"ok: run {run_id}" in replayed.stdout
+    assert cli("record", "verify", "--store", store).code == 0
+    # Each Submission published videos of its best and worst Episode as bulk artifacts.
+    shown = cli("record", "events", run_id, "--store", store, "--json")
+    published = [
+        json.loads(line) for line in shown.stdout.splitlines() if "SubmissionPublished" in line
+    ]
+    assert published and all(
+        any(a["name"].startswith("video-") for a in p["payload"]["artifacts"]) for p in published
+    )
+    out = tmp_path / "export"
+    exported = cli("export", "--store", store, "--output", str(out), "--format", "rollouts")
+    assert exported.code == 0, exported.stderr[-2000:]
+    rows = datasets.load_dataset(str(out), "rollouts")["train"]
+    assert len(rows) >= 4 and set(rows["benchmark_id"]) == {"nethack"}
+    assert all(steps > 0 for steps in rows["steps"])
