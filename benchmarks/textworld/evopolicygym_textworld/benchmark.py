@@ -203,10 +203,18 @@ DESCRIPTIONS = {
         "them as it says, prepare the meal and eat it."
     ),
 }
-# Measured on the default profile with evaluate() (assessment split, seed 0, 32 Episodes, one
-# game each): the packaged baseline program and a uniform-random one (a random admissible
-# command each step; baselines/random). ``python -m evopolicygym_textworld.measure``.
-REFERENCES: dict[str, ReferenceScores] = {}
+# Measured on the default profile (admissible commands shown) with evaluate(): the assessment
+# split, seed 0, 32 Episodes (games), the baseline program against baselines/random (a random
+# admissible command each step). Mean return (standard error): coin 1.0 (0) against 0.125
+# (0.059), treasure 1.0 (0) against 0.25 (0.078), cooking 1.0 (0) against 0.1823 (0.022).
+REFERENCES: dict[str, ReferenceScores] = {
+    name: ReferenceScores(baseline=ours, random=random, split="assessment", seed=0, episodes=32)
+    for name, ours, random in (
+        ("textworld_coin", 1.0, 0.125),
+        ("textworld_treasure", 1.0, 0.25),
+        ("textworld_cooking", 1.0, 0.1823),
+    )
+}
 
 
 class TextWorldBenchmark:
