@@ -18,14 +18,14 @@ the Episodes, a geometric mean in percent. That is the number Crafter's papers r
 it rewards breadth (unlocking the rare achievements) over repetition. A failed Episode
 counts as unlocking nothing, the worst it can do, so failing never pays in the score.
 
-Per Episode, the kernel compares matched Submissions by Episode returns, floored at the
-failure score: that is Crafter's return here, and the failure score is -1, below any return
-(-0.9 leaves no room for the rounding of the 0.1 steps of health; the Crafter score, at
-least 0, never falls below it either). The score is not the mean of per-Episode scores, so a
-comparison on part of two Submissions' Episodes uses the returns, and one on the same
-Episodes the Crafter scores. Feedback also lists, per Episode, the achievements unlocked
-and why it ended (``died`` or ``truncated``), and over the Episodes each achievement's
-success rate.
+Per Episode the kernel counts returns, floored at the failure score: -1 here, below any
+return (-0.9 would leave no room for the rounding of the 0.1 steps of health) and below the
+Crafter score, which is at least 0. The Crafter score is not a mean over Episodes, so
+Submissions on the same Episodes compare exactly by it, while a reader that would compare
+two Submissions on part of their Episodes through per-Episode scores finds the published
+score is not their mean and does not compare them. Feedback also lists, per Episode, the
+achievements unlocked and why it ended (``died`` or ``truncated``), and over the Episodes
+each achievement's success rate (``achievement_success_rates``, percent).
 
 Crafter as shipped is not deterministic across processes; ``world`` says why and how this
 family makes it so without changing the game.
