@@ -161,6 +161,7 @@ def test_spec_profiles_and_observation_modes() -> None:
     assert spec.action_space == {"type": "discrete", "n": 17, "start": 0}
     assert spec.metadata["actions"] == list(constants.actions) == list(ACTIONS)
     assert spec.metadata["semantic_ids"][:13] == ["none", *constants.materials]
+    assert benchmark.frame is frame  # Episode videos draw what the player sees
     entry = catalog_entry(benchmark)
     assert entry is not None and entry.family == "crafter" and entry.suites == ("frontier",)
     assert [p.name for p in entry.profiles] == ["short", "standard"]
@@ -274,14 +275,9 @@ def _fingerprints_twice(program: Path) -> list[list[dict[str, Any]]]:
     ]  # fmt: skip
 
 
-def test_random_episodes_are_identical_across_processes() -> None:
-    one, two = _fingerprints_twice(RANDOM_POLICY_DIR)
-    assert one == two and one[0]["status"] == "ok" and one[0]["steps"] > 50
-
-
-@pytest.mark.slow
-def test_baseline_episodes_are_identical_across_processes() -> None:
-    """Longer: the baseline lives through nights, cows and zombies come and go."""
+def test_episodes_are_identical_across_processes() -> None:
+    """The baseline lives long enough for cows and zombies to come and go, which is where
+    Crafter as shipped differs between processes (a random policy dies before)."""
     one, two = _fingerprints_twice(baseline("crafter"))
     assert one == two
     assert one[0]["status"] == "ok" and one[0]["steps"] > 150 and one[0]["return"] > 5
