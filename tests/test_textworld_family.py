@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evopolicygym.benchmark import InvalidAction, catalog_entry, check_benchmark
+from evopolicygym.benchmark import BenchmarkError, InvalidAction, catalog_entry, check_benchmark
 from evopolicygym.evaluation import EvaluationResult, Evaluator
 from evopolicygym.registry import load_benchmark
 from tests.support.determinism import fingerprints
@@ -144,6 +144,11 @@ def test_admissible_commands_can_be_hidden() -> None:
     assert hidden.spec.action_space["choices"] is None
     shown = load_benchmark("textworld_coin", {"profile": "easy"})
     assert hidden.spec.environment_digest != shown.spec.environment_digest
+    hidden_medium = catalog_entry(load_benchmark("textworld_coin", {"admissible": "false"}))
+    assert hidden_medium is not None and hidden_medium.suites == ()
+    assert hidden_medium.reference is None
+    with pytest.raises(BenchmarkError, match="true or false"):
+        load_benchmark("textworld_coin", {"admissible": "maybe"})
 
 
 def test_profiles_catalog_and_references() -> None:

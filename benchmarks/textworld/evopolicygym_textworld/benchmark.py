@@ -92,8 +92,10 @@ VERBS = (
     "chop",
     "prepare",
 )
-# A random command's object (``sample_action``): things most of these games have.
+# A random command's object (``sample_action``): things most of these games have, and where
+# to go.
 OBJECTS = (
+    *DIRECTIONS,
     "coin",
     "door",
     "gate",
@@ -232,13 +234,15 @@ class TextWorldBenchmark:
         self.options: dict[str, Any] = dict(chosen.parameters["options"])
         self.max_steps: int = chosen.parameters["max_steps"]
         self.admissible = admissible
-        reference = REFERENCES.get(task) if self.profile == DEFAULT_PROFILE and admissible else None
+        # The frontier suite's member (and what the references measured): the default profile
+        # with the admissible commands shown.
+        default = self.profile == DEFAULT_PROFILE and admissible
         self.catalog = CatalogEntry(
             family="textworld",
-            suites=("frontier",) if self.profile == DEFAULT_PROFILE else (),
+            suites=("frontier",) if default else (),
             profiles=PROFILES[task],
             profile=self.profile,
-            reference=reference,
+            reference=REFERENCES.get(task) if default else None,
         )
         self._spec: BenchmarkSpec | None = None
 
@@ -355,13 +359,12 @@ class TextWorldBenchmark:
         return command
 
     def sample_action(self, rng: random.Random) -> str:
-        """A random verb, with a random object where it takes one (no game state: a random
-        admissible command is what baselines/random plays)."""
+        """A random verb, alone where it takes no object, else with a random one of OBJECTS
+        (with no game state at hand; baselines/random plays a random admissible command when
+        the observation lists them, and this otherwise)."""
         verb = rng.choice(VERBS)
         if verb in _INTRANSITIVE:
             return verb
-        if verb == "go":
-            return f"go {rng.choice(DIRECTIONS)}"
         return f"{verb} {rng.choice(OBJECTS)}"
 
     def episode_return(self, record: EpisodeRecord) -> float:

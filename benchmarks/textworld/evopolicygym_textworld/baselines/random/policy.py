@@ -1,6 +1,7 @@
 """A uniform-random TextWorld policy: each step, one of the commands the game accepts now
 (the observation's ``admissible_commands``), uniformly; where the observation lists none, a
-random verb with a random object from the action space's vocabulary. Seeded with the
+random verb (alone if it takes no object) with a random object, from the action space's
+vocabulary: what the Benchmark's ``sample_action`` does. Seeded with the
 Episode's policy seed, so it is reproducible: the floor a baseline has to beat."""
 
 import random
@@ -19,8 +20,6 @@ class UniformRandom:
         verb = self.rng.choice(self.space["verbs"])
         if verb in self.space.get("intransitive", ()):
             return verb
-        if verb == "go":
-            return "go " + self.rng.choice(("north", "south", "east", "west"))
         return verb + " " + self.rng.choice(self.space["objects"])
 
 
