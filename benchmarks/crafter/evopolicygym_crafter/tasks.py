@@ -51,6 +51,7 @@ from evopolicygym.benchmark import (
     GymnasiumBenchmark,
     Profile,
     ReferenceScores,
+    VideoOptions,
     pick_profile,
 )
 from evopolicygym_crafter.render import frame
@@ -229,4 +230,6 @@ def crafter(profile: str | None = None, observation: str = "semantic") -> Crafte
         ),
         tracker=CrafterTracker,
         frame=frame,
+        # Each Submission's best and worst Episode as videos of what the player saw.
+        video=VideoOptions(),
     )
