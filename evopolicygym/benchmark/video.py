@@ -65,17 +65,21 @@ class VideoOptions(msgspec.Struct, frozen=True, kw_only=True):
 class FrameSampler:
     """At most ``limit`` frames of an Episode of unknown length, evenly spread: step ``t`` is
     kept when ``t`` is a multiple of the stride, and the stride doubles (dropping every other
-    kept frame) whenever ``limit`` is reached. ``finish`` adds the last frame."""
+    kept frame) whenever ``limit`` is reached. ``finish`` adds the last frame.
+
+    ``render`` returns a frame (H x W x 3 uint8), or a zero-argument callable drawing it
+    later: a family whose drawing costs more than a copy of its state snapshots the state at
+    each kept step and draws only the frames still kept at the end."""
 
     def __init__(self, limit: int, render: Callable[[], Any]) -> None:
         self.limit = limit
         self.stride = 1
         self._render = render
-        self.frames: list[tuple[int, np.ndarray[Any, Any]]] = []
+        self.frames: list[tuple[int, Any]] = []
         self._last = -1
 
     def _grab(self, t: int) -> None:
-        frame = _rgb(self._render())
+        frame = self._render()
         if frame is not None:
             self.frames.append((t, frame))
             self._last = t
@@ -94,7 +98,8 @@ class FrameSampler:
         """The kept frames, the last step's included."""
         if self._last != t:
             self._grab(t)
-        return [f for _, f in self.frames]
+        drawn = (_rgb(f() if callable(f) else f) for _, f in self.frames)
+        return [f for f in drawn if f is not None]
 
 
 def _rgb(image: Any) -> np.ndarray[Any, Any] | None:

@@ -4,13 +4,14 @@ colors, with Pillow's built-in bitmap font (nothing is read from disk or the net
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-__all__ = ["CELL", "frame"]
+__all__ = ["CELL", "draw", "frame", "frame_later"]
 
 CELL = (6, 12)  # pixels per terminal character (width, height)
 # The 16 curses colors NetHack uses (NLE's tty_colors), as RGB.
@@ -65,7 +66,18 @@ def _terminal(env: gymnasium.Env[Any, Any]) -> tuple[np.ndarray[Any, Any], np.nd
 
 def frame(env: gymnasium.Env[Any, Any]) -> np.ndarray[Any, Any]:
     """The terminal as an RGB image, 24 * 12 by 80 * 6 pixels (uint8, H x W x 3)."""
+    return draw(*_terminal(env))
+
+
+def frame_later(env: gymnasium.Env[Any, Any]) -> Callable[[], np.ndarray[Any, Any]]:
+    """The terminal as it is now, drawn when called: a video keeps frames at a doubling
+    stride, so most snapshots are dropped before they would be drawn."""
     chars, colors = _terminal(env)
+    return functools.partial(draw, chars.copy(), colors.copy())
+
+
+def draw(chars: np.ndarray[Any, Any], colors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Terminal characters and their colors (24 x 80 each) as an RGB image."""
     width, height = CELL
     rows, columns = chars.shape
     # One gather for the whole screen (rows, columns, cell height, cell width) rather than a

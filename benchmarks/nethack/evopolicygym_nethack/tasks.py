@@ -41,7 +41,7 @@ from evopolicygym_nethack.envs import (
     nethack_full_game,
     wrap_minihack,
 )
-from evopolicygym_nethack.render import frame
+from evopolicygym_nethack.render import frame_later
 from evopolicygym_nethack.trackers import MiniHackTracker, NetHackTracker
 
 # Every Submission's Feedback carries videos of its best and worst Episode (the terminal as
@@ -304,7 +304,7 @@ def nethack_game(profile: str | None = None) -> GymnasiumBenchmark:
         catalog=_catalog("nethack", chosen),
         tracker=NetHackTracker,
         wrap=nethack_full_game,
-        frame=frame,
+        frame=frame_later,
         video=VIDEOS,
     )
 
@@ -333,7 +333,7 @@ def _minihack(benchmark_id: str, profile: str | None) -> GymnasiumBenchmark:
         catalog=_catalog(benchmark_id, chosen),
         tracker=MiniHackTracker,
         wrap=wrap_minihack,
-        frame=frame,
+        frame=frame_later,
         video=VIDEOS,
     )
 

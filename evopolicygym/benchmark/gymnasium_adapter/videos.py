@@ -22,8 +22,11 @@ from evopolicygym.benchmark.video import (
 
 __all__ = ["FrameSource", "PublishedVideos", "Recorder", "published_videos"]
 
-# A module-level function drawing the environment's current state as H x W x 3 uint8.
-FrameSource = Callable[[gymnasium.Env[Any, Any]], "np.ndarray[Any, Any]"]
+# A module-level function drawing the environment's current state as H x W x 3 uint8, or
+# returning a callable that draws a snapshot of it later (see FrameSampler).
+FrameSource = Callable[
+    [gymnasium.Env[Any, Any]], "np.ndarray[Any, Any] | Callable[[], np.ndarray[Any, Any]]"
+]
 
 
 class Recorder:
