@@ -66,6 +66,9 @@ EXTRA_MODULES = {
     "ale": "ale_py",
     "mujoco": "mujoco",
     "cards": "evopolicygym_cards",
+    "nethack": "evopolicygym_nethack",
+    "crafter": "evopolicygym_crafter",
+    "textworld": "evopolicygym_textworld",
 }
 
 # What a page says a command prints: (a regex on the command, regexes its output must match).
