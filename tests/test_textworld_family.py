@@ -239,15 +239,10 @@ def test_baseline_beats_random_on_the_default_profile(evaluator: Evaluator, name
 
 
 @pytest.mark.slow
-def test_without_admissible_commands_the_baseline_still_finds_the_coin(
-    evaluator: Evaluator,
+@pytest.mark.parametrize("name", ["textworld_coin", "textworld_treasure"])
+def test_without_admissible_commands_the_baseline_guesses_them(
+    evaluator: Evaluator, name: str
 ) -> None:
-    result = family_run(
-        evaluator,
-        "textworld_coin",
-        baseline("textworld_coin"),
-        2,
-        profile="easy",
-        admissible="false",
-    )
+    result = family_run(evaluator, name, baseline(name), 2, profile="easy", admissible="false")
     assert result.feedback.content["terminations"] == {"won": 2}
+    assert "admissible_commands" not in result.records[0].initial_observation

@@ -12,8 +12,10 @@ of the rooms it has been in and the exits it has taken, then picks, in this orde
 3. open (or unlock) what is closed in this room, once: doors lead on, containers hold things;
 4. an exit of this room not taken yet, else the way to the nearest room that has one.
 
-It chooses among the admissible commands the observation lists; without them (admissible
-off) it guesses exits and the coin from the room's text, so it does much worse there.
+It chooses among the admissible commands the observation lists. Without them (admissible
+off) it guesses commands from the texts (exits, closed things, the things a room lists, the
+recipe's steps where what they need is at hand) and does not guess again one the game refused
+in that room: enough for the coin and the treasure, not yet for the cooking games.
 """
 
 import re
@@ -22,6 +24,11 @@ OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 ROOM = re.compile(r"-= (.+?) =-")
 CUTS = ("slice", "dice", "chop")
 COOKERS = {"fry": "stove", "roast": "oven", "grill": "bbq"}
+CLOSED = re.compile(r"\bclosed ([a-z-]+(?: [a-z-]+)?)(?= leading|[.,!]| here| right| nearby)")
+THINGS = re.compile(
+    r"\b(?:a|an|some) ((?:[a-z-]+ ){0,3}?[a-z-]+?)(?=,| and |\.| on the| in the| here)"
+)
+REFUSALS = ("You can't", "That's ", "I didn't", "I only understood", "You need", "You see no")
 DONE = {"slice": "sliced", "dice": "diced", "chop": "chopped"}
 DONE.update(fry="fried", roast="roasted", grill="grilled")
 
@@ -41,6 +48,8 @@ class Explorer:
         self.seen = {}  # room -> what its description (and what opening things there) showed
         self.visited = {}  # room -> the step it was last in
         self.clock = 0
+        self.last = None  # (room, the last command)
+        self.refused = set()  # (room, guessed command) the game refused
 
     # --- the map --------------------------------------------------------------------------
 
@@ -93,6 +102,11 @@ class Explorer:
         direction = self.path_to(
             lambda r: bool(self.exits.get(r, set()) - self.tried.get(r, set()))
         )
+        if direction is None:
+            # Every exit taken: go back where it has not been for the longest (what it
+            # passed through in a hurry may still hold something to open).
+            oldest = min((t for r, t in self.visited.items() if r != self.room), default=None)
+            direction = self.path_to(lambda r: self.visited.get(r) == oldest)
         if direction is not None and "go " + direction in commands:
             return self.go(direction)
         return self.go(here[0]) if here else "look"
@@ -169,15 +183,50 @@ class Explorer:
         direction = self.path_to(lambda r: r in targets)
         return None if direction is None else self.go(direction)
 
+    def guess(self, observation):
+        """Without the admissible commands: what the texts suggest. The exits and the closed
+        things the room names, the things it lists (taken only if the objective or the recipe
+        names them), the cookbook, and the recipe's next steps where what they need is at hand.
+        """
+        room = (observation.get("description") or "").lower()
+        scene = room + " " + (observation.get("text") or "").lower()
+        inventory = (observation.get("inventory") or "").lower()
+        found = ["go " + d for d in OPPOSITE if re.search(r"\b" + d + r"\b", room)]
+        found += ["open " + m for m in CLOSED.findall(room)]
+        found += ["take " + thing for thing in listed(scene) if thing not in inventory]
+        if "cookbook" in room:
+            found.append("examine cookbook")
+        for verb, item in self.steps:
+            if item not in inventory:
+                continue
+            if verb in CUTS and "knife" in inventory:
+                found.append(f"{verb} {item} with knife")
+            elif verb in COOKERS and COOKERS[verb] in room:
+                found.append(f"cook {item} with {COOKERS[verb]}")
+        if self.room and self.room.lower() == "kitchen":
+            found.append("prepare meal")
+        if "meal" in inventory:
+            found.append("eat meal")
+        return found
+
     # --- a step ---------------------------------------------------------------------------
 
     def act(self, observation):
+        command = self.choose(observation)
+        self.last = (self.room, command)
+        return command
+
+    def choose(self, observation):
         self.locate(observation)
         text = observation.get("text") or ""
         self.read_recipe(text)
         commands = observation.get("admissible_commands")
         if not isinstance(commands, list):
-            commands = guessed(observation)
+            # Guessing: a command the game refused is not guessed again.
+            if self.last is not None and text.startswith(REFUSALS):
+                self.refused.add(self.last)
+            guessed = self.guess(observation)
+            commands = [c for c in guessed if (self.room, c) not in self.refused]
         commands = [c.lower() for c in commands]
         objective = (observation.get("objective") or "").lower()
         if "cookbook" in objective:
@@ -194,6 +243,16 @@ class Explorer:
                 self.opened.add((self.room, command))
                 return command
         return self.explore(commands)
+
+
+def listed(text):
+    """The things a text lists: 'a X', 'an X' or 'some X', up to a comma, 'and' or a stop."""
+    found = []
+    for match in THINGS.findall(text):
+        thing = match.removeprefix("raw ").strip()
+        if thing and thing not in found:
+            found.append(thing)
+    return found
 
 
 def taken(command):
@@ -213,19 +272,6 @@ def taking(commands, item):
         if taken(command) == item:
             return command
     return None
-
-
-def guessed(observation):
-    """Without the admissible commands: the exits and closed doors the room's text names, and
-    the coin when it is there."""
-    text = (observation.get("description") or "").lower()
-    found = [
-        "go " + d for d in ("north", "south", "east", "west") if re.search(r"\b" + d + r"\b", text)
-    ]
-    found += ["open " + m for m in re.findall(r"closed ([a-z-]+(?: [a-z-]+)?) leading", text)]
-    if "coin" in text:
-        found.append("take coin")
-    return found
 
 
 def make_policy(context):
