@@ -179,7 +179,7 @@ class CrafterBenchmark(GymnasiumBenchmark):
             fields["metadata"] = metadata
             base = BenchmarkSpec(**fields)
             self._spec = base
-        return base  # type: ignore[no-any-return]
+        return base
 
     @spec.setter
     def spec(self, value: BenchmarkSpec) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import crafter
 import gymnasium
@@ -109,7 +109,7 @@ class OrderedWorld(engine.World):
         )
 
 
-class Game(crafter.Env):  # type: ignore[misc]
+class Game(crafter.Env):
     """Crafter's game with an ordered world, reseedable, rendering without side effects."""
 
     def __init__(self, *, length: int, images: bool, size: int = 64) -> None:
@@ -134,12 +134,12 @@ class Game(crafter.Env):  # type: ignore[misc]
 
     def semantic(self) -> np.ndarray[Any, Any]:
         """The whole world's semantic map, indexed [x, y] (Crafter's SemanticView)."""
-        return self._sem_view()  # type: ignore[no-any-return]
+        return self._sem_view()
 
     def render(self, size: Any = None) -> np.ndarray[Any, Any]:
         random_state = self._world.random.get_state()
         try:
-            return super().render(size)  # type: ignore[no-any-return]
+            return super().render(size)
         finally:
             self._world.random.set_state(random_state)
 
@@ -168,7 +168,7 @@ class CrafterEnv(gymnasium.Env[dict[str, Any], int]):
     ``length`` steps; the reward is Crafter's (+1 for each step that unlocks an achievement
     for the first time in the Episode, plus a tenth of each change in health)."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 12}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 12}  # noqa: RUF012 (gymnasium reads the class)
 
     def __init__(
         self,
@@ -187,7 +187,7 @@ class CrafterEnv(gymnasium.Env[dict[str, Any], int]):
         self.render_mode = render_mode
         self.game = Game(length=length, images=observation != "semantic", size=size)
         self.observation_space = _observation_space(observation, size)
-        self.action_space = spaces.Discrete(len(ACTIONS))
+        self.action_space = spaces.Discrete(len(ACTIONS))  # type: ignore[assignment]
         self._padded = np.zeros((64 + VIEW[0], 64 + VIEW[1]), np.uint8)
 
     def reset(
@@ -244,4 +244,4 @@ class CrafterEnv(gymnasium.Env[dict[str, Any], int]):
 
 
 if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point=CrafterEnv, max_episode_steps=10_000)
+    gymnasium.register(id=ENV_ID, entry_point=f"{__name__}:CrafterEnv", max_episode_steps=10_000)
