@@ -639,3 +639,25 @@ def test_lunar_lander_says_whether_each_episode_landed_or_crashed() -> None:
     for episode, end in zip(result.episodes, ends, strict=True):
         if end == "landed":
             assert episode.total_reward > 0
+
+
+def test_the_random_program_plays_a_text_action_space() -> None:
+    """Commands as TextWorld describes its action space: a random admissible command where
+    the observation lists them, else a verb (with an object unless it takes none)."""
+    from evopolicygym.benchmark import RANDOM_POLICY_DIR
+    from evopolicygym.policy import PolicyContext
+
+    module = load_baseline(RANDOM_POLICY_DIR)
+    space = {
+        "type": "text",
+        "verbs": ["go", "take", "look"],
+        "objects": ["north", "coin"],
+        "intransitive": ["look"],
+        "choices": "admissible_commands",
+    }
+    context = PolicyContext(observation_space={}, action_space=space, policy_seed=7)
+    policy = module.make_policy(context)
+    listed = ["open door", "go east"]
+    assert {policy.act({"admissible_commands": listed}) for _ in range(40)} == set(listed)
+    free = {policy.act({"admissible_commands": []}) for _ in range(200)}
+    assert free == {"look", *(f"{v} {o}" for v in ("go", "take") for o in ("north", "coin"))}

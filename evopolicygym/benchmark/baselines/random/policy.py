@@ -1,5 +1,6 @@
 """A uniform-random policy for any action space the Benchmark describes (uniform over the
-legal actions where a discrete action space's observation lists them): the floor a baseline
+legal actions where a discrete action space's observation lists them, over the commands that
+apply where a text action space names them): the floor a baseline
 program has to beat. Seeded with the Episode's policy seed, so it is reproducible."""
 
 import random
@@ -29,6 +30,12 @@ def sample(space, rng):
         return [sample(s, rng) for s in space["spaces"]]
     if kind == "dict":
         return {k: sample(s, rng) for k, s in space["spaces"].items()}
+    if kind == "text" and space.get("verbs") and space.get("objects"):
+        # A command (TextWorld): a verb alone where it takes no object, else with an object.
+        verb = rng.choice(space["verbs"])
+        if verb in space.get("intransitive", ()):
+            return verb
+        return verb + " " + rng.choice(space["objects"])
     raise ValueError(f"no random action for a space of type {kind!r}")
 
 
@@ -80,6 +87,12 @@ class UniformRandom:
         self.rng = random.Random(seed)
 
     def act(self, observation):
+        # A text action space may name the observation's list of the commands that apply
+        # (TextWorld's admissible commands): uniform over those where it is given.
+        if self.space.get("type") == "text" and isinstance(observation, dict):
+            choices = observation.get(self.space.get("choices") or "")
+            if isinstance(choices, list) and choices:
+                return self.rng.choice(choices)
         # Where the observation lists the legal actions (card and board games: any other
         # action fails the Episode), uniform over those: the floor a baseline has to beat.
         legal = observation.get("legal_actions") if isinstance(observation, dict) else None
