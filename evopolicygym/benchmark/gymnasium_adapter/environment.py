@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium
 import msgspec
 import numpy as np
 
 from evopolicygym.benchmark.contract import SUMMARY_TERMINATION, BenchmarkError, StepResult
+from evopolicygym.benchmark.gymnasium_adapter.videos import FrameSource, Recorder
 from evopolicygym.benchmark.video import VIDEO_KEY, VideoOptions
-
-if TYPE_CHECKING:
-    from evopolicygym.benchmark.gymnasium_adapter.videos import FrameSource, Recorder
 
 __all__ = [
     "ClassifiedTracker",
@@ -137,8 +135,6 @@ class GymnasiumEnvironment:
         if self._tracker is not None:
             self._tracker.on_reset(self._env, observation, info)
         if self._video is not None:
-            from evopolicygym.benchmark.gymnasium_adapter.videos import Recorder
-
             self._recorder = Recorder(self._env, *self._video)
             self._recorder.sampler.offer(0)
         return _observation(observation)

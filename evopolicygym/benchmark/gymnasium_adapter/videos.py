@@ -51,7 +51,8 @@ class PublishedVideos(msgspec.Struct, frozen=True):
 
 
 def _chosen(returns: list[float | None], options: VideoOptions) -> list[tuple[int, str]]:
-    """(position, role) of the Episodes that get a video; positions with no video are None."""
+    """(position, role) of the Episodes that get a video; ``returns`` holds None where an
+    Episode has no video."""
     present = [i for i, r in enumerate(returns) if r is not None]
     if options.episodes == "all":
         return [(i, "episode") for i in present]
