@@ -30,6 +30,8 @@ __all__ = [
     "READ_CHARS",
     "REFERENCE_TOOLS",
     "TOOLS_NOTE",
+    "TOOL_SESSION_PROVIDERS",
+    "TRAINER_TOOLS",
     "AgentFault",
     "AgentIdentity",
     "Message",
@@ -246,11 +248,70 @@ REFERENCE_TOOLS: list[dict[str, Any]] = [
     ),
 ]
 
+# The tools of the training environment (``evopolicygym.training.PolicyEvolutionEnv``), as
+# TRL renders its methods' type hints and docstrings (a test compares them): what a model
+# trained through it was offered.
+TRAINER_TOOLS: list[dict[str, Any]] = [
+    _function(
+        "finish",
+        "Finish the Run, naming Submission ids as the final candidates, best first.",
+        {
+            "candidates": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "description": "Submission ids, best first (ids from submit).",
+            }
+        },
+        ["candidates"],
+    ),
+    _function("list_files", "List the workspace's files with their sizes.", {}, []),
+    _function(
+        "read_file",
+        "Read a text file of the workspace.",
+        {
+            "path": {
+                "type": "string",
+                "description": "A path relative to the workspace, like TASK.md or "
+                "program/policy.py.",
+            }
+        },
+        ["path"],
+    ),
+    _function(
+        "submit",
+        "Evaluate program/ on Episodes of the Run's pool; each Episode costs budget.",
+        {
+            "episodes": {
+                "type": "string",
+                "description": "Pool indices: `3`, `0:4` (half-open) or `0:2,4:8`.",
+            }
+        },
+        ["episodes"],
+    ),
+    _function(
+        "write_file",
+        "Create or replace a text file under program/ or analysis/.",
+        {
+            "path": {
+                "type": "string",
+                "description": "A path under program/ or analysis/, like program/policy.py.",
+            },
+            "content": {"type": "string", "description": "The whole new content."},
+        },
+        ["path", "content"],
+    ),
+]
+
 # The exact tool schemas of the built-in agents, by provider and tool name.
 BUILTIN_TOOLS: dict[str, dict[str, dict[str, Any]]] = {
     "reference": {tool["function"]["name"]: tool for tool in REFERENCE_TOOLS},
     "chat": {tool["function"]["name"]: tool for tool in CHAT_TOOLS},
+    "trainer": {tool["function"]["name"]: tool for tool in TRAINER_TOOLS},
 }
+
+# Agents whose session is a set of tools (a trainer's model), not shell commands: their
+# TASK.md says so (``task_files(..., session="tools")``).
+TOOL_SESSION_PROVIDERS = frozenset({"trainer"})
 
 
 def offered_tools(agent: AgentIdentity) -> list[dict[str, Any]] | None:
@@ -323,13 +384,44 @@ def _feedback_md(shown: Mapping[str, Any] | None) -> str:
     )
 
 
+_CLI_SESSION = """## Session (your only access to the Environment)
+Run the session commands from the workspace root as `./evopolicy session ...` (an
+`evopolicy` on PATH, where there is one, is the same command).
+- `./evopolicy session submit [DIR] --episodes SELECTOR` evaluates a program (default
+  `program/`) on Episodes of the pool, addressed by index `0..{last}`:
+  `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping). Reusing indices
+  compares programs on identical Episodes and costs budget again. `--parent ID` says which
+  Submission the program was edited from (0: the initial program).
+- `./evopolicy session finish ID [ID...]` ends your work, naming up to
+  {candidates} Submission ids as candidates, best first. {unfinished}
+- Success prints JSON on stdout (exit 0); a rejection prints `{{"error": {{"code", "message"}}}}`
+  on stderr (exit 1).
+"""
+
+_TOOL_SESSION = """## Session (your only access to the Environment)
+Work by calling the tools; paths are relative to the workspace.
+- `list_files()` and `read_file(path)` read the workspace; `write_file(path, content)`
+  writes under `program/` and `analysis/`.
+- `submit(episodes)` evaluates `program/` on Episodes of the pool, addressed by index
+  `0..{last}`: `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping).
+  Reusing indices compares programs on identical Episodes and costs budget again. It returns
+  the Feedback with the Submission's id.
+- `finish(candidates)` ends your work, naming up to {candidates} Submission ids as candidates,
+  best first. {unfinished}
+- A rejected call returns `error: <code>: <message>` and costs nothing.
+"""
+
+
 def task_files(
     spec: Mapping[str, Any],
     config: Mapping[str, Any],
     skills: Sequence[tuple[str, str]] = (),
+    *,
+    session: Literal["cli", "tools"] = "cli",
 ) -> tuple[str, bytes]:
     """(TASK.md, task.json) for a Run on the Benchmark with public spec ``spec``, under the
-    resolved Run config ``config``, with ``skills`` as (name, description) pairs."""
+    resolved Run config ``config``, with ``skills`` as (name, description) pairs. ``session``:
+    whether the Agent reaches the Session by shell commands or as tools (a trainer's model)."""
     facts = TaskFacts.of(config)
     pool = facts.episode_pool_size
     candidates = facts.validation.max_candidates
@@ -368,6 +460,9 @@ def task_files(
         else "If you never finish, the Run has no final program."
     )
     feedback_md = _feedback_md(facts.feedback)
+    session_md = (_TOOL_SESSION if session == "tools" else _CLI_SESSION).format(
+        last=pool - 1, candidates=candidates, unfinished=unfinished
+    )
     skills_md = ""
     if skills:
         listed = "\n".join(
@@ -390,19 +485,7 @@ Improve the policy program in `program/` so that it scores as {direction} as pos
 - `analysis/` — yours, for notes and scripts.
 - `task.json` — these facts in machine-readable form, with the Benchmark's public spec.
 
-## Session (your only access to the Environment)
-Run the session commands from the workspace root as `./evopolicy session ...` (an
-`evopolicy` on PATH, where there is one, is the same command).
-- `./evopolicy session submit [DIR] --episodes SELECTOR` evaluates a program (default
-  `program/`) on Episodes of the pool, addressed by index `0..{pool - 1}`:
-  `3`, `0:4` (half-open), `0:2,4:8` (strictly increasing, non-overlapping). Reusing indices
-  compares programs on identical Episodes and costs budget again. `--parent ID` says which
-  Submission the program was edited from (0: the initial program).
-- `./evopolicy session finish ID [ID...]` ends your work, naming up to
-  {candidates} Submission ids as candidates, best first. {unfinished}
-- Success prints JSON on stdout (exit 0); a rejection prints `{{"error": {{"code", "message"}}}}`
-  on stderr (exit 1).
-
+{session_md}
 ## Limits
 - Episode budget: {facts.episode_budget}; at most {facts.max_submissions} submissions of at
   most {facts.max_episodes_per_submission} Episodes each. {finish_rule}

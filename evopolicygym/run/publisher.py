@@ -20,7 +20,7 @@ from evopolicygym.hostdirs import remove_tree
 from evopolicygym.run.ledger import Ledger, RunError, one_line
 from evopolicygym.run.skills import skill_of, write_skills
 from evopolicygym.run.workspace import TraceCache, build_feedback, rebuild_workspace, sync_feedback
-from evopolicygym.transcript import task_files
+from evopolicygym.transcript import TOOL_SESSION_PROVIDERS, task_files
 
 __all__ = ["Publisher"]
 
@@ -66,7 +66,10 @@ class Publisher:
             skill_of(store.blobs.get_program(digest)) for digest in created.skill_program_digests
         ]
         task_md, task_json = task_files(
-            created.benchmark_spec, state.cfg.to_dict(), [(s.name, s.description) for s in skills]
+            created.benchmark_spec,
+            state.cfg.to_dict(),
+            [(s.name, s.description) for s in skills],
+            session="tools" if created.agent.provider in TOOL_SESSION_PROVIDERS else "cli",
         )
         try:
             rebuild_workspace(
