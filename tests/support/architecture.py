@@ -59,6 +59,22 @@ ALLOWED: dict[str, set[str]] = {
     # The read API, plus the edit kinds and parents of the Programs they read from blobs.
     "analysis": {"records", "transcript", "program", "program_edits", "lineage"},
     "report": {"records", "transcript", "program", "program_edits", "analysis"},
+    # A Run as a live environment: the Host (run) with the trainer's model as its Agent,
+    # whose tools hold paths in the workspace as the chat agent's do (agents.chat_tools),
+    # and the engine that measures the reward's reference scores (evaluation).
+    "training": {
+        "run",
+        "records",
+        "protocol",
+        "transcript",
+        "benchmark",
+        "registry",
+        "program",
+        "evaluation",
+        "agents",
+        "seeds",
+        *_LEAVES,
+    },
     "cli": {ANY},
     KERNEL: {ANY},  # the package's own __init__: lazy re-exports by name
     # The reward function (rewards.py) loads a task's Benchmark by name and evaluates programs.
