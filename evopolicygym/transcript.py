@@ -248,11 +248,30 @@ REFERENCE_TOOLS: list[dict[str, Any]] = [
     ),
 ]
 
+
 # The tools of the training environment (``evopolicygym.training.PolicyEvolutionEnv``), as
 # TRL renders its methods' type hints and docstrings (a test compares them): what a model
 # trained through it was offered.
+def _trainer_tool(
+    name: str, description: str, properties: dict[str, Any], required: Sequence[str]
+) -> dict[str, Any]:
+    """A tool as ``transformers.utils.get_json_schema`` renders a method (what TRL offers)."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = list(required)
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "return": {"type": "string"},
+        },
+    }
+
+
 TRAINER_TOOLS: list[dict[str, Any]] = [
-    _function(
+    _trainer_tool(
         "finish",
         "Finish the Run, naming Submission ids as the final candidates, best first.",
         {
@@ -264,8 +283,8 @@ TRAINER_TOOLS: list[dict[str, Any]] = [
         },
         ["candidates"],
     ),
-    _function("list_files", "List the workspace's files with their sizes.", {}, []),
-    _function(
+    _trainer_tool("list_files", "List the workspace's files with their sizes.", {}, []),
+    _trainer_tool(
         "read_file",
         "Read a text file of the workspace.",
         {
@@ -277,7 +296,7 @@ TRAINER_TOOLS: list[dict[str, Any]] = [
         },
         ["path"],
     ),
-    _function(
+    _trainer_tool(
         "submit",
         "Evaluate program/ on Episodes of the Run's pool; each Episode costs budget.",
         {
@@ -288,7 +307,7 @@ TRAINER_TOOLS: list[dict[str, Any]] = [
         },
         ["episodes"],
     ),
-    _function(
+    _trainer_tool(
         "write_file",
         "Create or replace a text file under program/ or analysis/.",
         {

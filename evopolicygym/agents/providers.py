@@ -40,6 +40,10 @@ __all__ = [
 
 # What an Agent inherits from the Host's environment; everything else (credentials, the
 # store's location) stays with the Host unless the user passes it on with --agent-env.
+# The provider of Runs a trainer's model drove through evopolicygym.training: recorded, never
+# started by the Host (its Agent lived in the trainer's process).
+TRAINER_PROVIDER = "trainer"
+
 _INHERITED = (
     "PATH",
     "HOME",
@@ -278,6 +282,11 @@ def launch_for(identity: AgentIdentity, task: str = "") -> AgentLaunch:
     """The command line and environment (before the session variables) for ``identity``;
     ``task`` (the Host's task text) is the prompt of the CLI providers."""
     spec = PROVIDERS.get(identity.provider)
+    if identity.provider == TRAINER_PROVIDER:
+        raise AgentError(
+            "the Agent was a trainer's model (evopolicygym.training), which cannot be started "
+            "again; resuming concludes the Run as it stands"
+        )
     if spec is None:
         raise AgentError(f"unknown agent provider {identity.provider!r}")
     options = identity.options

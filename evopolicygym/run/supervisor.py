@@ -176,8 +176,12 @@ class AgentSupervisor:
                 ledger.store.blobs.get(e.raw_blob) for e in chunks if e.raw_blob is not None
             )
             env = dict(self._launcher.launch(ledger.created.agent, "").env)
-        except Exception:  # a blob gone, its CLI gone: the Run goes on without that record
-            log.warning("could not recover the interrupted attempt's session record", exc_info=True)
+        except Exception as exc:  # a blob gone, its CLI gone: the Run goes on without that record
+            log.warning(
+                "could not recover the interrupted attempt's session record: %s",
+                one_line(exc),
+                exc_info=not isinstance(exc, ValueError),  # a launcher's refusal says it all
+            )
             return
         self._redactor = self._launcher.redactor(ledger.created.agent)
         self._record_session(stdout, b"", env, str(workspace))
