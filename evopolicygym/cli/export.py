@@ -73,6 +73,27 @@ def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
+def _steps(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[int | None, int | None] | None:
+    """``FIRST:STOP`` (half-open, either side may be left out, not both) or ``N`` (``N:N+1``)."""
+    if value is None:
+        return None
+    match = re.fullmatch(r"(\d+)|(\d*):(\d*)", value.strip())
+    if match is None or match.group(0) == ":":
+        raise click.BadParameter(
+            f"{value!r} is not a range of trainer steps such as 0:100, 50: or 3", ctx, param
+        )
+    if match.group(1):
+        step = int(match.group(1))
+        return step, step + 1
+    first = int(match.group(2)) if match.group(2) else None
+    stop = int(match.group(3)) if match.group(3) else None
+    if first is not None and stop is not None and first >= stop:
+        raise click.BadParameter(f"{value!r} holds no step: FIRST must be below STOP", ctx, param)
+    return first, stop
+
+
 # ExportOptions' words for its settings, as `export` spells them, for its errors.
 _OPTION_NAMES = (
     ("dpo minimum margin", "--dpo-min-margin"),
@@ -81,6 +102,7 @@ _OPTION_NAMES = (
     ("test fraction", "--test-fraction"),
     ("minimum score", "--min-score"),
     ("split by", "--split-by"),
+    ("trainer steps", "--trainer-step"),
 )
 
 
@@ -104,6 +126,14 @@ _OPTION_NAMES = (
     multiple=True,
     metavar="NAME",
     help="Keep Runs of this agent name, provider or model (repeatable).",
+)
+@click.option(
+    "--trainer-step",
+    callback=_steps,
+    metavar="FIRST:STOP",
+    help="Keep training Runs (agent provider trainer) made at a trainer step in FIRST:STOP, "
+    "half-open as Episode selectors are (0:100 is steps 0 to 99; 50: from 50 on; 3 alone is "
+    "3:4). Runs without a trainer step are left out.",
 )
 @click.option(
     "--terminal-reason",
@@ -205,6 +235,7 @@ def export_command(
     store_dir: str | None,
     benchmark: tuple[str, ...],
     agent: tuple[str, ...],
+    trainer_step: tuple[int | None, int | None] | None,
     terminal_reason: tuple[str, ...],
     min_score: float | None,
     since: dt.datetime | None,
@@ -230,6 +261,7 @@ def export_command(
     Formats:
       sft       one Agent conversation: messages, tools, outcome columns
       rl        one task: prompt + verifiable reward spec (train seeds only)
+      rl_tools  rl with the task in tool form, for a trainer's environment_factory
       dpo       two Programs on the same Episodes: prompt, chosen, rejected
       distill   sft rows of a teacher, with its identity and token usage
       rollouts  one policy Episode: observations, actions, rewards, ...
@@ -253,6 +285,7 @@ def export_command(
                 terminal_reason=terminal_reason,
                 min_score=min_score,
                 since=since,
+                trainer_step=trainer_step,
             ),
             test_fraction=test_fraction,
             split_by=split_by,

@@ -71,6 +71,14 @@ class ExportOptions:
             raise ValueError("dpo minimum margin must be a finite number >= 0")
         if self.run_filter.min_score is not None and not math.isfinite(self.run_filter.min_score):
             raise ValueError("minimum score must be a finite number")
+        steps = self.run_filter.trainer_step
+        if steps is not None and (
+            any(step is not None and step < 0 for step in steps)
+            or (steps[0] is not None and steps[1] is not None and steps[0] >= steps[1])
+        ):
+            raise ValueError(
+                "trainer steps must be a range FIRST:STOP of steps >= 0 with FIRST < STOP"
+            )
         if self.dpo_max_pairs < 1:
             raise ValueError("dpo pairs per Run must be at least 1")
 

@@ -99,7 +99,47 @@ LABELS = """\
 - `agent_errors`: the errors the Agent's CLI reported in the attempt (`kind`, HTTP
   `status` where given, `message`): API errors, failed logins, messages the CLI made up
   itself. They are never turns of the conversation.
+- `trainer_step` (`sft`, `distill`, `programs`): the trainer's step a training Run was
+  made at (a Run a model worked through the training environment: agent provider
+  `trainer`, its `agent.options` holding the step and the `rl_tools` row's `task_id`),
+  where the trainer told it; null for every other Run.
 - `redacted`: whether the row holds a redacted secret.
+"""
+
+# What a trainer does with `rl_tools` (in the card only when that config is exported).
+TRAINING = """## Training in the loop (`rl_tools`)
+
+`rl_tools` rows are `rl`'s with the task text in tool form: the system message tells the
+model to work by calling the tools `list_files()`, `read_file(path)`,
+`write_file(path, content)`, `submit(episodes)` and `finish(candidates)` instead of running
+`./evopolicy session` commands, and the user message is the kickoff with the initial
+program. They are the `train_dataset` of a trainer that runs each rollout as a live Run:
+
+```python
+from functools import partial
+from datasets import load_dataset
+from trl import GRPOTrainer
+from evopolicygym.training import PolicyEvolutionEnv
+
+trainer = GRPOTrainer(
+    model=...,
+    train_dataset=load_dataset("path/or/repo", "rl_tools", split="train"),
+    environment_factory=partial(PolicyEvolutionEnv, store="evopolicy-store"),
+)
+```
+
+`PolicyEvolutionEnv.reset(**row)` starts one Run of the row's task under a CLI Run's
+rules (agent provider `trainer`); its `get_reward()` is the held-out Assessment of the
+program the Run selected, normalized against the initial program and a uniform-random
+policy: `clip(d * (A - I) / max(|I - R|, 1e-9), -1, 1)`, where A is the selected
+program's Assessment score, I the initial program's and R a uniform-random policy's on
+the same Assessment Episodes, and d is 1 when the Benchmark maximizes and -1 when it
+minimizes (so 1 is at least as far past the initial program as the initial program is
+past random, 0 as good as the initial program). A rollout whose model handed nothing off
+(no accepted `finish`, so the Run selected nothing) gets -1, and NaN (which the trainer
+leaves out) means the Host failed, not the model. The Runs it
+records export like any other, with `trainer_step` set: `evopolicy export
+--trainer-step FIRST:STOP` keeps a range of steps and `--agent MODEL` one model.
 """
 
 
@@ -176,6 +216,7 @@ def _body(configs: dict[str, Any], names: list[str], loadable: list[str]) -> str
         f"{_units(c)}."
         for name, c in ((name, configs[name]) for name in names)
     )
+    training = "\n" + TRAINING if "rl_tools" in names else ""
     return f"""# EvoPolicyGym recorded Runs
 
 Each Run gave a coding agent a policy program to improve under a fixed Episode
@@ -233,7 +274,7 @@ from datasets import load_dataset
 - Per config:
 {provenance}
 - A config or split with no rows is listed above but has no data files.
-
+{training}
 ## Labels
 
 {LABELS}"""

@@ -27,7 +27,7 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.runs import RUN_PREFIX, RunSummary, SubmissionSummary, better, run_id_of
-from evopolicygym.transcript import Message
+from evopolicygym.transcript import AgentIdentity, Message
 
 __all__ = [
     "RunFilter",
@@ -35,7 +35,15 @@ __all__ = [
     "SubmissionHistory",
     "read_histories",
     "read_history",
+    "trainer_step",
 ]
+
+
+def trainer_step(agent: AgentIdentity) -> int | None:
+    """The trainer's step a training Run was made at (``options["trainer_step"]`` of its
+    agent, provider ``trainer``, where the trainer told it); None for every other Run."""
+    step = agent.options.get("trainer_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 @dataclass
@@ -187,6 +195,9 @@ class RunFilter:
     terminal_reason: tuple[str, ...] = ()
     min_score: float | None = None  # final score at least this good, in the Benchmark's direction
     since: dt.datetime | None = None  # Runs created at or after
+    # Training Runs made at a trainer step in [first, stop) (None: unbounded on that side);
+    # a Run with no trainer step is left out when this is given.
+    trainer_step: tuple[int | None, int | None] | None = None
 
     def admits_created(self, created: RunCreated, at: int) -> bool:
         if self.benchmark and created.benchmark_id not in self.benchmark:
@@ -194,6 +205,15 @@ class RunFilter:
         agent = created.agent
         if self.agent and not {agent.name, agent.provider, agent.model} & set(self.agent):
             return False
+        if self.trainer_step is not None:
+            step = trainer_step(agent)
+            first, stop = self.trainer_step
+            if (
+                step is None
+                or (first is not None and step < first)
+                or (stop is not None and step >= stop)
+            ):
+                return False
         return self.since is None or at >= int(self.since.timestamp() * 1e9)
 
     def admits(self, run: RunHistory) -> bool:
@@ -213,6 +233,7 @@ class RunFilter:
             "terminal_reason": list(self.terminal_reason),
             "min_score": self.min_score,
             "since": None if self.since is None else self.since.isoformat(),
+            "trainer_step": None if self.trainer_step is None else list(self.trainer_step),
         }
 
 

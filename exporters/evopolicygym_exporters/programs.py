@@ -10,7 +10,8 @@ whether it was the best so far (``best_so_far_basis``: on matched evidence or no
 for the split: they never straddle splits. The edit kind is the kernel's
 ``evopolicygym.program_edits.edit_kind`` (the analysis dataframes use the same):
 ``none``, ``cosmetic`` (comments, layout), ``parametric`` (numbers, data files) or
-``synthesis`` (new structure, a file added or removed).
+``synthesis`` (new structure, a file added or removed). ``trainer_step`` is the
+trainer's step a training Run was made at (null for other Runs).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from datasets import Features, List, Value
 from evopolicygym.program import Program
 from evopolicygym.program_edits import edit_kind
 from evopolicygym_exporters.base import Exporter, Row
-from evopolicygym_exporters.history import RunHistory
+from evopolicygym_exporters.history import RunHistory, trainer_step
 from evopolicygym_exporters.outcomes import lineage_of
 
 __all__ = ["PROGRAM_FILES", "ProgramsExporter", "edit_kind", "file_rows", "program_diff"]
@@ -93,6 +94,7 @@ class ProgramsExporter(Exporter):
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 128
+    version: ClassVar[int] = 3  # 3: trainer_step
 
     def training_columns(self) -> tuple[str, ...]:
         return ("files", "diff")
@@ -105,6 +107,7 @@ class ProgramsExporter(Exporter):
             {
                 "run_id": Value("string"),
                 "benchmark_id": Value("string"),
+                "trainer_step": Value("int64"),
                 "submission_id": Value("int32"),
                 "attempt": Value("int32"),
                 "turn": Value("int32"),
@@ -144,6 +147,7 @@ class ProgramsExporter(Exporter):
         previous = self.program(run.created.initial_program_digest)
         previous_id: int | None = None
         selected = run.finished.final_submission_id
+        step = trainer_step(run.created.agent)
         for submission in run.submissions:
             program = self.program(submission.program_digest)
             outcome = lineage.outcomes[submission.submission_id]
@@ -151,6 +155,7 @@ class ProgramsExporter(Exporter):
             row = {
                 "run_id": run.run_id,
                 "benchmark_id": run.created.benchmark_id,
+                "trainer_step": step,
                 "submission_id": submission.submission_id,
                 "attempt": outcome.attempt,
                 "turn": outcome.turn,

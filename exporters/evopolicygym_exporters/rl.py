@@ -16,25 +16,34 @@ can only ever see train
 Episodes. The task's difficulty is its parameters and ``reference_score``: the
 initial program's Validation score, averaged over the task's Runs that measured it
 (``reference_score_runs``), a label beside the prompt, never in it.
+
+``rl_tools`` is the same rows with the task in tool form, for a trainer whose model
+reaches the Session as tools (``evopolicygym.training.PolicyEvolutionEnv``:
+``GRPOTrainer(train_dataset=load_dataset(dir, "rl_tools"), environment_factory=...)``):
+the system message is the task text as the Host writes it for such a model
+(``task_files(..., session="tools")``: ``submit(episodes)``, ``finish(candidates)``, never
+``./evopolicy session``), the user message the same kickoff and initial program. ``rl``
+keeps the shell form even when a task's first Run was a trainer's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from datasets import Features, Json, List, Value
 
 from evopolicygym.program import Program
-from evopolicygym.transcript import KICKOFF, task_files
+from evopolicygym.transcript import KICKOFF, TOOL_SESSION_PROVIDERS, task_files
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import MESSAGES, plain
 from evopolicygym_exporters.history import RunHistory, read_history
 from evopolicygym_exporters.programs import PROGRAM_FILES, file_rows
 from evopolicygym_exporters.tasks import CATALOG, budget, catalog_of, task_id
 
-__all__ = ["SEED_DERIVATION", "RlExporter", "task_id"]
+__all__ = ["SEED_DERIVATION", "RlExporter", "RlToolsExporter", "task_id"]
 
 SEED_DERIVATION = (
     "Episodes: benchmark.plan(train_split, pool_seed, pool_size); index i is the i-th. "
@@ -58,6 +67,8 @@ class RlExporter(Exporter):
         "(Benchmark, environment digest, train seeds)"
     )
     task_categories: ClassVar[tuple[str, ...]] = ("reinforcement-learning", "text-generation")
+    # How the prompt's task says to reach the Session: shell commands, or tools.
+    session: ClassVar[Literal["cli", "tools"]] = "cli"
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -141,11 +152,8 @@ class RlExporter(Exporter):
         created = run.created
         spec = created.benchmark_spec
         program = self.program(created.initial_program_digest)
-        task_md = run.task_text
-        if task_md is None:  # a Run whose Agent never started: the same text, made again
-            task_md = task_files(spec, created.config)[0]
         prompt = [
-            plain("system", task_md),
+            plain("system", self.task_text(run)),
             plain("user", f"{KICKOFF}\n\nThe initial program:\n\n{render_program(program)}"),
         ]
         config = created.config
@@ -175,6 +183,49 @@ class RlExporter(Exporter):
             "task_catalog": catalog_of(run),
             "runs": task.runs,
         }
+
+    def task_text(self, run: RunHistory) -> str:
+        """The task as the Host gave it to ``run``'s Agent, in this config's session form:
+        the recorded text where the Agent was told in that form (the same text made again
+        for a Run whose Agent never started), else made in it with the Run's skills."""
+        created = run.created
+        recorded = run.task_text
+        told = "tools" if created.agent.provider in TOOL_SESSION_PROVIDERS else "cli"
+        if recorded is None:
+            return task_files(created.benchmark_spec, created.config, session=self.session)[0]
+        if told == self.session:
+            return recorded
+        return task_files(
+            created.benchmark_spec, created.config, skills_in(recorded), session=self.session
+        )[0]
+
+
+class RlToolsExporter(RlExporter):
+    name: ClassVar[str] = "rl_tools"
+    summary: ClassVar[str] = (
+        "one task, as `rl`, with the task text in tool form (`submit(episodes)`, "
+        "`finish(candidates)`): the prompt of a trainer's `environment_factory` "
+        "(`PolicyEvolutionEnv`)"
+    )
+    session: ClassVar[Literal["cli", "tools"]] = "tools"
+
+
+_SKILLS_HEADING = "\n## Skills (read these first)\n"
+_SKILL_LINE = re.compile(r"- `skills/([^`/]+)/SKILL\.md`(?: — (.*))?")
+
+
+def skills_in(task_md: str) -> list[tuple[str, str]]:
+    """The skills (name, description) a task text lists, as ``task_files`` lists them last:
+    a text made again in another session form names the same ones."""
+    _, heading, listed = task_md.rpartition(_SKILLS_HEADING)
+    if not heading:
+        return []
+    found = []
+    for line in listed.splitlines():
+        match = _SKILL_LINE.fullmatch(line)
+        if match is not None:
+            found.append((match.group(1), match.group(2) or ""))
+    return found
 
 
 @dataclass

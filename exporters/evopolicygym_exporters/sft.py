@@ -10,7 +10,8 @@ teacher (``--teacher``) with the teacher's identity and token usage.
 
 Beside the conversation: the Run's labels (``handoff``, ``improved``, ``success``),
 the task (``task_id``, ``benchmark_params``) and its difficulty (``reference_score``,
-the initial program's Validation score), the ``tools`` the Agent was offered
+the initial program's Validation score), ``trainer_step`` (a training Run's trainer
+step, null for other Runs), the ``tools`` the Agent was offered
 (``tools_inferred`` where they are told by its calls instead), and ``submissions``:
 the per-Submission outcome labels (``outcomes.Outcome``) of the attempt's Submissions,
 each with the ``turn`` that asked for it; a ``--per-turn`` row carries those of its
@@ -27,7 +28,7 @@ from datasets import Features, Json, List, Value
 from evopolicygym.transcript import Message
 from evopolicygym_exporters.base import Exporter, Row
 from evopolicygym_exporters.chat import AGENT, MESSAGES, agent_value, conversation, tools_offered
-from evopolicygym_exporters.history import RunHistory
+from evopolicygym_exporters.history import RunHistory, trainer_step
 from evopolicygym_exporters.outcomes import lineage_of
 from evopolicygym_exporters.tasks import CATALOG, catalog_of, task_id
 
@@ -74,6 +75,7 @@ _OUTCOME = {
     "environment_digest": Value("string"),
     "score_direction": Value("string"),
     "agent": AGENT,
+    "trainer_step": Value("int64"),
     "num_submissions": Value("int32"),
     "best_train_score": Value("float64"),
     "final_score": Value("float64"),
@@ -103,6 +105,7 @@ class SftExporter(Exporter):
     )
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
     batch_rows: ClassVar[int] = 64
+    version: ClassVar[int] = 3  # 3: trainer_step
 
     def training_columns(self) -> tuple[str, ...]:
         return ("prompt", "completion", "tools") if self.options.per_turn else ("messages", "tools")
@@ -151,6 +154,7 @@ class SftExporter(Exporter):
             "environment_digest": run.created.environment_digest,
             "score_direction": run.direction,
             "agent": agent_value(run.created.agent),
+            "trainer_step": trainer_step(run.created.agent),
             "num_submissions": len(run.submissions),
             "best_train_score": run.best_train_score,
             "final_score": run.final_score,
