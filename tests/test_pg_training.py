@@ -14,7 +14,7 @@ from evopolicygym.records.verify import verify_store
 from evopolicygym.run import load_run
 from evopolicygym.training import PolicyEvolutionEnv
 from tests.support import pg
-from tests.test_training_env import cartpole_row
+from tests.support.training import cartpole_row
 
 
 @pytest.fixture

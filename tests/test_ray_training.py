@@ -17,7 +17,7 @@ from evopolicygym.records import open_store
 from evopolicygym.run import load_run
 from evopolicygym.training import PolicyEvolutionEnv
 from tests.support.rayutil import local_ray
-from tests.test_training_env import cartpole_row
+from tests.support.training import cartpole_row
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evopolicygym.program import Program
 from evopolicygym.records import open_store
 from evopolicygym.records.events import AgentMessages, RunCreated
-from evopolicygym.registry import baseline_dir, load_benchmark
 from evopolicygym.run import load_run
 from evopolicygym.training import (
     NO_HANDOFF,
@@ -40,32 +38,9 @@ from evopolicygym.training import files as workspace_files
 from evopolicygym.transcript import TRAINER_TOOLS
 from tests.support.cli import cli, invoke
 from tests.support.requires import require_group
+from tests.support.training import cartpole_row
 
 TOOLS = {"finish", "list_files", "read_file", "submit", "write_file"}
-
-
-def cartpole_row(budget: int = 4, **extra: Any) -> dict[str, Any]:
-    """A row of the `rl` config as the exporter writes it (the columns reset reads)."""
-    benchmark = load_benchmark("cartpole")
-    program = Program.from_directory(baseline_dir(benchmark))
-    return {
-        "task_id": "sha256:" + "ab" * 32,
-        "prompt": [
-            {"role": "system", "content": "an older task text"},
-            {"role": "user", "content": "Improve the policy."},
-        ],
-        "benchmark_id": "cartpole",
-        "benchmark_params": {},
-        "environment_digest": benchmark.spec.environment_digest,
-        "initial_program_digest": program.digest,
-        "initial_program": [
-            {"path": path, "content": data.decode(), "size": len(data)}
-            for path, data in program.files
-        ],
-        "budget": {"episode_budget": budget, "max_candidates": 2},
-        "train_split": "train",
-        **extra,
-    }
 
 
 @pytest.fixture
@@ -289,7 +264,7 @@ def test_a_dead_trainers_run_is_closed_by_resume(tmp_path: Path) -> None:
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from tests.test_training_env import cartpole_row
+        from tests.support.training import cartpole_row
         from evopolicygym.training import PolicyEvolutionEnv
         env = PolicyEvolutionEnv(store={str(tmp_path / "store")!r}, jobs=1)
         env.reset(**cartpole_row())
