@@ -332,3 +332,41 @@ def test_env_module_stays_importable_without_trl() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+# --- rows as the exporter writes them --------------------------------------------------------
+
+
+def test_rows_of_a_recorded_run_start_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    """A CLI Run exported as `rl_tools` and `rl`, loaded with `datasets`, every column passed
+    to reset as TRL does: the `rl_tools` prompt already holds the Run's task text (reset adds
+    nothing), the `rl` one gets the tool form appended."""
+    import datasets
+
+    from evopolicygym_exporters import ExportOptions, export
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    store = tmp_path / "store"
+    recorded = cli(
+        "run", "--benchmark", "cartpole", "--agent", "reference", "--budget", "4",
+        "--validation-episodes", "2", "--assessment-episodes", "2", "--max-candidates", "2",
+        "--store", str(store),
+    )  # fmt: skip
+    assert recorded.code == 0, recorded.stderr
+    with open_store(store) as opened:
+        export(opened, ["rl", "rl_tools"], tmp_path / "dataset", ExportOptions(test_fraction=0))
+    env = PolicyEvolutionEnv(store=store, validation_episodes=2, assessment_episodes=2, jobs=1)
+    (tools_row,) = datasets.load_dataset(str(tmp_path / "dataset"), "rl_tools", split="train")
+    assert env.reset(**tools_row) is None
+    assert "def make_policy" in env.read_file("program/policy.py")
+    assert env.get_reward() == -1.0
+    (rl_row,) = datasets.load_dataset(str(tmp_path / "dataset"), "rl", split="train")
+    extra = env.reset(**rl_row)
+    assert extra is not None and "submit(episodes)" in extra
+    assert _system(tools_row) in extra
+    env.get_reward()
+
+
+def _system(row: dict[str, Any]) -> str:
+    return next(m["content"] for m in row["prompt"] if m["role"] == "system")
