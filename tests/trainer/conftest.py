@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -15,4 +16,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     # This directory's own pyproject.toml makes it the rootdir when the tier runs.
     if config.rootpath != HERE:
         return True
+    if find_spec("torch") is None:  # `pytest tests/trainer` with the root's environment
+        raise pytest.UsageError(
+            "tests/trainer runs in an environment of its own, with torch: "
+            "uv run --project tests/trainer pytest tests/trainer"
+        )
     return None
