@@ -62,6 +62,10 @@ _COMMANDS = {
     "run": _Entry(
         "evopolicygym.cli.run:run", "Run an Agent on a Benchmark under an Episode budget."
     ),
+    "serve-env": _Entry(
+        "evopolicygym.cli.serve_env:serve_env",
+        "Serve the training environment over OpenEnv.",
+    ),
     "session": _Entry(
         "evopolicygym.cli.session:session", "Submit programs to the Run and finish it (Agent side)."
     ),
