@@ -383,6 +383,17 @@ ROWS = [
         "notaurl",
         says="--base-url",
     ),
+    # serve-env: checked before anything is imported or started
+    row(
+        "serve-env-public-without-token",
+        "serve-env",
+        "--host",
+        "0.0.0.0",
+        "--store",
+        "{estore}",
+        says="needs a token",
+    ),
+    row("serve-env-short-token", "serve-env", "--token", "short", says="at least 16"),
     # resume
     row("resume-unknown-run", "resume", "nope", "--store", "{estore}", says="no run 'nope'"),
     row("resume-store-is-a-file", "resume", "nope", "--store", "{file}", says="{file}"),
@@ -810,7 +821,9 @@ def _setup(root: Path) -> dict[str, str]:
 
 
 def _env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (SESSION_ENV, WORKSPACE_ENV)}
+    # EVOPOLICY_SERVE_TOKEN: serve-env's row is about a public address without one.
+    hidden = (SESSION_ENV, WORKSPACE_ENV, "EVOPOLICY_SERVE_TOKEN")
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env[STORE_ENV] = str(root / "default-store")  # never the working directory's
     env["COLUMNS"] = "80"
     return env

@@ -91,7 +91,9 @@ def test_tool_schemas_are_what_trl_renders() -> None:
 
 def test_a_rollout_is_a_run_that_verifies(factory: Any, tmp_path: Path) -> None:
     env = factory()
+    assert (env.run_id, env.done, env.tool_calls) == (None, True, 0)
     extra = env.reset(**cartpole_row())
+    assert env.run_id is not None and not env.done
     # The row's system text is not this Run's: the Run's task text is appended.
     assert extra is not None and "submit(episodes)" in extra
     assert "./evopolicy session" not in extra
@@ -104,6 +106,7 @@ def test_a_rollout_is_a_run_that_verifies(factory: Any, tmp_path: Path) -> None:
     reply = msgspec.json.decode(env.submit("0:2"))
     assert reply["submission_id"] == 1 and reply["budget_used"] == 2
     assert msgspec.json.decode(env.finish([1]))["accepted"] is True
+    assert env.done and env.tool_calls == 5
     reward = env.get_reward()
     assert -1.0 <= reward <= 1.0
     assert env.get_reward() == reward  # read again, the same

@@ -98,6 +98,25 @@ class PolicyEvolutionEnv:
         self._task: TrainingTask | None = None
         self._reward: float | None = None
         self._calls = itertools.count(1)
+        self._tool_calls = 0
+
+    # ----------------------------------------------------------------- read-only state
+    # Properties, not methods: TRL makes every public function a tool, never a property.
+
+    @property
+    def run_id(self) -> str | None:
+        """The current rollout's Run, None before the first ``reset``."""
+        return self._rollout.run_id if self._rollout is not None else None
+
+    @property
+    def done(self) -> bool:
+        """Whether the model's turn is over: a ``finish`` accepted, or the Host stopped it."""
+        return self._agent is None or self._agent.ended
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls since the last ``reset``."""
+        return self._tool_calls
 
     # ----------------------------------------------------------------- what TRL calls
 
@@ -134,6 +153,7 @@ class PolicyEvolutionEnv:
         self._rollout, self._task, self._reward = rollout, task, None
         self._agent = agent = rollout.start()
         self._calls = itertools.count(1)
+        self._tool_calls = 0
         task_md = rollout.launcher.task or ""
         extra = None if _system_text(row.get("prompt")) == task_md else _replacing(task_md)
         agent.deliver(
@@ -216,6 +236,7 @@ class PolicyEvolutionEnv:
         agent = self._agent
         if agent is None:
             return "error: session_closed: no Run has been started (reset first)"
+        self._tool_calls += 1
         call = ToolCall(id=f"call_{next(self._calls)}", name=name, arguments=arguments)
         agent.deliver(
             Message(role="assistant", tool_calls=[call], model=self._model, at=_now())
