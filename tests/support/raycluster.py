@@ -15,6 +15,7 @@ the pid it started), never by name.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +38,9 @@ class LocalCluster:
     """A head and named worker nodes of ``cpus`` CPUs each; ``address`` joins it."""
 
     def __init__(self, root: Path, *, cpus: int = 1) -> None:
+        # Before Ray is first imported (it reads this then): workers run this interpreter,
+        # not `uv run` over an upload of the current directory (as local_ray says).
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
         require_ray()
         from ray.cluster_utils import Cluster
 
