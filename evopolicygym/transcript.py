@@ -249,9 +249,6 @@ REFERENCE_TOOLS: list[dict[str, Any]] = [
 ]
 
 
-# The tools of the training environment (``evopolicygym.training.PolicyEvolutionEnv``), as
-# TRL renders its methods' type hints and docstrings (a test compares them): what a model
-# trained through it was offered.
 def _trainer_tool(
     name: str, description: str, properties: dict[str, Any], required: Sequence[str]
 ) -> dict[str, Any]:
@@ -270,6 +267,9 @@ def _trainer_tool(
     }
 
 
+# The tools of the training environment (``evopolicygym.training.PolicyEvolutionEnv``), as
+# TRL renders its methods' type hints and docstrings (a test compares them): what a model
+# trained through it was offered.
 TRAINER_TOOLS: list[dict[str, Any]] = [
     _trainer_tool(
         "finish",

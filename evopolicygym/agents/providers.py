@@ -38,12 +38,12 @@ __all__ = [
     "launch_for",
 ]
 
-# What an Agent inherits from the Host's environment; everything else (credentials, the
-# store's location) stays with the Host unless the user passes it on with --agent-env.
 # The provider of Runs a trainer's model drove through evopolicygym.training: recorded, never
 # started by the Host (its Agent lived in the trainer's process).
 TRAINER_PROVIDER = "trainer"
 
+# What an Agent inherits from the Host's environment; everything else (credentials, the
+# store's location) stays with the Host unless the user passes it on with --agent-env.
 _INHERITED = (
     "PATH",
     "HOME",
