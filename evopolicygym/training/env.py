@@ -121,7 +121,7 @@ class PolicyEvolutionEnv:
     # ----------------------------------------------------------------- what TRL calls
 
     def reset(self, **row: Any) -> str | None:
-        """Start a Run of the task in ``row`` (a row of the ``rl`` export config).
+        """Start a Run of the task in ``row`` (a row of the ``rl_tools`` or ``rl`` export config).
 
         Returns what the row's prompt lacks for this Run (TRL appends it to the last user
         message): nothing when the prompt holds this Run's task text, else that text.
