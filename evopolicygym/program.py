@@ -24,6 +24,7 @@ __all__ = [
     "Program",
     "ProgramError",
     "program_digest",
+    "submitted_files",
 ]
 
 MAX_FILES = 1_000
@@ -262,3 +263,15 @@ def _list_tree(root: str) -> dict[str, tuple[int, int, int, int]]:
             if st.st_size > MAX_FILE_BYTES:
                 raise ProgramError(f"{rel}: exceeds the {MAX_FILE_BYTES}-byte file limit")
     return found
+
+
+def submitted_files(
+    directory: str | os.PathLike[str],
+) -> tuple[dict[str, bytes] | None, str | None]:
+    """A program directory as a Session submit request carries it: (its files, None), or
+    (None, why it cannot be a Program), the Host records either. The reason is text the
+    wire carries: a name that is not UTF-8 is shown escaped."""
+    try:
+        return dict(Program.from_directory(directory).files), None
+    except ProgramError as exc:
+        return None, str(exc).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import os
 import re
 import socket
 import struct
@@ -51,11 +52,13 @@ __all__ = [
     "cli_shim",
     "encode",
     "error_reply",
+    "finish_request",
     "format_selector",
     "parse_selector",
     "recv_frame",
     "request",
     "send_frame",
+    "submit_request",
     "well_formed",
 ]
 
@@ -148,6 +151,30 @@ def _base64(value: object) -> str:
 def encode(value: Any) -> bytes:
     """A request or reply body: compact UTF-8 JSON, bytes as base64 strings."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_base64).encode()
+
+
+def _request_id() -> str:
+    """A fresh request id: 32 random hex digits (``uuid`` would cost the Agent its import)."""
+    return os.urandom(16).hex()
+
+
+def submit_request(
+    episodes: str, files: dict[str, bytes] | None, problem: str | None, parent: int | None
+) -> dict[str, Any]:
+    """A submit request, as the module docstring shapes it, with a fresh request id."""
+    return {
+        "op": "submit",
+        "request_id": _request_id(),
+        "episodes": episodes,
+        "files": files,
+        "problem": problem,
+        "parent": parent,
+    }
+
+
+def finish_request(candidates: Sequence[int]) -> dict[str, Any]:
+    """A finish request naming ``candidates``, best first, with a fresh request id."""
+    return {"op": "finish", "request_id": _request_id(), "candidates": list(candidates)}
 
 
 def error_reply(code: str, message: str) -> dict[str, Any]:

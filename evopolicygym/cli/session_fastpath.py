@@ -22,8 +22,15 @@ import json
 import os
 import sys
 
-from evopolicygym.program import Program, ProgramError
-from evopolicygym.protocol import SESSION_ENV, WORKSPACE_ENV, SessionUnavailable, request
+from evopolicygym.program import submitted_files
+from evopolicygym.protocol import (
+    SESSION_ENV,
+    WORKSPACE_ENV,
+    SessionUnavailable,
+    finish_request,
+    request,
+    submit_request,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -52,29 +59,15 @@ def submit(
         if not workspace:
             raise ClientError(f"no PROGRAM given and ${WORKSPACE_ENV} is not set")
         program = os.path.join(workspace, "program")
-    files: dict[str, bytes] | None
-    problem: str | None
-    try:
-        files, problem = dict(Program.from_directory(program).files), None
-    except ProgramError as exc:
-        # The Host records an invalid program too, so it still hears about it (a name that
-        # is not UTF-8 is shown escaped: the wire carries text).
-        files, problem = None, str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
-    body = {
-        "op": "submit",
-        "request_id": _request_id(),
-        "episodes": episodes,
-        "files": files,
-        "problem": problem,
-        "parent": parent,
-    }
+    files, problem = submitted_files(program)  # a problem is recorded by the Host too
+    body = submit_request(episodes, files, problem, parent)
     return _call(path, body)
 
 
 def finish(ids: Sequence[int], socket_path: str | None) -> tuple[int, str]:
     """Finish the Run naming ``ids`` as final candidates, best first; as ``submit``."""
     path = _socket(socket_path)
-    return _call(path, {"op": "finish", "request_id": _request_id(), "candidates": list(ids)})
+    return _call(path, finish_request(ids))
 
 
 def quick(argv: Sequence[str]) -> None:
@@ -199,11 +192,6 @@ def _call(path: str, body: dict[str, Any]) -> tuple[int, str]:
         return 0, _json(reply["result"])
     error = reply["error"]
     return 1, _json({"error": {"code": error["code"], "message": error["message"]}})
-
-
-def _request_id() -> str:
-    """A fresh request id: 32 random hex digits (``uuid`` would cost the Agent its import)."""
-    return os.urandom(16).hex()
 
 
 def _json(value: Any) -> str:

@@ -27,8 +27,8 @@ from typing import Any
 
 from evopolicygym.agents.chat_tools import ToolError, Workspace
 from evopolicygym.evaluation import Evaluator, make_evaluator
-from evopolicygym.program import Program, ProgramError
-from evopolicygym.protocol import SessionUnavailable, request
+from evopolicygym.program import submitted_files
+from evopolicygym.protocol import SessionUnavailable, finish_request, request, submit_request
 from evopolicygym.records.location import Store, open_store
 from evopolicygym.run.create import create_run
 from evopolicygym.training import files
@@ -258,17 +258,10 @@ class PolicyEvolutionEnv:
         return answer
 
     def _submit(self, workspace: Workspace, episodes: Any) -> str:
-        assert self._agent is not None
         if not isinstance(episodes, str):
             episodes = str(episodes)
-        try:
-            sent: dict[str, Any] = {
-                "files": dict(Program.from_directory(workspace.root / "program").files),
-                "problem": None,
-            }
-        except ProgramError as exc:  # recorded by the Host as the CLI's would be
-            sent = {"files": None, "problem": str(exc)}
-        return self._call({"op": "submit", "episodes": episodes, "parent": None, **sent})
+        files, problem = submitted_files(workspace.root / "program")  # a problem is recorded
+        return self._call(submit_request(episodes, files, problem, None))
 
     def _finish(self, candidates: Any) -> str:
         assert self._agent is not None
@@ -278,7 +271,7 @@ class PolicyEvolutionEnv:
             isinstance(c, int) and not isinstance(c, bool) for c in candidates
         ):
             return "error: invalid_request: candidates must be a list of Submission ids"
-        answer = self._call({"op": "finish", "candidates": candidates})
+        answer = self._call(finish_request(candidates))
         if not answer.startswith("error:"):
             self._agent.end(0)  # the model's turn is over: the Host validates and assesses
         return answer
@@ -286,7 +279,7 @@ class PolicyEvolutionEnv:
     def _call(self, body: dict[str, Any]) -> str:
         assert self._agent is not None
         try:
-            reply = request(self._agent.session, {**body, "request_id": os.urandom(16).hex()})
+            reply = request(self._agent.session, body)
         except SessionUnavailable as exc:
             return f"error: session_closed: {exc}"
         if not reply["ok"]:
