@@ -14,10 +14,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from evopolicygym.agents.message_redaction import Redactor
+from evopolicygym.agents.process import ExitStatus
+from evopolicygym.agents.providers import AgentLaunch
 from evopolicygym.evaluation import Evaluator
 from evopolicygym.protocol import SESSION_ENV
 from evopolicygym.records.location import Store
@@ -28,20 +29,6 @@ from evopolicygym.transcript import AgentIdentity, Message
 __all__ = ["Rollout", "TrainerAgent", "TrainerLauncher"]
 
 START_TIMEOUT_S = 600.0  # for the Host to publish the workspace and open the Session
-
-
-@dataclass(frozen=True)
-class _Launch:
-    argv: list[str]
-    env: dict[str, str]
-    stream: str
-
-
-@dataclass(frozen=True)
-class _ExitStatus:
-    exit_code: int | None
-    signal: int | None
-    reason: str
 
 
 class TrainerAgent:
@@ -93,8 +80,8 @@ class TrainerAgent:
     def outputs(self) -> tuple[bytes, bytes]:
         return b"", b""
 
-    def status(self, reason: str) -> _ExitStatus:
-        return _ExitStatus(exit_code=self._exit_code, signal=None, reason=reason)
+    def status(self, reason: str) -> ExitStatus:
+        return ExitStatus(exit_code=self._exit_code, signal=None, reason=reason)
 
 
 class TrainerLauncher:
@@ -105,11 +92,11 @@ class TrainerLauncher:
         self.task: str | None = None  # the Run's TASK.md, as the Host wrote it
         self.started = threading.Event()
 
-    def launch(self, agent: AgentIdentity, task: str) -> _Launch:
+    def launch(self, agent: AgentIdentity, task: str) -> AgentLaunch:
         if self.agent is not None:  # a second attempt: the model's rollout is one attempt
             raise ValueError("the trainer's model has one attempt per Run")
         self.task = task
-        return _Launch(argv=["trainer", str(agent.model or "")], env={}, stream="trainer")
+        return AgentLaunch(argv=["trainer", str(agent.model or "")], env={}, stream="trainer")
 
     def redactor(self, agent: AgentIdentity) -> Redactor:
         return Redactor.from_environment([])  # no credentials: the known secret patterns
