@@ -24,6 +24,7 @@ import msgspec
 
 __all__ = [
     "ANALYSIS_TIMEOUT_S",
+    "BUDGET_FIELDS",
     "BUILTIN_TOOLS",
     "CHAT_TOOLS",
     "KICKOFF",
@@ -346,6 +347,19 @@ def offered_tools(agent: AgentIdentity) -> list[dict[str, Any]] | None:
 class _Validation(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool
     max_candidates: int
+
+
+# The Run's public budget and limits, RunConfig fields by these names: what a task states and
+# an exported task's ``budget`` holds (with the Validation's max_candidates), never its seed.
+BUDGET_FIELDS = (
+    "episode_budget",
+    "episode_pool_size",
+    "max_submissions",
+    "max_episodes_per_submission",
+    "finish_budget_policy",
+    "episode_timeout",
+    "agent_timeout",
+)
 
 
 class TaskFacts(msgspec.Struct, frozen=True, kw_only=True):

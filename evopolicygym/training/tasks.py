@@ -19,19 +19,9 @@ from evopolicygym.records.location import Store
 from evopolicygym.registry import load_benchmark
 from evopolicygym.run.config import AssessmentConfig, RunConfig, RunConfigError, ValidationConfig
 from evopolicygym.seeds import derive_seed
+from evopolicygym.transcript import BUDGET_FIELDS
 
 __all__ = ["RowError", "RunSettings", "TrainingTask", "task_of"]
-
-# The budget columns of an ``rl`` row that are RunConfig fields of the same name.
-_BUDGET_FIELDS = (
-    "episode_budget",
-    "episode_pool_size",
-    "max_submissions",
-    "max_episodes_per_submission",
-    "finish_budget_policy",
-    "episode_timeout",
-    "agent_timeout",
-)
 
 
 class RowError(ValueError):
@@ -110,7 +100,7 @@ def task_of(
     budget = row.get("budget") or {}
     if not isinstance(budget, Mapping):
         raise RowError("the row's budget is not an object")
-    known = {key: budget[key] for key in _BUDGET_FIELDS if budget.get(key) is not None}
+    known = {key: budget[key] for key in BUDGET_FIELDS if budget.get(key) is not None}
     if settings.episode_budget is not None:  # the pool and limits follow the new budget
         for key in ("episode_pool_size", "max_submissions", "max_episodes_per_submission"):
             known.pop(key, None)

@@ -14,19 +14,12 @@ from typing import Any
 import msgspec
 from datasets import Value
 
+from evopolicygym.transcript import BUDGET_FIELDS
 from evopolicygym_exporters.history import RunHistory
 
 __all__ = ["BUDGET_KEYS", "CATALOG", "budget", "catalog_of", "task_id"]
 
-BUDGET_KEYS = (
-    "episode_budget",
-    "episode_pool_size",
-    "max_submissions",
-    "max_episodes_per_submission",
-    "finish_budget_policy",
-    "episode_timeout",
-    "agent_timeout",
-)
+BUDGET_KEYS = BUDGET_FIELDS  # a task's public budget and limits
 
 
 # The Benchmark's catalog entry as its recorded spec states it (``evopolicygym.benchmark``'s
