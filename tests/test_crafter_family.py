@@ -27,7 +27,7 @@ from evopolicygym.registry import load_benchmark
 from tests.support.determinism import fingerprints
 from tests.support.families import baseline, family_run, require_family, shared_evaluator  # noqa: F401 (the evaluator fixture)
 
-require_family("crafter")
+require_family("crafter", "crafter")
 
 from crafter import constants  # noqa: E402
 
