@@ -42,8 +42,9 @@ def check_store_dir(path: str | Path | StoreUrl | None) -> None:
         )
 
 
-def open_existing(root: Path | StoreUrl) -> Store:
-    """The store at ``root``, which must exist (reading never creates one)."""
+def open_existing(root: Path | StoreUrl, *, reader: bool = False) -> Store:
+    """The store at ``root``, which must exist (reading never creates one); ``reader``: opened
+    to read only (see ``open_store``)."""
     check_store_dir(root)
     if isinstance(root, Path) and not (root / "events.db").exists():
         raise CliError(
@@ -51,7 +52,7 @@ def open_existing(root: Path | StoreUrl) -> Store:
             f"(or point --store or {STORE_ENV} at an existing store)"
         )
     try:
-        return open_store(root)
+        return open_store(root, reader=reader)
     except StoreError as exc:
         message = one_line(str(exc))
         if isinstance(root, StoreUrl) and message.startswith(("no event log", "no blob tables")):

@@ -132,16 +132,22 @@ class FileBlobStore:
     concurrent writers, threads and processes alike."""
 
     def __init__(
-        self, root: str | os.PathLike[str], *, pack: bool = False, read_only: bool = False
+        self,
+        root: str | os.PathLike[str],
+        *,
+        pack: bool = False,
+        read_only: bool = False,
+        live: bool = False,
     ) -> None:
         """``pack``: write small blobs and program mappings to ``pack.db`` (see above);
         reads look there either way. ``read_only``: the pack is only read (see
-        ``records.sqlite.read_only_connection``)."""
+        ``records.sqlite.read_only_connection``), with ``live`` as other processes add to it."""
         self.root = Path(root)
         self._blobs = self.root / "sha256"
         self._programs = self.root / "programs"
         self._packing = pack and not read_only
         self._read_only = read_only
+        self._live = live
         self._pack_lock = threading.RLock()
         self._pack_conn: sqlite3.Connection | None = None
         self._pack_ready = False  # this connection has made sure of the tables and WAL mode
@@ -152,11 +158,20 @@ class FileBlobStore:
 
     def __getstate__(self) -> dict[str, Any]:
         # Sent to another process: it opens the pack on first use.
-        return {"root": str(self.root), "pack": self._packing, "read_only": self._read_only}
+        return {
+            "root": str(self.root),
+            "pack": self._packing,
+            "read_only": self._read_only,
+            "live": self._live,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         FileBlobStore.__init__(
-            self, state["root"], pack=bool(state["pack"]), read_only=bool(state["read_only"])
+            self,
+            state["root"],
+            pack=bool(state["pack"]),
+            read_only=bool(state["read_only"]),
+            live=bool(state.get("live", False)),
         )
 
     # -- the pack --------------------------------------------------------------------------
@@ -183,7 +198,7 @@ class FileBlobStore:
                     return None
                 _make_dirs(self.root)
             if self._read_only:
-                conn = read_only_connection(path, "the blob pack")
+                conn = read_only_connection(path, "the blob pack", live=self._live)
             else:
                 conn = sqlite3.connect(
                     path,
@@ -291,6 +306,7 @@ class FileBlobStore:
             digests.append(digest)
             if self.has(digest):
                 continue
+            self._check_writable()
             encoded = encode(data)
             if self._packing and len(encoded) <= PACK_MAX_BYTES:
                 packed.append((digest, encoded))
@@ -299,6 +315,12 @@ class FileBlobStore:
         if packed:
             self._pack_put(packed)
         return digests
+
+    def _check_writable(self) -> None:
+        # Read-only media refuse a write anyway; a reader's store (open_store(reader=True))
+        # sits on writable media and must refuse it here.
+        if self._read_only:
+            raise StoreError(f"the blobs at {self.root} are open read-only: nothing is written")
 
     def _read(self, digest: str) -> bytes:
         final = self.path(digest)
@@ -380,6 +402,7 @@ class FileBlobStore:
 
     def _record_program(self, digest: str, tree_digest: str) -> None:
         """Map program ``digest`` to its tree blob (once per program)."""
+        self._check_writable()
         if self._packing:
             self._pack_write(
                 "INSERT OR IGNORE INTO programs (digest, tree) VALUES (?, ?)",

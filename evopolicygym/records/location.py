@@ -220,9 +220,15 @@ def event_log(store: Store | EventStore) -> EventStore:
 
 
 def open_store(
-    path: str | os.PathLike[str] | StoreUrl | None = None, *, create: bool = False
+    path: str | os.PathLike[str] | StoreUrl | None = None,
+    *,
+    create: bool = False,
+    reader: bool = False,
 ) -> Store:
-    """Open the store at ``path`` (resolved as above); with ``create``, make it if missing."""
+    """Open the store at ``path`` (resolved as above); with ``create``, make it if missing.
+    ``reader``: to read only, while other processes may record (``evopolicy view``): a store
+    directory's log and blob pack are opened read-only yet see later commits, so this process
+    can neither append nor write a blob, nor checkpoint the log when it closes."""
     location = resolve_store(path)
     if isinstance(location, StoreUrl):
         return _open_url(location, create=create)
@@ -243,8 +249,12 @@ def open_store(
     read_only = database.exists() and not _writable(root, database)
     if read_only and create:
         raise StoreError(f"the store at {root} is read-only: nothing can be recorded in it")
-    events = SQLiteEventStore(database, create=create, read_only=read_only)
-    return Store(root, events, FileBlobStore(root / "blobs", pack=True, read_only=read_only))
+    # On read-only media nothing else records: the immutable open then needs no -shm file.
+    live = reader and not read_only
+    read_only = read_only or reader
+    events = SQLiteEventStore(database, create=create, read_only=read_only, live=live)
+    blobs = FileBlobStore(root / "blobs", pack=True, read_only=read_only, live=live)
+    return Store(root, events, blobs)
 
 
 def _open_url(location: StoreUrl, *, create: bool) -> Store:

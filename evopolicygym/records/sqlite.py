@@ -122,12 +122,14 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
+def read_only_connection(path: Path, what: str, *, live: bool = False) -> sqlite3.Connection:
     """A SQLite file in WAL mode opened for reading on media this process may not write.
     Immutable (no lock, no -shm file needed) unless its writer left commits in the
     write-ahead log, which an immutable open would not see (the last events of a Host that
     died, or the blobs they name): then read through the log, or refuse, saying why. A file
-    that is no database at all is SQLite's ``DatabaseError``, for the caller to name."""
+    that is no database at all is SQLite's ``DatabaseError``, for the caller to name.
+    ``live``: never immutable, so commits other processes make later are read too (a reader
+    beside running Hosts, such as ``evopolicy view``); SQLite may make its -shm file."""
     uri = "file:" + quote(str(path.resolve()))
     wal = path.with_name(path.name + "-wal")
     options = {
@@ -136,7 +138,7 @@ def read_only_connection(path: Path, what: str) -> sqlite3.Connection:
         "isolation_level": None,
         "check_same_thread": False,
     }
-    if not (wal.exists() and wal.stat().st_size > 0):
+    if not live and not (wal.exists() and wal.stat().st_size > 0):
         return sqlite3.connect(uri + "?mode=ro&immutable=1", **options)  # type: ignore[arg-type]
     conn = sqlite3.connect(uri + "?mode=ro", **options)  # type: ignore[arg-type]
     try:
@@ -156,8 +158,14 @@ class SQLiteEventStore:
     """The EventStore contract on one SQLite file. Thread-safe; many processes may share it."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = False, read_only: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        read_only: bool = False,
+        live: bool = False,
     ) -> None:
+        """``read_only`` with ``live``: reads see what other processes append meanwhile."""
         self.path = Path(path)
         # On read-only media (or a file this user may not write) the log is opened
         # immutable: SQLite then needs neither its -shm file nor a lock, and reads work;
@@ -178,7 +186,7 @@ class SQLiteEventStore:
         raw: sqlite3.Connection | None = None
         try:
             if read_only:
-                raw = read_only_connection(self.path, "the event log")
+                raw = read_only_connection(self.path, "the event log", live=live)
             else:
                 raw = sqlite3.connect(
                     self.path,
