@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import ipaddress
 from typing import Any
 
 import click
@@ -17,8 +16,9 @@ import click
 from evopolicygym.cli.errors import CliError, CliUsageError
 from evopolicygym.cli.options import finite, not_empty, store_option
 from evopolicygym.cli.stores import check_store_dir, store_root
+from evopolicygym.serving import is_loopback, url_of
 
-__all__ = ["serve_env"]
+__all__ = ["check_access", "serve_env"]
 
 TOKEN_ENV = "EVOPOLICY_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -26,33 +26,19 @@ INSTALL = "uv sync --extra training (or pip install 'evopolicygym[training]')"
 NEW_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_access(host: str, token: str | None) -> None:
-    """Any address but this machine's own needs a token: the server runs submitted programs."""
+def check_access(host: str, token: str | None, token_env: str = TOKEN_ENV) -> None:
+    """Any address but this machine's own needs a token (``token_env`` names its variable):
+    the training server runs submitted programs, the viewer shows a whole store."""
     if token is not None and (len(token) < MIN_TOKEN_CHARS or token != token.strip()):
         raise CliUsageError(
-            f"--token (or ${TOKEN_ENV}) must be at least {MIN_TOKEN_CHARS} characters, without "
+            f"--token (or ${token_env}) must be at least {MIN_TOKEN_CHARS} characters, without "
             f"surrounding spaces; make one with: {NEW_TOKEN}"
         )
     if token is None and not is_loopback(host):
         raise CliUsageError(
             f"--host {host} is reachable from other machines, so it needs a token: "
-            f"export {TOKEN_ENV}=$({NEW_TOKEN}) (or give --token)"
+            f"export {token_env}=$({NEW_TOKEN}) (or give --token)"
         )
-
-
-def _url(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    return f"http://{shown}:{port}"
 
 
 @click.command("serve-env", short_help="Serve the training environment over OpenEnv.")
@@ -164,7 +150,7 @@ def serve_env(store_dir: str | None, **options: Any) -> None:
       evopolicy serve-env --dataset tasks --port 8000
       EVOPOLICY_SERVE_TOKEN=... evopolicy serve-env --dataset tasks --host 0.0.0.0
     """
-    _check_access(options["host"], options["token"])
+    check_access(options["host"], options["token"])
     if importlib.util.find_spec("openenv") is None:
         raise CliError(f"serve-env needs the training extra (openenv-core): {INSTALL}")
     from evopolicygym.training import openenv_server as served
@@ -192,8 +178,8 @@ def serve_env(store_dir: str | None, **options: Any) -> None:
     try:
         sock = served.listen(host, port)
     except OSError as exc:
-        raise CliError(f"cannot listen on {_url(host, port)}: {exc.strerror or exc}") from exc
-    url = _url(host, sock.getsockname()[1])
+        raise CliError(f"cannot listen on {url_of(host, port)}: {exc.strerror or exc}") from exc
+    url = url_of(host, sock.getsockname()[1])
     click.echo(f"serving the training environment on {url} (sessions: {url}/ws){source}")
     served.serve(app, sock)
 

@@ -18,15 +18,11 @@ Needs the ``training`` extra (openenv-core): only ``evopolicy serve-env`` import
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import hmac
 import inspect
 import logging
 import math
 import os
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,6 +46,7 @@ from openenv.core.env_server.types import (
 )
 from pydantic import Field
 
+from evopolicygym.serving import Gate, listen, serve
 from evopolicygym.transcript import TRAINER_TOOLS
 
 __all__ = [
@@ -311,75 +308,6 @@ class ServedEnvironment(Environment[Action, Observation, EnvState]):
                 log.warning("closing the Run %s failed", self._state.episode_id, exc_info=True)
 
 
-# ------------------------------------------------------------------------- access
-
-
-def _presented(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
-    """The token a request carries: a Bearer token, or the password of Basic credentials."""
-    for key, value in headers:
-        if key.lower() != b"authorization":
-            continue
-        scheme, _sep, rest = value.strip().partition(b" ")
-        if scheme.lower() == b"bearer":
-            return rest.strip()
-        if scheme.lower() == b"basic":
-            try:
-                decoded = base64.b64decode(rest.strip(), validate=True)
-            except (binascii.Error, ValueError):
-                return None
-            return decoded.partition(b":")[2]
-    return None
-
-
-class Gate:
-    """ASGI middleware in front of openenv's app. With a ``token``, every HTTP request and
-    WebSocket upgrade carries it, or is answered 401 before it reaches the app. And a session
-    whose client has gone closes quietly: openenv closes every WebSocket it ends, and closing
-    one the client already closed would log a traceback per session."""
-
-    CHALLENGE = (b"www-authenticate", b'Bearer realm="evopolicy", Basic realm="evopolicy"')
-    BODY = b'{"detail": "a token is required: Authorization: Bearer <token>"}'
-
-    def __init__(self, app: Any, token: str | None = None) -> None:
-        self.app = app
-        self._token = token.encode("utf-8") if token else None
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket"):  # lifespan
-            await self.app(scope, receive, send)
-            return
-        if self._token is not None:
-            presented = _presented(scope.get("headers", ()))
-            if presented is None or not hmac.compare_digest(presented, self._token):
-                await self._refuse(scope, receive, send)
-                return
-        if scope["type"] == "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_quietly(message: dict[str, Any]) -> None:
-            try:
-                await send(message)
-            except OSError:  # uvicorn's ClientDisconnected
-                if message.get("type") != "websocket.close":
-                    raise
-
-        await self.app(scope, receive, send_quietly)
-
-    async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        headers = [(b"content-type", b"application/json"), self.CHALLENGE]
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": 401, "headers": headers})
-            await send({"type": "http.response.body", "body": self.BODY})
-            return
-        await receive()  # websocket.connect
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": 401, "headers": headers})
-            await send({"type": "websocket.http.response.body", "body": self.BODY})
-        else:  # a server without denial responses refuses the upgrade (403) instead
-            await send({"type": "websocket.close", "code": 1008})
-
-
 # ------------------------------------------------------------------------- the app
 
 
@@ -424,27 +352,3 @@ def create_app(
     ):
         app.add_api_route(path, not_served, methods=[method], include_in_schema=False)
     return Gate(app, token)
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (0: any free port); ``OSError`` if it cannot."""
-    family, kind, proto, _name, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def serve(app: Any, sock: socket.socket) -> None:
-    """Serve ``app`` on ``sock`` until SIGINT or SIGTERM (uvicorn's own handling)."""
-    import uvicorn
-
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])

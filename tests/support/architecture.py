@@ -27,6 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "namespaces": set(),
     # The redactor: the agents redact what they record with it, the exporters what they export.
     "redaction": set(),
+    # Serving an ASGI app on this machine (socket, uvicorn, the token gate): serve-env, view.
+    "serving": set(),
     # The value leaves: the Policy ABI and each other where needed, never a layer above.
     "values": _VALUES,
     "program": _VALUES,
@@ -59,6 +61,17 @@ ALLOWED: dict[str, set[str]] = {
     # The read API, plus the edit kinds and parents of the Programs they read from blobs.
     "analysis": {"records", "transcript", "program", "program_edits", "lineage"},
     "report": {"records", "transcript", "program", "program_edits", "analysis"},
+    # The store viewer: what the report reads, the report's figures, and the serving leaf.
+    "view": {
+        "records",
+        "transcript",
+        "program",
+        "program_edits",
+        "lineage",
+        "analysis",
+        "report",
+        "serving",
+    },
     # A Run as a live environment: the Host (run) with the trainer's model as its Agent,
     # whose tools hold paths in the workspace as the chat agent's do (agents.chat_tools),
     # and the engine that measures the reward's reference scores (evaluation).
@@ -73,6 +86,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "agents",
         "seeds",
+        "serving",
         *_LEAVES,
     },
     "cli": {ANY},
