@@ -69,6 +69,7 @@ _COMMANDS = {
     "session": _Entry(
         "evopolicygym.cli.session:session", "Submit programs to the Run and finish it (Agent side)."
     ),
+    "view": _Entry("evopolicygym.cli.view:view", "Browse a store in a live local web viewer."),
 }
 
 
