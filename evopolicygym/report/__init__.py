@@ -4,7 +4,9 @@
 tells of); the page inlines its styles, its script and plotly.js (once), so it opens
 offline with nothing beside it. Every recorded text (transcripts, programs, errors) passes
 ``redact`` (the exports' redactor, given by the caller) before it is escaped into the page.
-Names load on first use: importing the package alone does not import pandas.
+The figures are also there as JSON specs (``report.figures``, ``figure_spec``), for a viewer
+that draws them with ``Plotly.newPlot``. Names load on first use: importing the package
+alone does not import pandas.
 """
 
 from __future__ import annotations
@@ -13,9 +15,18 @@ import importlib
 
 _EXPORTS = {
     "Report": "evopolicygym.report.build",
+    "best_so_far_figure": "evopolicygym.report.figures",
+    "budget_figure": "evopolicygym.report.figures",
+    "compare_figure": "evopolicygym.report.figures",
+    "evolution_tree_figure": "evopolicygym.report.figures",
+    "experiment_figures": "evopolicygym.report.figures",
     "experiment_report": "evopolicygym.report.build",
+    "figure_spec": "evopolicygym.report.plots",
+    "plain_label": "evopolicygym.report.figures",
     "run_report": "evopolicygym.report.build",
     "runs_report": "evopolicygym.report.build",
+    "submissions_figure": "evopolicygym.report.figures",
+    "timeline_figure": "evopolicygym.report.figures",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,16 +7,19 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 
 from evopolicygym.program import Program
 from evopolicygym.records.events import EpisodeOutcome
 from evopolicygym.records.location import Store
 from evopolicygym.records.runs import RunSummary, SubmissionSummary
-from evopolicygym.report.curves import best_so_far
 from evopolicygym.report.diffs import diff_markup, program_diff
+from evopolicygym.report.figures import (
+    best_so_far_figure,
+    submissions_figure,
+    timeline_figure,
+)
 from evopolicygym.report.html import Markup, Section, esc, fmt, table
-from evopolicygym.report.plots import figure
+from evopolicygym.report.plots import spec_markup
 from evopolicygym.report.run_data import Lineage, Outcomes, RunData
 from evopolicygym.report.videos import videos_markup
 from evopolicygym.transcript import Message
@@ -118,33 +121,11 @@ def _overview(data: RunData, status: str) -> str:
 
 def _timeline(data: RunData, redact: Redact) -> str:
     events = data.timeline
-    if not events:
+    spec = timeline_figure(events, redact)
+    if spec is None:
         return '<p class="muted">No events.</p>'
+    plot = spec_markup("plot-timeline", spec)
     start = events[0].at
-    kinds = list(dict.fromkeys(e.kind for e in events))
-    plot = figure(
-        "plot-timeline",
-        [
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": kind,
-                "x": [(e.at - start) / 1e9 for e in events if e.kind == kind],
-                "y": [kind] * sum(1 for e in events if e.kind == kind),
-                "text": [redact(e.text) for e in events if e.kind == kind],
-                "hovertemplate": "%{x:.2f} s: %{text}<extra></extra>",
-                "marker": {"size": 9},
-            }
-            for kind in kinds
-        ],
-        {
-            "title": {"text": "Events over time"},
-            "xaxis": {"title": {"text": "seconds since the Run was created"}},
-            "yaxis": {"automargin": True, "categoryorder": "array", "categoryarray": kinds[::-1]},
-            "showlegend": False,
-        },
-        height=max(260, 40 + 26 * len(kinds)),
-    )
     rows = [(f"{(e.at - start) / 1e9:.2f}", e.kind, redact(e.text)) for e in events]
     listing = table(["s", "event", "what"], rows, cls="timeline")
     opened = " open" if len(rows) <= _TIMELINE_OPEN else ""
@@ -170,80 +151,12 @@ def _edit(line: Lineage | None) -> str:
 
 def _submissions(data: RunData, redact: Redact) -> str:
     s = data.summary
-    subs = [
-        s.submissions[k]
-        for k in sorted(s.submissions)
-        if s.submissions[k].budget_reserved is not None
-    ]
-    if not subs:
+    spec = submissions_figure(s, redact)
+    if spec is None:
         return '<p class="muted">No Submission was evaluated.</p>'
-    return _submissions_plot(subs, redact) + _submissions_table(data, subs, redact)
-
-
-def _submissions_plot(subs: list[SubmissionSummary], redact: Redact) -> str:
-    """Each Submission's score (and its failed Episodes) over the budget it used."""
-    published = [x for x in subs if x.status == "published" and x.score is not None]
-    clean = [x for x in published if not x.failures]
-    flawed = [x for x in published if x.failures]
-    failed = [x for x in subs if x.status == "failed"]
-    floor = min((x.score for x in published if x.score is not None), default=0.0)
-    traces: list[dict[str, Any]] = [
-        {
-            "type": "bar",
-            "name": "budget used (Episodes)",
-            "x": [x.submission_id for x in subs],
-            "y": [x.budget_used for x in subs],
-            "yaxis": "y2",
-            "marker": {"color": "rgba(120,130,150,0.25)"},
-            "hovertemplate": "#%{x}: %{y} Episodes used<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "score",
-            "x": [x.submission_id for x in clean],
-            "y": [x.score for x in clean],
-            "marker": {"size": 10, "color": "#1f77b4"},
-            "hovertemplate": "#%{x}: score %{y}<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "score, with failed Episodes",
-            "x": [x.submission_id for x in flawed],
-            "y": [x.score for x in flawed],
-            "text": [f"{x.failures} failed Episodes" for x in flawed],
-            "marker": {"size": 10, "color": "#d62728"},
-            "hovertemplate": "#%{x}: score %{y} (%{text})<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "evaluation failed",
-            "x": [x.submission_id for x in failed],
-            "y": [floor] * len(failed),
-            "text": [redact(x.error or "") for x in failed],
-            "marker": {"size": 12, "symbol": "x", "color": "#d62728"},
-            "hovertemplate": "#%{x}: evaluation failed: %{text}<extra></extra>",
-        },
-    ]
-    return figure(
-        "plot-submissions",
-        traces,
-        {
-            "title": {"text": "Score per Submission"},
-            "xaxis": {"title": {"text": "Submission"}, "dtick": 1 if len(subs) <= 40 else None},
-            "yaxis": {"title": {"text": "score"}},
-            "yaxis2": {
-                "title": {"text": "Episodes used"},
-                "overlaying": "y",
-                "side": "right",
-                "showgrid": False,
-                "rangemode": "tozero",
-                "tickformat": "d",
-            },
-        },
-    )
+    subs = [s.submissions[k] for k in sorted(s.submissions)]
+    evaluated = [x for x in subs if x.budget_reserved is not None]
+    return spec_markup("plot-submissions", spec) + _submissions_table(data, evaluated, redact)
 
 
 def _submissions_table(data: RunData, subs: list[SubmissionSummary], redact: Redact) -> str:
@@ -286,59 +199,14 @@ def _submissions_table(data: RunData, subs: list[SubmissionSummary], redact: Red
 
 def _best_so_far(data: RunData) -> str:
     s = data.summary
-    points = best_so_far(s, data.lineage)
-    if not points and s.published and not data.lineage:
+    spec = best_so_far_figure(s, data.lineage)
+    if spec is None and s.published and not data.lineage:
         return (
             '<p class="bad">A program of this Run cannot be read, so neither can its lineage '
             "(see record verify).</p>"
         )
-    if not points:
+    if spec is None:
         return '<p class="muted">No published Submission.</p>'
-    matched = [p for p in points if p.evidence != "unmatched"]
-    unmatched = [p for p in points if p.evidence == "unmatched"]
-    traces = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "line": {"shape": "hv", "color": "#2ca02c", "width": 2},
-            "name": "best so far",
-            "x": [p.episodes_used for p in points],
-            "y": [p.best for p in points],
-            "hovertemplate": "%{x} Episodes: best %{y}<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "Submission, matched evidence",
-            "x": [p.episodes_used for p in matched],
-            "y": [p.score for p in matched],
-            "text": [f"#{p.submission_id} ({p.evidence})" for p in matched],
-            "marker": {"size": 10, "color": "#1f77b4"},
-            "hovertemplate": "%{text}: %{y}<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "Submission, unmatched (other Episodes)",
-            "x": [p.episodes_used for p in unmatched],
-            "y": [p.score for p in unmatched],
-            "text": [
-                f"#{p.submission_id} (unmatched: scored on other Episodes)" for p in unmatched
-            ],
-            "marker": {
-                "size": 10,
-                "color": "#ff7f0e",
-                "symbol": "circle-open",
-                "line": {"width": 2},
-            },
-            "hovertemplate": "%{text}: %{y}<extra></extra>",
-        },
-    ]
-    layout: dict[str, Any] = {
-        "title": {"text": "Best so far vs Episodes used"},
-        "xaxis": {"title": {"text": "Episodes used"}},
-        "yaxis": {"title": {"text": "score"}},
-    }
     note = {
         "matched": (
             "Every Submission was scored on the same Episodes: the best is a matched comparison."
@@ -349,7 +217,7 @@ def _best_so_far(data: RunData) -> str:
         ),
         "single": "One Submission: nothing to compare yet.",
     }.get(s.best_basis or "", "")
-    return figure("plot-best", traces, layout) + f'<p class="note">{esc(note)}</p>'
+    return spec_markup("plot-best", spec) + f'<p class="note">{esc(note)}</p>'
 
 
 # --------------------------------------------------------------------------- diffs
