@@ -2,7 +2,8 @@
 
 ``create_app`` wires the pieces: the Run index (``index``), the watcher that follows the log
 (``live``), the templates (``templating``), the pages (``runs_page``, ``run_page``,
-``submission_page``, ``experiments_page``, ``compare_page``, each with its ``ROUTES``), the
+``submission_page`` with ``log_pages``, ``experiments_page``, ``compare_page``, each with its
+``ROUTES``), the
 static assets shipped in the package, and the gate (``access``) in front of it all. Store
 reads run in worker threads; nothing here writes the store.
 """
@@ -24,12 +25,21 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from evopolicygym.records.location import Store
+from evopolicygym.records.runs import UnknownRun, resolve_run
 from evopolicygym.view.access import Access
 from evopolicygym.view.index import RunIndex
 from evopolicygym.view.live import Watcher
 from evopolicygym.view.templating import environment
 
-__all__ = ["STATIC", "Viewer", "create_app", "render", "viewer_of"]
+__all__ = [
+    "STATIC",
+    "Viewer",
+    "create_app",
+    "number_param",
+    "render",
+    "resolve_stream",
+    "viewer_of",
+]
 
 STATIC = Path(__file__).with_name("static")
 PLOTLY = "plotly.min.js"
@@ -51,6 +61,29 @@ class Viewer:
 def viewer_of(request: Request) -> Viewer:
     viewer: Viewer = request.app.state.viewer
     return viewer
+
+
+def number_param(request: Request, name: str, default: int | None, minimum: int) -> int | None:
+    """A whole-number query parameter (``default`` when absent); 400 when it is not one."""
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a whole number, not {text!r}") from None
+    if value < minimum:
+        raise HTTPException(400, f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def resolve_stream(viewer: Viewer, run: str) -> str:
+    """The stream of the Run named ``run`` (an id, ``run-<id>``, a unique prefix or
+    ``latest``); 404 saying why when there is none, or several."""
+    try:
+        return resolve_run(viewer.store.events, run)
+    except UnknownRun as exc:  # AmbiguousRun too: its message names the matches
+        raise HTTPException(404, str(exc)) from None
 
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -28,16 +27,14 @@ from starlette.routing import BaseRoute, Route
 from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.runs import (
     RunSummary,
-    UnknownRun,
     program_of,
-    resolve_run,
     run_id_of,
     run_stream_id,
     summarize,
 )
 from evopolicygym.report.diffs import DIFF_LIMIT, program_diff
 from evopolicygym.report.html import fmt
-from evopolicygym.view.app import Viewer, render, viewer_of
+from evopolicygym.view.app import Viewer, render, resolve_stream, viewer_of
 from evopolicygym.view.experiments_page import PageMemo, redact_spec
 from evopolicygym.view.templating import when
 
@@ -48,10 +45,7 @@ CHOICES = 50  # Runs offered to compare a Run with
 
 def _resolve(viewer: Viewer, given: str) -> str:
     """The Run id ``given`` names; a 404 saying why when there is none (or several)."""
-    try:
-        return run_id_of(resolve_run(viewer.store.events, given)) or given
-    except UnknownRun as exc:
-        raise HTTPException(404, viewer.redact(str(exc.args[0]))) from None
+    return run_id_of(resolve_stream(viewer, given)) or given
 
 
 # --------------------------------------------------------------------------- choosing b

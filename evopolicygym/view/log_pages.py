@@ -46,10 +46,10 @@ from evopolicygym.records.events import (
     RunCreated,
 )
 from evopolicygym.records.private import REDACTED, PrivateValues
-from evopolicygym.records.runs import UnknownRun, public, resolve_run, run_id_of
+from evopolicygym.records.runs import public, run_id_of
 from evopolicygym.records.timeline import event_text
 from evopolicygym.transcript import Message, Usage
-from evopolicygym.view.app import Viewer, render, viewer_of
+from evopolicygym.view.app import Viewer, number_param, render, resolve_stream, viewer_of
 
 __all__ = [
     "PAGE_EVENTS",
@@ -58,9 +58,7 @@ __all__ = [
     "TEXT_LIMIT",
     "MessageView",
     "RunText",
-    "number_param",
     "public_payload",
-    "resolve_stream",
     "run_text",
 ]
 
@@ -74,28 +72,6 @@ T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- shared by the pages
-
-
-def number_param(request: Request, name: str, default: int | None, minimum: int) -> int | None:
-    """A whole-number query parameter (``default`` when absent); 400 when it is not one."""
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise HTTPException(400, f"{name} must be a whole number, not {text!r}") from None
-    if value < minimum:
-        raise HTTPException(400, f"{name} must be at least {minimum}, not {value}")
-    return value
-
-
-def resolve_stream(viewer: Viewer, run: str) -> str:
-    """The stream of the Run named ``run`` (an id, a unique prefix or ``latest``); 404 if none."""
-    try:
-        return resolve_run(viewer.store.events, run)
-    except UnknownRun as exc:
-        raise HTTPException(404, str(exc)) from None
 
 
 def first(items: Iterable[T]) -> T | None:

@@ -20,13 +20,12 @@ from typing import Any
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from evopolicygym.records.events import EpisodeOutcome
-from evopolicygym.records.runs import AmbiguousRun, RunSummary, UnknownRun, resolve_run
+from evopolicygym.records.runs import RunSummary
 from evopolicygym.report.figures import (
     best_so_far_figure,
     budget_figure,
@@ -34,7 +33,7 @@ from evopolicygym.report.figures import (
     submissions_figure,
 )
 from evopolicygym.report.run_data import Lineage, Outcomes
-from evopolicygym.view.app import Viewer, render, viewer_of
+from evopolicygym.view.app import Viewer, number_param, render, resolve_stream, viewer_of
 from evopolicygym.view.run_reader import Attempt, RunReader, RunReaders
 
 __all__ = [
@@ -60,15 +59,6 @@ def readers_of(viewer: Viewer) -> RunReaders:
     if not isinstance(found, RunReaders):
         found = viewer.extra[_READERS] = RunReaders(viewer.store)
     return found
-
-
-def _stream_of(viewer: Viewer, run: str) -> str:
-    try:
-        return resolve_run(viewer.store.events, run)
-    except AmbiguousRun as exc:
-        raise HTTPException(404, str(exc)) from None
-    except UnknownRun:
-        raise HTTPException(404, f"no run {run!r} in the store") from None
 
 
 # --------------------------------------------------------------------------- small words
@@ -347,7 +337,7 @@ def _recent(reader: RunReader, clean: Clean) -> dict[str, Any]:
 def run_context(viewer: Viewer, run: str, page: int | None = None) -> dict[str, Any]:
     """The page's values for ``run`` (as a user names it): the Run caught up, read under
     its reader's lock. ``HTTPException(404)`` for a Run not in the store."""
-    stream_id = _stream_of(viewer, run)
+    stream_id = resolve_stream(viewer, run)
     reader = readers_of(viewer).get(stream_id)
     with reader.lock:
         reader.catch_up()
@@ -384,18 +374,9 @@ def run_context(viewer: Viewer, run: str, page: int | None = None) -> dict[str, 
         }
 
 
-def _page_number(text: str | None) -> int | None:
-    if not text:
-        return None
-    try:
-        return max(1, int(text))
-    except ValueError:
-        raise HTTPException(400, f"page must be a whole number, not {text!r}") from None
-
-
 async def run_page(request: Request) -> Response:
     viewer = viewer_of(request)
-    page = _page_number(request.query_params.get("page"))
+    page = number_param(request, "page", None, 1)
     context = await run_in_threadpool(run_context, viewer, request.path_params["run"], page)
     return render(
         request,

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from evopolicygym.view.app import render, viewer_of
+from evopolicygym.view.app import number_param, render, viewer_of
 from evopolicygym.view.index import FILTERS, SORTS
 
 __all__ = ["ROUTES"]
@@ -32,13 +32,6 @@ def _date_ns(text: str | None, name: str) -> int | None:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 10**9
 
 
-def _page_number(text: str | None) -> int:
-    try:
-        return max(1, int(text or "1"))
-    except ValueError:
-        raise HTTPException(400, f"page must be a whole number, not {text!r}") from None
-
-
 async def runs(request: Request) -> Response:
     viewer = viewer_of(request)
     q = request.query_params
@@ -51,7 +44,7 @@ async def runs(request: Request) -> Response:
     filters = {name: q.get(name, "") for name in FILTERS}
     since, until = q.get("since", ""), q.get("until", "")
     since_ns, until_ns = _date_ns(since, "since"), _date_ns(until, "until")
-    number = _page_number(q.get("page"))
+    number = number_param(request, "page", 1, 1) or 1
     await run_in_threadpool(viewer.index.refresh)
     page = await run_in_threadpool(
         lambda: viewer.index.page(

@@ -49,8 +49,8 @@ from evopolicygym.report.diffs import DIFF_LIMIT, program_diff
 from evopolicygym.report.run_data import Lineage, lineage_of
 from evopolicygym.report.videos import is_video
 from evopolicygym.view import log_pages
-from evopolicygym.view.app import Viewer, render, viewer_of
-from evopolicygym.view.log_pages import RunText, resolve_stream, run_text
+from evopolicygym.view.app import Viewer, render, resolve_stream, viewer_of
+from evopolicygym.view.log_pages import RunText, run_text
 
 __all__ = [
     "FILE_LIMIT",
