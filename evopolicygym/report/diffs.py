@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from evopolicygym.report.html import esc
 
-__all__ = ["DIFF_LIMIT", "diff_markup", "program_diff"]
+__all__ = ["DIFF_LIMIT", "diff_lines", "diff_markup", "program_diff"]
 
 DIFF_LIMIT = 200_000  # characters of one diff kept in the page (the record keeps it all)
 
@@ -48,23 +48,34 @@ def program_diff(
     return "".join(parts)
 
 
-def diff_markup(diff: str, redact: Callable[[str], str]) -> str:
-    """The diff's lines escaped, each marked as added, deleted or a hunk header."""
+def diff_lines(diff: str, redact: Callable[[str], str]) -> list[tuple[str, str]]:
+    """The diff's lines, redacted and held to ``DIFF_LIMIT`` characters, each with its kind:
+    ``hunk`` (file and hunk headers), ``add``, ``del`` or ``ctx``. Text, never markup."""
     diff = redact(diff)
     if len(diff) > DIFF_LIMIT:
         diff = diff[:DIFF_LIMIT] + f"\n[diff truncated at {DIFF_LIMIT:,} characters]\n"
-    out: list[str] = []
+    lines = []
     for line in diff.splitlines():
-        if line.startswith(("+++", "---")):
-            cls = "h"
+        if line.startswith(("+++", "---", "@@")):
+            kind = "hunk"
         elif line.startswith("+"):
-            cls = "a"
+            kind = "add"
         elif line.startswith("-"):
-            cls = "d"
-        elif line.startswith("@@"):
-            cls = "h"
+            kind = "del"
         else:
-            out.append(esc(line) + "\n")
-            continue
-        out.append(f'<span class="{cls}">{esc(line)}</span>')
-    return "".join(out)
+            kind = "ctx"
+        lines.append((kind, line))
+    return lines
+
+
+_CLASSES = {"hunk": "h", "add": "a", "del": "d"}
+
+
+def diff_markup(diff: str, redact: Callable[[str], str]) -> str:
+    """The diff's lines escaped, each marked as added, deleted or a hunk header."""
+    return "".join(
+        f'<span class="{_CLASSES[kind]}">{esc(line)}</span>'
+        if kind in _CLASSES
+        else esc(line) + "\n"
+        for kind, line in diff_lines(diff, redact)
+    )

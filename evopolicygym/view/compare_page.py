@@ -32,13 +32,13 @@ from evopolicygym.records.runs import (
     run_stream_id,
     summarize,
 )
-from evopolicygym.report.diffs import DIFF_LIMIT, program_diff
+from evopolicygym.report.diffs import diff_lines, program_diff
 from evopolicygym.report.html import fmt
 from evopolicygym.view.app import Viewer, render, resolve_stream, viewer_of
 from evopolicygym.view.experiments_page import PageMemo, redact_spec
 from evopolicygym.view.templating import when
 
-__all__ = ["CHOICES", "ROUTES", "diff_lines"]
+__all__ = ["CHOICES", "ROUTES"]
 
 CHOICES = 50  # Runs offered to compare a Run with
 
@@ -126,26 +126,6 @@ def _side(viewer: Viewer, run_id: str) -> Side:
         program_label=label,
         files=files,
     )
-
-
-def diff_lines(diff: str, redact: Callable[[str], str]) -> list[tuple[str, str]]:
-    """The diff's lines (redacted, held to ``DIFF_LIMIT`` characters) with their kind:
-    ``add``, ``del``, ``hunk`` (file and hunk headers) or ``ctx``. Text, never markup."""
-    diff = redact(diff)
-    if len(diff) > DIFF_LIMIT:
-        diff = diff[:DIFF_LIMIT] + f"\n[diff cut at {DIFF_LIMIT:,} characters]\n"
-    lines = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---", "@@")):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        lines.append((kind, line))
-    return lines
 
 
 def _score(summary: RunSummary) -> float | None:

@@ -45,7 +45,7 @@ from evopolicygym.records.events import (
     SubmissionPublished,
 )
 from evopolicygym.records.runs import SubmissionSummary, run_id_of
-from evopolicygym.report.diffs import DIFF_LIMIT, program_diff
+from evopolicygym.report.diffs import diff_lines, program_diff
 from evopolicygym.report.run_data import Lineage, lineage_of
 from evopolicygym.report.videos import is_video
 from evopolicygym.view import log_pages
@@ -198,24 +198,6 @@ def _files(program: Program, shown: RunText) -> list[dict[str, Any]]:
                 note = f"a binary file of {len(data):,} bytes"
         out.append({"path": shown.text(path, 2_000), "size": len(data), "text": text, "note": note})
     return out
-
-
-def _diff_lines(diff: str) -> list[tuple[str, str]]:
-    """(class, text) per line; a classed line is a block of its own, a plain one ends in a
-    newline. The template escapes the text."""
-    if len(diff) > DIFF_LIMIT:
-        diff = diff[:DIFF_LIMIT] + f"\n[diff truncated at {DIFF_LIMIT:,} characters]\n"
-    lines = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---", "@@")):
-            lines.append(("hunk", line))
-        elif line.startswith("+"):
-            lines.append(("add", line))
-        elif line.startswith("-"):
-            lines.append(("del", line))
-        else:
-            lines.append(("", line + "\n"))
-    return lines
 
 
 # --------------------------------------------------------------------------- Feedback
@@ -375,7 +357,7 @@ def _diff(
     )
     if not diff:
         return [], "the same program as its parent"
-    return _diff_lines(shown.text(diff, None)), None
+    return diff_lines(diff, lambda text: shown.text(text, None)), None
 
 
 def _context(viewer: Viewer, run: str, sid: int) -> dict[str, Any]:
