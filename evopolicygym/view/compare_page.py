@@ -15,6 +15,7 @@ of its Runs moved.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +31,12 @@ from evopolicygym.records.runs import (
     program_of,
     run_id_of,
     run_stream_id,
-    summarize,
 )
 from evopolicygym.report.diffs import diff_lines, program_diff
 from evopolicygym.report.html import fmt
 from evopolicygym.view.app import Viewer, render, resolve_stream, viewer_of
 from evopolicygym.view.experiments_page import PageMemo, redact_spec
+from evopolicygym.view.run_page import LINEAGE_WAIT_S, readers_of
 from evopolicygym.view.templating import when
 
 __all__ = ["CHOICES", "ROUTES"]
@@ -113,16 +114,20 @@ def _program(viewer: Viewer, summary: RunSummary) -> tuple[str, dict[str, bytes]
 
 
 def _side(viewer: Viewer, run_id: str) -> Side:
-    from evopolicygym.report.run_data import lineage_of
-
-    summary = summarize(viewer.store.events, run_stream_id(run_id))
+    """One Run of the two, from the Run readers the Run page keeps (one fold and one lineage
+    per Run, whichever page asks); its summary copied, as the reader goes on folding."""
+    reader = readers_of(viewer).get(run_stream_id(run_id))
+    with reader.lock:
+        reader.catch_up()
+        lineage, _pending = reader.lineage(LINEAGE_WAIT_S)
+        summary = copy.deepcopy(reader.summary)
     row = viewer.index.get(run_id)
     label, files = _program(viewer, summary)
     return Side(
         run_id=run_id,
         summary=summary,
         status=row.status if row is not None else summary.status,
-        lineage=lineage_of(viewer.store, run_id),
+        lineage=lineage,
         program_label=label,
         files=files,
     )

@@ -1,9 +1,10 @@
 """One Submission of a Run, and the bytes of the artifacts it published.
 
 ``/runs/{run}/submissions/{sid}`` shows the Submission's facts (status, scores, pool
-indices, budget, Validation and Assessment), its parent and edit kind (``lineage_of``), its
-program's files and the diff to its parent, the Feedback as the Agent saw it (the fields of
-its workspace ``feedback.json``), its Episodes, its videos and other artifacts. The Run's
+indices, budget, Validation and Assessment), its parent and edit kind (the Run reader's
+lineage, shared with the Run page), its program's files and the diff to its parent, the
+Feedback as the Agent saw it (the fields of its workspace ``feedback.json``), its Episodes,
+its videos and other artifacts. The Run's
 stream is read once, decoding whole only this Submission's events (the others' are read for
 their ids and programs, transcript chunks not at all).
 
@@ -46,11 +47,12 @@ from evopolicygym.records.events import (
 )
 from evopolicygym.records.runs import SubmissionSummary, run_id_of
 from evopolicygym.report.diffs import diff_lines, program_diff
-from evopolicygym.report.run_data import Lineage, lineage_of
+from evopolicygym.report.run_data import Lineage
 from evopolicygym.report.videos import is_video
 from evopolicygym.view import log_pages
 from evopolicygym.view.app import Viewer, render, resolve_stream, viewer_of
 from evopolicygym.view.log_pages import RunText, run_text
+from evopolicygym.view.run_page import LINEAGE_RELOAD_S, LINEAGE_WAIT_S, readers_of
 
 __all__ = [
     "FILE_LIMIT",
@@ -71,7 +73,6 @@ MEDIA_TYPES = {
     "jpg": "image/jpeg",
     "jpeg": "image/jpeg",
 }
-_LINEAGE_CACHE = 16  # Runs whose lineage is kept
 _ARTIFACT_CACHE = 256  # Submissions whose artifact lists are kept
 _FAULT = (
     "(the Agent was told only that the Host could not complete this evaluation; the recorded "
@@ -114,7 +115,6 @@ class SubmissionRecord:
     created: RunCreated | None = None
     digests: dict[int, str] = field(default_factory=dict)  # each started one's (0: initial)
     version: int = 0  # the stream version read up to
-    settled: int = 0  # the version of its last event that its lineage depends on
 
 
 def read_submission(viewer: Viewer, stream_id: str, submission_id: int) -> SubmissionRecord:
@@ -142,35 +142,24 @@ def read_submission(viewer: Viewer, stream_id: str, submission_id: int) -> Submi
                 continue
             case EvaluationStarted():
                 record.started = event
-                record.settled = envelope.stream_version
             case EpisodeCompleted():
                 record.episodes.append(event)
             case SubmissionPublished():
                 record.published = event
-                record.settled = envelope.stream_version
             case EvaluationFailed():
                 record.failed = event
-                record.settled = envelope.stream_version
         record.summary.apply(event, envelope.recorded_at)
     return record
 
 
-def _lineage(viewer: Viewer, stream_id: str, record: SubmissionRecord) -> Lineage | None:
-    """The Submission's parent and edit kind. The Run's lineage (which compares every
-    program with those before it) is kept between requests: a Submission's entry is final
-    once it has concluded, as it rests on it and on earlier Submissions only."""
-    cache: dict[str, tuple[int, dict[int, Lineage]]] = viewer.extra.setdefault("pages.lineage", {})
-    sid = record.summary.submission_id
-    kept = cache.get(stream_id)
-    if kept is not None and kept[0] >= record.settled and sid in kept[1]:
-        return kept[1][sid]
-    version = record.version
-    found = lineage_of(viewer.store, run_id_of(stream_id) or stream_id)
-    cache.pop(stream_id, None)
-    if len(cache) >= _LINEAGE_CACHE:
-        cache.pop(next(iter(cache)))
-    cache[stream_id] = (version, found)
-    return found.get(sid)
+def _lineage(viewer: Viewer, stream_id: str, sid: int) -> tuple[Lineage | None, bool]:
+    """The Submission's parent and edit kind, from the Run's reader (shared with the Run
+    page: one lineage per Run), and whether it is still being read."""
+    reader = readers_of(viewer).get(stream_id)
+    with reader.lock:
+        reader.catch_up()
+        found, pending = reader.lineage(LINEAGE_WAIT_S)
+    return found.get(sid), pending
 
 
 # --------------------------------------------------------------------------- programs and diffs
@@ -367,7 +356,7 @@ def _context(viewer: Viewer, run: str, sid: int) -> dict[str, Any]:
     if record.started is None:
         raise HTTPException(404, f"Run {run_id} has no Submission {sid}")
     shown = run_text(viewer, stream_id, record.created)
-    line = _lineage(viewer, stream_id, record)
+    line, pending = _lineage(viewer, stream_id, sid)
     parent, basis = _parent(record, line)
     program = _program(viewer, record.summary.program_digest)
     diff, diff_note = _diff(viewer, record, parent, shown)
@@ -382,6 +371,8 @@ def _context(viewer: Viewer, run: str, sid: int) -> dict[str, Any]:
         "parent": parent,
         "parent_basis": basis,
         "edit_kind": line.edit_kind if line is not None else None,
+        "lineage_pending": pending,
+        "reload_s": LINEAGE_RELOAD_S if pending else None,
         "beats_parent": line.beats_parent if line is not None else None,
         "files": _files(program, shown) if program is not None else None,
         "diff": diff,
