@@ -121,7 +121,7 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: Any, sock: socket.socket, *, graceful_s: float | None = None) -> None:
+def serve(app: Any, sock: socket.socket, *, graceful_s: int | None = None) -> None:
     """Serve ``app`` on ``sock`` until SIGINT or SIGTERM (uvicorn's own handling).
     ``graceful_s``: how long open responses (an event stream) may hold the shutdown."""
     import uvicorn

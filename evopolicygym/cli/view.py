@@ -118,6 +118,6 @@ def view(
         click.echo(f"viewing {location} on {shown} (Ctrl-C stops)")
         if open_browser:
             webbrowser.open(f"{url}/?token={token}" if token else f"{url}/")
-        serve(app, sock, graceful_s=1.0)
+        serve(app, sock, graceful_s=1)
     finally:
         store.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -27,6 +27,7 @@ from evopolicygym.records.events import (
     CandidateValidated,
     EpisodeCompleted,
     EpisodeOutcome,
+    Event,
     EventCodecError,
     FinishRejected,
     ReferenceValidated,
@@ -44,9 +45,11 @@ from evopolicygym.transcript import Message
 
 __all__ = [
     "Lineage",
+    "OutcomeHolder",
     "Outcomes",
     "RunData",
     "TimelineEvent",
+    "fold_outcomes",
     "lineage_of",
     "read_run",
 ]
@@ -107,6 +110,46 @@ class RunData:
     videos: dict[int, list[ArtifactRef]] = field(default_factory=dict)  # by Submission
 
 
+class OutcomeHolder(Protocol):
+    """Where the public outcomes of Validation and Assessment are kept (``RunData`` and the
+    viewer's Run reader)."""
+
+    validation_split: str | None
+    validation_episodes: int | None
+    reference: Outcomes | None
+    validation: dict[int, Outcomes]
+    assessment_split: str | None
+    assessment: Outcomes | None
+    candidate_assessments: dict[int, Outcomes | None]
+
+
+def fold_outcomes(target: OutcomeHolder, event: Event) -> bool:
+    """Keep ``event``'s public outcome in ``target`` if it is one of Validation or Assessment
+    (no seed, no EpisodeSpec); whether it was."""
+    match event:
+        case ValidationStarted():
+            target.validation_split, target.validation_episodes = event.split, event.episodes
+        case ReferenceValidated():
+            target.reference = Outcomes(event.score, event.failures, list(event.episodes))
+        case CandidateValidated():
+            target.validation[event.submission_id] = Outcomes(
+                event.score, event.failures, list(event.episodes)
+            )
+        case AssessmentStarted():
+            target.assessment_split = event.split
+        case AssessmentCompleted():
+            target.assessment = Outcomes(event.score, event.failures, list(event.episodes))
+        case CandidateAssessed():
+            target.candidate_assessments[event.submission_id] = (
+                None
+                if event.score is None
+                else Outcomes(event.score, event.failures, list(event.episodes))
+            )
+        case _:
+            return False
+    return True
+
+
 def read_run(store: Store, stream_id: str) -> RunData:
     """The Run of ``stream_id`` (see ``records.runs.resolve_run``), read in full."""
     data = RunData(RunSummary(run_id=run_id_of(stream_id) or stream_id, stream_id=stream_id))
@@ -148,24 +191,8 @@ def read_run(store: Store, stream_id: str) -> RunData:
             case EpisodeCompleted():
                 data.episodes.setdefault(event.submission_id, []).append(event)
                 continue  # one timeline row per Submission's evaluation, not per Episode
-            case ValidationStarted():
-                data.validation_split, data.validation_episodes = event.split, event.episodes
-            case ReferenceValidated():
-                data.reference = Outcomes(event.score, event.failures, list(event.episodes))
-            case CandidateValidated():
-                data.validation[event.submission_id] = Outcomes(
-                    event.score, event.failures, list(event.episodes)
-                )
-            case AssessmentStarted():
-                data.assessment_split = event.split
-            case AssessmentCompleted():
-                data.assessment = Outcomes(event.score, event.failures, list(event.episodes))
-            case CandidateAssessed():
-                data.candidate_assessments[event.submission_id] = (
-                    None
-                    if event.score is None
-                    else Outcomes(event.score, event.failures, list(event.episodes))
-                )
+            case _:
+                fold_outcomes(data, event)
         text = event_text(event, summary)
         if text is not None:
             data.timeline.append(TimelineEvent(envelope.recorded_at, event.type_name(), text))

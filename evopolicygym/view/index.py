@@ -310,7 +310,8 @@ class RunIndex:
         size: int = PAGE_SIZE,
     ) -> IndexPage:
         """One page of the Runs matching ``filters`` (exact values of ``FILTERS``)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         for name in FILTERS:
             value = filters.get(name)
             if value:

@@ -30,24 +30,24 @@ from evopolicygym.records.events import (
     AgentExited,
     AgentMessages,
     AgentStarted,
-    AssessmentCompleted,
-    AssessmentStarted,
-    CandidateAssessed,
-    CandidateValidated,
     EpisodeCompleted,
     Event,
     EventCodecError,
     FinishRejected,
-    ReferenceValidated,
     RunCreated,
     SubmissionRejected,
-    ValidationStarted,
 )
 from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
 from evopolicygym.records.timeline import event_text
-from evopolicygym.report.run_data import Lineage, Outcomes, TimelineEvent, lineage_of
+from evopolicygym.report.run_data import (
+    Lineage,
+    Outcomes,
+    TimelineEvent,
+    fold_outcomes,
+    lineage_of,
+)
 from evopolicygym.transcript import Message
 
 __all__ = [
@@ -240,8 +240,8 @@ class RunReader:
                 self.rejections.append(
                     Rejection(at, "finish", event.code, event.message, candidates)
                 )
-            case _:
-                self._host(event)
+            case _:  # Validation and Assessment: their public outcomes
+                fold_outcomes(self, event)
 
     def _agent(self, event: AgentStarted | AgentExited | AgentMessages, at: int) -> None:
         attempt = self._attempt(event.attempt)
@@ -263,28 +263,6 @@ class RunReader:
                 if attempt.live.messages == 0 and event.messages:
                     attempt.live_system_first = event.messages[0].role == "system"
                 attempt.live.add(list(event.messages), errors=True)
-
-    def _host(self, event: Event) -> None:
-        """Validation and Assessment: their public outcomes (no seed, no EpisodeSpec)."""
-        match event:
-            case ValidationStarted():
-                self.validation_split, self.validation_episodes = event.split, event.episodes
-            case ReferenceValidated():
-                self.reference = Outcomes(event.score, event.failures, list(event.episodes))
-            case CandidateValidated():
-                self.validation[event.submission_id] = Outcomes(
-                    event.score, event.failures, list(event.episodes)
-                )
-            case AssessmentStarted():
-                self.assessment_split = event.split
-            case AssessmentCompleted():
-                self.assessment = Outcomes(event.score, event.failures, list(event.episodes))
-            case CandidateAssessed():
-                self.candidate_assessments[event.submission_id] = (
-                    None
-                    if event.score is None
-                    else Outcomes(event.score, event.failures, list(event.episodes))
-                )
 
     def lineage(self, wait_s: float = 0.0) -> tuple[dict[int, Lineage], bool]:
         """Each Submission's parent, edit kind and best so far (none where a program cannot
