@@ -187,6 +187,22 @@ def test_append_assigns_gap_free_positions_and_versions(event_store: EventStore)
     assert verify_store(event_store).problems == []
 
 
+def test_a_stream_read_stops_at_its_limit(event_store: EventStore) -> None:
+    """``limit`` bounds what is read, across pages too (a page is STREAM_PAGE events)."""
+    from evopolicygym.records.store import STREAM_PAGE
+
+    count = STREAM_PAGE + 5
+    for start in range(0, count, 500):
+        event_store.append("long", batch(f"l{start}", min(500, count - start)), start)
+    event_store.append("other", batch("o", 3), 0)
+    every = list(event_store.read_stream("long"))
+    assert len(every) == count
+    for start, limit in ((0, 1), (0, 0), (4, 3), (0, STREAM_PAGE + 2), (count - 2, 10), (7, None)):
+        found = list(event_store.read_stream("long", start, limit=limit))
+        expected = every[start:] if limit is None else every[start : start + limit]
+        assert [e.stream_version for e in found] == [e.stream_version for e in expected]
+
+
 def test_append_continues_the_chain_across_calls(event_store: EventStore) -> None:
     for i in range(5):
         assert event_store.append(f"s{i % 2}", [episode(f"e{i}", i)], ANY_VERSION) == [i + 1]

@@ -37,6 +37,7 @@ from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
     FORMAT_VERSION,
+    STREAM_PAGE,
     DuplicateEventError,
     ExpectedVersionError,
     Row,
@@ -399,19 +400,23 @@ class PostgresEventStore:
         """Called with an append's rows written and its transaction still open (the lock
         held): a seam for tests that hold a transaction open or drop the connection there."""
 
-    def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
-        version = from_version
-        while True:
+    def read_stream(
+        self, stream_id: str, from_version: int = 0, limit: int | None = None
+    ) -> Iterator[Envelope]:
+        version, left = from_version, limit
+        while left is None or left > 0:
+            page = STREAM_PAGE if left is None else min(left, STREAM_PAGE)
             rows = self._select(
                 f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND stream_version > %s ORDER "
-                "BY stream_version LIMIT 1000",
-                (stream_id, version),
+                "BY stream_version LIMIT %s",
+                (stream_id, version, page),
             )
             if not rows:
                 return
             for row in rows:
                 yield Envelope.from_row(row)
             version = rows[-1][2]
+            left = None if left is None else left - len(rows)
 
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
         return [Envelope.from_row(row) for row in self.read_all_rows(from_position, limit)]

@@ -574,10 +574,11 @@ def overview(events: EventStore, info: StreamInfo) -> RunSummary:
     """A summary from the stream's first and last events only: who, what, when, how it
     ended. Cheap whatever the Run's length, which a listing of many Runs needs."""
     summary = _new(info.stream_id)
-    first = next(iter(events.read_stream(info.stream_id, 0)), None)
+    # One event read each (limit=1): a page of a long stream would be read to keep one.
+    first = next(iter(events.read_stream(info.stream_id, 0, limit=1)), None)
     envelopes = [first] if first is not None else []
     if info.version > 1:
-        last = next(iter(events.read_stream(info.stream_id, info.version - 1)), None)
+        last = next(iter(events.read_stream(info.stream_id, info.version - 1, limit=1)), None)
         if last is not None and last.type in (RunFinished.type_name(), RunInterrupted.type_name()):
             envelopes.append(last)
     summary.fold(envelopes)

@@ -25,6 +25,7 @@ from evopolicygym.records.events import Envelope, NewEvent, payload_hash
 from evopolicygym.records.store import (
     ANY_VERSION,
     FORMAT_VERSION,
+    STREAM_PAGE,
     ExpectedVersionError,
     Row,
     StoreError,
@@ -299,20 +300,24 @@ class SQLiteEventStore:
             )
         return positions
 
-    def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
-        version = from_version
-        while True:
+    def read_stream(
+        self, stream_id: str, from_version: int = 0, limit: int | None = None
+    ) -> Iterator[Envelope]:
+        version, left = from_version, limit
+        while left is None or left > 0:
+            page = STREAM_PAGE if left is None else min(left, STREAM_PAGE)
             with self._reading():
                 rows = self._raw.execute(
                     f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND stream_version > ? "
-                    "ORDER BY stream_version LIMIT 1000",
-                    (stream_id, version),
+                    "ORDER BY stream_version LIMIT ?",
+                    (stream_id, version, page),
                 ).fetchall()
             if not rows:
                 return
             for row in rows:
                 yield Envelope.from_row(row)
             version = rows[-1][2]
+            left = None if left is None else left - len(rows)
 
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
         return [Envelope.from_row(row) for row in self.read_all_rows(from_position, limit)]

@@ -64,6 +64,9 @@ Row = tuple[Any, ...]
 """One event as a plain tuple; its fields are listed by the method that returns it."""
 
 
+STREAM_PAGE = 1000  # events per query of a stream read
+
+
 class StoreError(Exception):
     """The store cannot be opened or used as asked; the message says what to do."""
 
@@ -208,8 +211,11 @@ class EventStore(Protocol):
         ``EventTooLarge`` (nothing appended) if a payload is over ``MAX_EVENT_BYTES``."""
         ...
 
-    def read_stream(self, stream_id: str, from_version: int = 0) -> Iterator[Envelope]:
-        """The stream's events with ``stream_version > from_version``, in order."""
+    def read_stream(
+        self, stream_id: str, from_version: int = 0, limit: int | None = None
+    ) -> Iterator[Envelope]:
+        """The stream's events with ``stream_version > from_version``, in order; at most
+        ``limit`` of them (and no more read from the database) when it is given."""
         ...
 
     def read_all(self, from_position: int = 0, limit: int = 1000) -> list[Envelope]:
