@@ -13,16 +13,16 @@ caller's ``redact``, where the report redacts it).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from evopolicygym.analysis import diagnostics
 from evopolicygym.records.runs import RunSummary, SubmissionSummary
 from evopolicygym.report.curves import best_so_far
-from evopolicygym.report.html import fmt
+from evopolicygym.report.html import fmt, plain
 from evopolicygym.report.plots import PALETTE, figure_spec
 from evopolicygym.report.run_data import Lineage, TimelineEvent
+
+if TYPE_CHECKING:  # pandas is loaded where a page needs it, not on import
+    import pandas as pd
 
 __all__ = [
     "EDIT_COLORS",
@@ -466,13 +466,6 @@ def compare_figure(series: Sequence[tuple[str, RunSummary, Mapping[int, Lineage]
 # --------------------------------------------------------------------------- many Runs
 
 
-def _cell(value: Any) -> Any:
-    """A frame's cell as a plain value: NA and NaN as None."""
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return None
-    return value.item() if hasattr(value, "item") else value
-
-
 def agent_colors(agents: Sequence[str]) -> dict[str, str]:
     """Each agent's colour, in ``PALETTE`` order: the same in every figure of a page."""
     return {agent: PALETTE[i % len(PALETTE)] for i, agent in enumerate(agents)}
@@ -486,9 +479,9 @@ def leaderboard_figure(scores: pd.DataFrame, colors: Mapping[str, str]) -> Spec 
         mine = scores[scores["agent"] == agent]
         if mine.empty:
             continue
-        means = [_cell(v) for v in mine["mean"]]
-        highs = [_cell(v) for v in mine["ci_high"]]
-        lows = [_cell(v) for v in mine["ci_low"]]
+        means = [plain(v) for v in mine["mean"]]
+        highs = [plain(v) for v in mine["ci_high"]]
+        lows = [plain(v) for v in mine["ci_low"]]
         traces.append(
             {
                 "type": "scatter",
@@ -606,7 +599,7 @@ def benchmark_best_figures(
     over Episodes used from ``diagnostics.efficiency_curves``: each Run and the mean per
     agent, unmatched steps marked. (Benchmark, spec); none for a Benchmark with no curve."""
     ends = {
-        str(r): _cell(u) or 0
+        str(r): plain(u) or 0
         for r, u in zip(current["run_id"], current["budget_used"], strict=True)
     }
     found: list[tuple[str, Spec]] = []
@@ -703,7 +696,7 @@ def edits_figure(dynamics: pd.DataFrame) -> Spec | None:
             "type": "bar",
             "name": kind,
             "x": labels,
-            "y": [_cell(v) for v in dynamics[kind]],
+            "y": [plain(v) for v in dynamics[kind]],
             "marker": {"color": color},
             "hovertemplate": f"%{{x}}: {kind} %{{y:.0%}}<extra></extra>",
         }
@@ -715,7 +708,7 @@ def edits_figure(dynamics: pd.DataFrame) -> Spec | None:
             "mode": "markers",
             "name": "hit rate (beat the parent on matched Episodes)",
             "x": labels,
-            "y": [_cell(v) for v in dynamics["hit_rate"]],
+            "y": [plain(v) for v in dynamics["hit_rate"]],
             "marker": {"symbol": "diamond", "size": 12, "color": "#d62728"},
             "hovertemplate": "%{x}: hit rate %{y:.0%}<extra></extra>",
         }
@@ -735,6 +728,8 @@ def experiment_figures(runs: pd.DataFrame, submissions: pd.DataFrame) -> list[tu
     """The figures of an experiment's page, from its ``runs_df`` and ``submissions_df``, as
     (the report's figure id, spec): ``plot-leaderboard``, ``plot-best-<n>`` per Benchmark,
     ``plot-selection``, ``plot-edits``; a figure with nothing to draw is left out."""
+    from evopolicygym.analysis import diagnostics  # pandas: loaded by the pages that need it
+
     current = diagnostics.current_runs(runs)
     colors = agent_colors(sorted(map(str, current["agent"].dropna().unique())))
     curves = diagnostics.efficiency_curves(current, submissions)

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import html
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Markup", "Section", "esc", "fmt", "page", "table"]
+__all__ = ["Markup", "Section", "esc", "fmt", "page", "plain", "table"]
 
 
 def esc(value: object) -> str:
     """``value`` as text, escaped for an element's content or a quoted attribute."""
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def plain(value: object) -> Any:
+    """A data frame's cell as a plain value: NA and NaN as None, NumPy scalars as Python's."""
+    pandas = sys.modules.get("pandas")  # a value is pandas' NA only where pandas is loaded
+    if value is None or (pandas is not None and value is pandas.NA):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def fmt(value: object, digits: int = 4) -> str:

@@ -9,11 +9,8 @@ read for their public fields only).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import pandas as pd
+from typing import TYPE_CHECKING, Protocol
 
 from evopolicygym.records.blobcodec import BlobError
 from evopolicygym.records.events import (
@@ -40,8 +37,12 @@ from evopolicygym.records.location import Store
 from evopolicygym.records.private import PrivateValues
 from evopolicygym.records.runs import RunSummary, run_id_of
 from evopolicygym.records.timeline import event_text
+from evopolicygym.report.html import plain
 from evopolicygym.report.videos import is_video
 from evopolicygym.transcript import Message
+
+if TYPE_CHECKING:  # pandas is loaded where a page needs it, not on import
+    pass
 
 __all__ = [
     "Lineage",
@@ -204,13 +205,6 @@ def read_run(store: Store, stream_id: str) -> RunData:
     return data
 
 
-def _plain(value: object) -> Any:
-    """A frame's cell as a plain value: NA and NaN as None."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value.item() if hasattr(value, "item") else value
-
-
 def lineage_of(store: Store, run_id: str) -> dict[int, Lineage]:
     """Each Submission's parent, edit kind and best so far, from the analysis frames; none
     where a program cannot be read (the page then shows no diffs and no best so far)."""
@@ -223,11 +217,11 @@ def lineage_of(store: Store, run_id: str) -> dict[int, Lineage]:
     found: dict[int, Lineage] = {}
     for row in frame.to_dict("records"):
         found[int(row["submission_id"])] = Lineage(
-            parent_submission_id=_plain(row["parent_submission_id"]),
-            parent_basis=_plain(row["parent_basis"]),
-            edit_kind=_plain(row["edit_kind"]),
-            beats_parent=_plain(row["beats_parent"]),
-            best_so_far_score=_plain(row["best_so_far_score"]),
-            best_so_far_basis=_plain(row["best_so_far_basis"]),
+            parent_submission_id=plain(row["parent_submission_id"]),
+            parent_basis=plain(row["parent_basis"]),
+            edit_kind=plain(row["edit_kind"]),
+            beats_parent=plain(row["beats_parent"]),
+            best_so_far_score=plain(row["best_so_far_score"]),
+            best_so_far_basis=plain(row["best_so_far_basis"]),
         )
     return found

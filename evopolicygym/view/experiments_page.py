@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -43,7 +41,11 @@ from evopolicygym.records.experiments import (
     read_experiment,
 )
 from evopolicygym.records.store import EventStore
+from evopolicygym.report.html import plain
 from evopolicygym.view.app import Viewer, render, viewer_of
+
+if TYPE_CHECKING:  # pandas is loaded where a page needs it, not on import
+    import pandas as pd
 
 __all__ = ["ROUTES", "PageMemo", "redact_spec"]
 
@@ -97,15 +99,6 @@ def redact_spec(value: Any, redact: Callable[[str], str]) -> Any:
     if isinstance(value, list | tuple):
         return [redact_spec(v, redact) for v in value]
     return value
-
-
-def _plain(value: Any) -> Any:
-    """A frame's cell as a plain value: NA and NaN as None."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value.item() if hasattr(value, "item") else value
 
 
 def _created_at(events: EventStore, experiment_id: str) -> int | None:
@@ -255,7 +248,7 @@ def _success_rates(runs: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]
     found: dict[tuple[str, str], tuple[int, int]] = {}
     current = diagnostics.current_runs(runs)
     for (agent, benchmark), group in current.groupby(diagnostics.GROUP, sort=True, dropna=False):
-        wins = sum(1 for v in group["success"] if _plain(v) is True)
+        wins = sum(1 for v in group["success"] if plain(v) is True)
         found[(str(agent), str(benchmark))] = (wins, len(group))
     return found
 
@@ -331,7 +324,7 @@ RUN_FACTS = (
 
 def _run_facts(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return {
-        str(r["run_id"]): {k: _plain(r[k]) for k in RUN_FACTS}
+        str(r["run_id"]): {k: plain(r[k]) for k in RUN_FACTS}
         for r in runs[["run_id", *RUN_FACTS]].to_dict("records")
     }
 
