@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evopolicygym.agents.launcher import ProviderLauncher
 from evopolicygym.cli.group import main
@@ -382,3 +384,35 @@ def test_a_v1_payload_is_stored_as_written_and_reads_as_v2(store: Store) -> None
     assert envelope.schema_version == 1 and envelope.payload == old.payload
     event: Event = envelope.event()
     assert isinstance(event, RunCreated) and event.pool == entries(2)
+
+
+_SECRET_CHARS = "abcxyz01"
+
+
+def _sequential(strings: set[str], text: str) -> str:
+    """The scrub of strings as a plain loop: every secret searched for, longest first."""
+    for secret in sorted(strings, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    secrets=st.sets(st.text(_SECRET_CHARS, min_size=6, max_size=12), min_size=1, max_size=200),
+    pieces=st.lists(st.text(_SECRET_CHARS + " -", max_size=8), max_size=30),
+    data=st.data(),
+)
+def test_scrubbing_many_strings_finds_what_a_search_for_each_finds(
+    secrets: set[str], pieces: list[str], data: st.DataObject
+) -> None:
+    """Past ``_INDEX_FROM`` strings, which occur is found in one pass over the text; the text
+    out is the same as searching it for every string (longest first)."""
+    planted = data.draw(st.lists(st.sampled_from(sorted(secrets)), max_size=10))
+    text = "".join(
+        p for pair in zip(pieces, planted + [""] * len(pieces), strict=False) for p in pair
+    )
+    private = PrivateValues()
+    private.strings = set(secrets)
+    assert private.scrub(text) == _sequential(secrets, text)
+    for secret in planted:
+        assert secret not in private.scrub(text)

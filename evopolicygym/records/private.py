@@ -21,6 +21,8 @@ __all__ = ["REDACTED", "PrivateValues"]
 _NUMBER = re.compile(r"\d+")
 _MIN_PRIVATE_DIGITS = 5  # shorter numbers are everywhere in text; scrubbing them would garble it
 REDACTED = "<private>"
+_HEAD = 6  # the shortest private string's length: the key strings are indexed by
+_INDEX_FROM = 64  # from this many strings on, find which occur in one pass over the text
 
 
 class PrivateValues:
@@ -30,6 +32,9 @@ class PrivateValues:
         self.numbers: set[str] = set()
         self.strings: set[str] = set()
         self.unknown = False  # some private values could not be read: scrub every long number
+        self._heads: set[str] | None = None  # the strings' first characters
+        self._lengths: list[int] = []  # the strings' lengths, ascending
+        self._indexed = 0  # how many strings _heads and _lengths were taken from
 
     def add_created(self, created: RunCreated, blobs: BlobStore | None = None) -> None:
         """The values ``created`` holds; its pool, when kept as a blob, read from ``blobs``."""
@@ -70,11 +75,35 @@ class PrivateValues:
             return
         elif isinstance(value, int):
             self._number(value)
-        elif isinstance(value, str) and len(value) >= 6:
+        elif isinstance(value, str) and len(value) >= _HEAD:
             self.strings.add(value)
 
+    def _present(self, text: str) -> Iterable[str]:
+        """The strings that may occur in ``text``: all of them when they are few; else the
+        ones that do, found in one pass over the text (a Run of 100,000 Episodes has as many
+        scenario strings: searching the text for each took seconds a page). A position is
+        looked at only where some string's first characters stand, then for each length."""
+        if len(self.strings) < _INDEX_FROM:
+            return self.strings
+        if self._heads is None or self._indexed != len(self.strings):
+            self._heads = {secret[:_HEAD] for secret in self.strings}
+            self._lengths = sorted({len(secret) for secret in self.strings})
+            self._indexed = len(self.strings)
+        heads, lengths, strings = self._heads, self._lengths, self.strings
+        found: set[str] = set()
+        for start in range(len(text) - _HEAD + 1):
+            if text[start : start + _HEAD] in heads:
+                for length in lengths:
+                    piece = text[start : start + length]
+                    if len(piece) < length:
+                        break
+                    if piece in strings:
+                        found.add(piece)
+        return found
+
     def scrub(self, text: str) -> str:
-        for secret in self.strings:
+        # Longest first, so a secret inside a longer one does not leave the longer's rest.
+        for secret in sorted(self._present(text), key=len, reverse=True):
             text = text.replace(secret, REDACTED)
         if self.unknown:
             return _NUMBER.sub(
