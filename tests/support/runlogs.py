@@ -419,7 +419,7 @@ def synth_run(run_id: str, **kw: Any) -> SynthRun:
 
 
 def write_experiment(
-    store: Store, cells: list[tuple[str, str, str, int, list[tuple[str, str]]]]
+    store: Store, cells: list[tuple[str, str, int, int, list[tuple[str, str]]]]
 ) -> None:
     """An experiment stream ``demo``: per cell (agent, benchmark, seed, agent_seed, its Runs
     as (run_id, outcome) in attempt order), as ``experiment run`` records it."""
