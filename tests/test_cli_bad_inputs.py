@@ -394,6 +394,18 @@ ROWS = [
         says="needs a token",
     ),
     row("serve-env-short-token", "serve-env", "--token", "short", says="at least 16"),
+    # view: the same access rules, checked before anything is imported or opened
+    row(
+        "view-public-without-token",
+        "view",
+        "--host",
+        "0.0.0.0",
+        "--store",
+        "{estore}",
+        says="EVOPOLICY_VIEW_TOKEN",
+    ),
+    row("view-short-token", "view", "--token", "short", "--store", "{estore}", says="at least 16"),
+    row("view-port-out-of-range", "view", "--port", "70000", says="--port"),
     # resume
     row("resume-unknown-run", "resume", "nope", "--store", "{estore}", says="no run 'nope'"),
     row("resume-store-is-a-file", "resume", "nope", "--store", "{file}", says="{file}"),
@@ -821,8 +833,8 @@ def _setup(root: Path) -> dict[str, str]:
 
 
 def _env(root: Path) -> dict[str, str]:
-    # EVOPOLICY_SERVE_TOKEN: serve-env's row is about a public address without one.
-    hidden = (SESSION_ENV, WORKSPACE_ENV, "EVOPOLICY_SERVE_TOKEN")
+    # The servers' token variables: their rows are about a public address without one.
+    hidden = (SESSION_ENV, WORKSPACE_ENV, "EVOPOLICY_SERVE_TOKEN", "EVOPOLICY_VIEW_TOKEN")
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env[STORE_ENV] = str(root / "default-store")  # never the working directory's
     env["COLUMNS"] = "80"
