@@ -45,6 +45,7 @@ from evopolicygym.records.events import (
     RunCreated,
     SubmissionPublished,
 )
+from evopolicygym.records.feedback import AGENT_FAULT_MESSAGE, feedback_document
 from evopolicygym.records.store import BlobStore
 from evopolicygym.records.traces import decode_trace
 from evopolicygym.run.config import FeedbackConfig
@@ -65,10 +66,6 @@ __all__ = [
     "trace_artifact_name",
 ]
 
-AGENT_FAULT_MESSAGE = (
-    "the Host could not complete this evaluation (a fault of the Environment or the Host, "
-    "not of the policy); its budget stays spent and the Run ends"
-)
 
 PROGRAM_DIR = "program"
 FEEDBACK_DIR = "feedback"
@@ -144,18 +141,6 @@ def _fold(events: Sequence[Event]) -> tuple[int | None, dict[int, _Submission]]:
                 # Everything else is either the Agent's own doing or Host-private.
                 pass
     return budget, submissions
-
-
-def _episode(event: EpisodeCompleted) -> dict[str, Any]:
-    # Explicit fields: trace_blob and duration_s are Host-side evidence.
-    return {
-        "index": event.index,
-        "status": event.status,
-        "total_reward": event.total_reward,
-        "steps": event.steps,
-        "failure": event.failure,
-        "output_tail": event.output_tail,
-    }
 
 
 @dataclass(frozen=True)
@@ -460,47 +445,19 @@ def _document(
     budget: int | None,
     shown: FeedbackConfig,
 ) -> bytes:
-    """A concluded Submission's ``feedback.json``."""
-    started, outcome = entry.started, entry.outcome
-    document: dict[str, Any] = {
-        "submission_id": sid,
-        "program_digest": started.program_digest,
-        "parent_program_digest": started.parent_program_digest,
-        "indices": list(started.indices),
-        "budget_reserved": started.budget_reserved,
-        "episodes": [_episode(e) for e in entry.episodes],
-        "artifacts": artifacts,
-    }
-    if isinstance(outcome, SubmissionPublished):
-        document.update(
-            status="published",
-            budget_used=outcome.budget_used,
-            budget_left=outcome.budget_left,
-            score=outcome.score,
-            failures=outcome.failures,
-            content=outcome.content,
-            error=None,
-        )
-    else:
-        assert isinstance(outcome, EvaluationFailed)
-        # The reservation counted in budget_used, less any part of it not consumed.
-        used = started.budget_used - started.budget_reserved + outcome.budget_consumed
-        document.update(
-            status="failed",
-            budget_used=used,
-            budget_left=None if budget is None else budget - used,
-            score=None,
-            failures=None,
-            content=None,
-            # The recorded error may quote Host-private values (an Episode seed in an
-            # Environment's exception); the Agent learns only what kind of fault it was.
-            error=AGENT_FAULT_MESSAGE,
-        )
-    # A withheld part is left out, not emptied: an Agent cannot mistake it for "none".
-    if not shown.episodes:
-        del document["episodes"]
-    if not shown.content:
-        del document["content"]
+    """A concluded Submission's ``feedback.json`` (``records.feedback`` defines it)."""
+    outcome = entry.outcome
+    assert isinstance(outcome, SubmissionPublished | EvaluationFailed)
+    assert entry.started.submission_id == sid
+    document = feedback_document(
+        entry.started,
+        entry.episodes,
+        outcome,
+        artifacts,
+        budget=budget,
+        show_episodes=shown.episodes,
+        show_content=shown.content,
+    )
     return _canonical(document)
 
 

@@ -45,6 +45,7 @@ from evopolicygym.records.events import (
     RunCreated,
     SubmissionPublished,
 )
+from evopolicygym.records.feedback import feedback_document
 from evopolicygym.records.runs import SubmissionSummary, run_id_of
 from evopolicygym.report.diffs import diff_lines, program_diff
 from evopolicygym.report.run_data import Lineage
@@ -74,10 +75,6 @@ MEDIA_TYPES = {
     "jpeg": "image/jpeg",
 }
 _ARTIFACT_CACHE = 256  # Submissions whose artifact lists are kept
-_FAULT = (
-    "(the Agent was told only that the Host could not complete this evaluation; the recorded "
-    "error is in the facts above)"
-)
 
 
 class _Ref(msgspec.Struct):
@@ -231,58 +228,21 @@ def _shown_artifacts(record: SubmissionRecord, config: dict[str, Any]) -> list[d
 
 
 def _feedback(record: SubmissionRecord) -> dict[str, Any] | None:
-    """The fields of the Submission's feedback.json in the Agent's workspace."""
+    """The Submission's feedback.json in the Agent's workspace (``records.feedback``)."""
     started, config = record.started, _feedback_config(record.created)
-    if started is None or (record.published is None and record.failed is None):
+    outcome = record.published or record.failed
+    if started is None or outcome is None:
         return None
-    document: dict[str, Any] = {
-        "submission_id": started.submission_id,
-        "program_digest": started.program_digest,
-        "parent_program_digest": started.parent_program_digest,
-        "indices": list(started.indices),
-        "budget_reserved": started.budget_reserved,
-        "episodes": [
-            {
-                "index": e.index,
-                "status": e.status,
-                "total_reward": e.total_reward,
-                "steps": e.steps,
-                "failure": e.failure,
-                "output_tail": e.output_tail,
-            }
-            for e in record.episodes
-        ],
-        "artifacts": _shown_artifacts(record, config),
-    }
-    if record.published is not None:
-        p = record.published
-        document.update(
-            status="published",
-            budget_used=p.budget_used,
-            budget_left=p.budget_left,
-            score=p.score,
-            failures=p.failures,
-            content=p.content,
-            error=None,
-        )
-    else:
-        assert record.failed is not None
-        used = started.budget_used - started.budget_reserved + record.failed.budget_consumed
-        budget = record.created.config.get("episode_budget") if record.created else None
-        document.update(
-            status="failed",
-            budget_used=used,
-            budget_left=budget - used if isinstance(budget, int) else None,
-            score=None,
-            failures=None,
-            content=None,
-            error=_FAULT,
-        )
-    if config.get("episodes", True) is False:
-        del document["episodes"]
-    if config.get("content", True) is False:
-        del document["content"]
-    return document
+    budget = record.created.config.get("episode_budget") if record.created else None
+    return feedback_document(
+        started,
+        record.episodes,
+        outcome,
+        _shown_artifacts(record, config),
+        budget=budget if isinstance(budget, int) and not isinstance(budget, bool) else None,
+        show_episodes=config.get("episodes", True) is not False,
+        show_content=config.get("content", True) is not False,
+    )
 
 
 # --------------------------------------------------------------------------- the page
